@@ -10,6 +10,7 @@ __all__ = [
     "CheckpointError",
     "DuplicateBatchError",
     "IncompatibleMatrixError",
+    "LabelDtypeError",
     "LabelRangeError",
     "LabelSpecError",
     "MaskNotFoundError",
@@ -25,6 +26,10 @@ class SegiouError(Exception):
 
 class LabelRangeError(SegiouError, ValueError):
     """A mask holds label values that are neither an evaluated class nor ignored."""
+
+
+class LabelDtypeError(SegiouError, TypeError):
+    """A mask does not hold integer (or bool) labels."""
 
 
 class ShapeMismatchError(SegiouError, ValueError):

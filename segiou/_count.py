@@ -1,0 +1,416 @@
+"""Typed wrappers around the counting kernels: validation, lookup tables, folding, errors.
+
+This is the only module that calls :mod:`segiou._kernels`. It turns two label arrays into a
+:class:`Tally`: the ``K x K`` count matrix plus every pixel that was not counted (ignored,
+void prediction, unexpected value), so that nothing is ever silently dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from segiou import _kernels
+from segiou._typing import CountMatrix, IntArray, LabelArray
+from segiou.errors import LabelDtypeError, LabelRangeError, LabelSpecError, ShapeMismatchError
+
+__all__ = ["IGNORE", "ImageCounts", "Lookup", "Tally", "count_pairs"]
+
+#: Map target meaning "ignored" (ground truth) or "void" (prediction).
+IGNORE = -1
+
+OnUnexpected = Literal["raise", "count"]
+
+#: Largest lookup table (entries) built for a raw-id range.
+_MAX_LUT = 1 << 22
+#: Interleaved copies per table cell while the whole table stays small.
+_COPIES = 8
+_MAX_INTERLEAVED_CELLS = 32768
+#: Memory allowed for the per-thread tables of one kernel call.
+_TABLE_BUDGET_BYTES = 64 << 20
+#: Below this many pixels one thread is faster than waking the pool.
+_PARALLEL_MIN_PIXELS = 1 << 16
+#: Below this many pixels folding the 65536-bin raw table costs more than the word path saves.
+_WORD_PATH_MIN_PIXELS = 1 << 20
+
+_layer_lock = threading.Lock()
+_layer_threadsafe = False
+
+
+def _lut(
+    mapping: Mapping[int, int], num_classes: int, scale: int, side: str
+) -> tuple[IntArray, int, int]:
+    """Build ``(lut, lo, unexpected_offset)`` with ``lut[v - lo] = code(v) * scale``."""
+    unexpected = (num_classes + 1) * scale
+    if not mapping:
+        return np.zeros(0, dtype=np.int64), 0, unexpected
+    lo, hi = min(mapping), max(mapping)
+    if hi - lo + 1 > _MAX_LUT:
+        msg = (
+            f"{side} label ids span {lo}..{hi}, more than {_MAX_LUT:,} values; renumber the raw "
+            "ids of the label spec into a compact range"
+        )
+        raise LabelSpecError(msg)
+    lut = np.full(hi - lo + 1, unexpected, dtype=np.int64)
+    for raw, cls in mapping.items():
+        code = num_classes if cls == IGNORE else cls
+        lut[raw - lo] = code * scale
+    return lut, lo, unexpected
+
+
+@dataclass(frozen=True, eq=False)
+class Lookup:
+    """How raw label values become classes: compiled once per accumulator.
+
+    Parameters
+    ----------
+    num_classes : int
+        Number of evaluated classes ``K``.
+    gt_map : Mapping[int, int]
+        Raw ground-truth value -> class ``0..K-1`` or :data:`IGNORE`. Other values are
+        unexpected.
+    pred_map : Mapping[int, int]
+        Raw predicted value -> class ``0..K-1`` or :data:`IGNORE` (void). Other values are
+        unexpected.
+    """
+
+    num_classes: int
+    gt_map: Mapping[int, int]
+    pred_map: Mapping[int, int]
+    copies: int = field(init=False)
+    glut: IntArray = field(init=False, repr=False)
+    glo: int = field(init=False)
+    gunexp: int = field(init=False)
+    plut: IntArray = field(init=False, repr=False)
+    plo: int = field(init=False)
+    punexp: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        k = self.num_classes
+        width = k + 2
+        copies = _COPIES if width * width <= _MAX_INTERLEAVED_CELLS else 1
+        glut, glo, gunexp = _lut(self.gt_map, k, width * copies, "ground-truth")
+        plut, plo, punexp = _lut(self.pred_map, k, copies, "prediction")
+        for name, value in [
+            ("copies", copies),
+            ("glut", glut),
+            ("glo", glo),
+            ("gunexp", gunexp),
+            ("plut", plut),
+            ("plo", plo),
+            ("punexp", punexp),
+        ]:
+            object.__setattr__(self, name, value)
+
+    def gbytes(self, dtype: np.dtype) -> IntArray:
+        """Code of each byte value of an 8-bit ground-truth dtype (for :func:`fold_raw`)."""
+        return _byte_codes(self.gt_map, self.num_classes, dtype.kind == "i")
+
+    def pbytes(self, dtype: np.dtype) -> IntArray:
+        """Code of each byte value of an 8-bit prediction dtype (for :func:`fold_raw`)."""
+        return _byte_codes(self.pred_map, self.num_classes, dtype.kind == "i")
+
+    @property
+    def table_size(self) -> int:
+        """Number of int64 counters in one flat table."""
+        return (self.num_classes + 2) ** 2 * self.copies
+
+
+@dataclass(frozen=True)
+class ImageCounts:
+    """Per-image counts from one batch, rows in image order.
+
+    Attributes
+    ----------
+    tp, fp, fn : ndarray of int64, shape (n_images, K)
+        True positives, false positives and false negatives (void predictions included in
+        ``fn``) of each class in each image.
+    ignored, unexpected : ndarray of int64, shape (n_images,)
+        Ignored pixels and pixels with an unexpected value (``on_unexpected="count"``).
+    """
+
+    tp: IntArray
+    fp: IntArray
+    fn: IntArray
+    ignored: IntArray
+    unexpected: IntArray
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Everything one counting pass found, pixel for pixel.
+
+    ``counts.sum() + void.sum() + n_ignored + sum(unexpected_gt.values())
+    + sum(unexpected_pred.values())`` equals the number of pixels.
+    """
+
+    counts: CountMatrix
+    void: IntArray
+    n_ignored: int
+    unexpected_gt: dict[int, int]
+    unexpected_pred: dict[int, int]
+    images: ImageCounts | None = None
+
+    @property
+    def n_pixels(self) -> int:
+        """Number of pixels this tally accounts for."""
+        return (
+            int(self.counts.sum())
+            + int(self.void.sum())
+            + self.n_ignored
+            + sum(self.unexpected_gt.values())
+            + sum(self.unexpected_pred.values())
+        )
+
+
+def as_labels(a: object, name: str, where: str) -> LabelArray:
+    """Return ``a`` as an integer array a kernel accepts (bool viewed as uint8; no copy)."""
+    arr = np.asarray(a)
+    if arr.dtype == np.bool_:
+        return arr.view(np.uint8)
+    if arr.dtype.kind not in "iu":
+        msg = (
+            f"{where}: {name} has dtype {arr.dtype}, expected integer labels (uint8, uint16, "
+            f"int16, int32, int64 or bool); convert with {name}.astype(np.int32) only if the "
+            "values are whole class ids"
+        )
+        raise LabelDtypeError(msg)
+    return arr
+
+
+def _as_3d(a: LabelArray) -> LabelArray:
+    if a.ndim == 3:
+        return a
+    if a.ndim < 3:
+        return a.reshape((1,) * (3 - a.ndim) + a.shape) if a.ndim else a.reshape(1, 1, 1)
+    return a.reshape(-1, a.shape[-2], a.shape[-1])  # copies only if the strides demand it
+
+
+def _run_parallel(fn: object, args: tuple[object, ...]) -> None:
+    """Call a ``parallel=True`` kernel, serialised while the threading layer may be unsafe."""
+    global _layer_threadsafe  # noqa: PLW0603 - set once, after the first parallel call
+    if _layer_threadsafe:
+        fn(*args)  # type: ignore[operator]
+        return
+    with _layer_lock:  # numba's workqueue layer aborts on concurrent calls
+        fn(*args)  # type: ignore[operator]
+        import numba
+
+        _layer_threadsafe = numba.threading_layer() != "workqueue"
+
+
+def _byte_codes(mapping: Mapping[int, int], num_classes: int, signed: bool) -> IntArray:
+    """Code (class, K = ignore/void, K+1 = unexpected) of each of the 256 byte values."""
+    values = np.arange(256, dtype=np.int64)
+    if signed:
+        values = np.where(values < 128, values, values - 256)
+    codes = np.full(256, num_classes + 1, dtype=np.int64)
+    for i, v in enumerate(values.tolist()):
+        cls = mapping.get(v)
+        if cls is not None:
+            codes[i] = num_classes if cls == IGNORE else cls
+    return codes
+
+
+def _word_views(g: LabelArray, p: LabelArray) -> tuple[LabelArray, LabelArray] | None:
+    """Flat 8-bit views of both masks if the 8-pixel word path can read them without a copy."""
+    if g.dtype.itemsize != 1 or p.dtype.itemsize != 1 or g.size < _WORD_PATH_MIN_PIXELS:
+        return None
+    if not (g.flags.c_contiguous and p.flags.c_contiguous):
+        return None
+    if g.ctypes.data % 8 or p.ctypes.data % 8:
+        return None
+    return g.reshape(-1).view(np.uint8), p.reshape(-1).view(np.uint8)
+
+
+def _tables(g: LabelArray, p: LabelArray, lk: Lookup, workers: int, per_image: bool) -> IntArray:
+    """Run a kernel; return folded ``(n_out, K+2, K+2)`` tables (``n_out`` = 1 or images)."""
+    width = lk.num_classes + 2
+    words = None if per_image else _word_views(g, p)
+    if words is not None:
+        g8, p8 = words
+        n64 = g8.size // 8
+        raw = np.zeros((workers, _kernels.RAW_BINS * _kernels.RAW_COPIES), dtype=np.int64)
+        g64, p64 = g8[: n64 * 8].view(np.uint64), p8[: n64 * 8].view(np.uint64)
+        if workers == 1:
+            _kernels.count_words_serial(g64, p64, raw)
+        else:
+            _run_parallel(_kernels.count_words_parallel, (g64, p64, raw))
+        _kernels.count_bytes(g8[n64 * 8 :], p8[n64 * 8 :], raw[0])
+        out = np.zeros((1, width, width), dtype=np.int64)
+        _kernels.fold_raw(raw, lk.gbytes(g.dtype), lk.pbytes(p.dtype), out[0])
+        return out
+    g3, p3 = _as_3d(g), _as_3d(p)
+    n_img = g3.shape[0]
+    group = n_img if not per_image else max(
+        1, min(n_img, _TABLE_BUDGET_BYTES // (8 * workers * lk.table_size))
+    )
+    out = np.empty((n_img if per_image else 1, width, width), dtype=np.int64)
+    if not per_image:
+        out[0] = 0
+    for s in range(0, n_img, group):
+        gs, ps = g3[s : s + group], p3[s : s + group]
+        n_out = gs.shape[0] if per_image else 1
+        tabs = np.zeros((workers, n_out, lk.table_size), dtype=np.int64)
+        args = (gs, ps, lk.glut, lk.glo, lk.gunexp, lk.plut, lk.plo, lk.punexp,
+                lk.copies - 1, tabs, per_image)  # fmt: skip
+        if workers == 1:
+            _kernels.count_serial(*args)
+        else:
+            _run_parallel(_kernels.count_parallel, args)
+        folded = tabs.reshape(workers, n_out, width, width, lk.copies).sum(axis=(0, 4))
+        if per_image:
+            out[s : s + n_out] = folded
+        else:
+            out[0] += folded[0]
+    return out
+
+
+def _describe_unexpected(
+    values: LabelArray, select: np.ndarray | None, known: Mapping[int, int], shape: tuple[int, ...]
+) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """Slow path: each unexpected value with its pixel count and first position."""
+    bad = ~np.isin(values, np.fromiter(known, dtype=np.int64, count=len(known)))
+    if select is not None:
+        bad &= select
+    flat = np.flatnonzero(bad.ravel())
+    vals, first, counts = np.unique(values.ravel()[flat], return_index=True, return_counts=True)
+    return {
+        int(v): (int(c), tuple(int(i) for i in np.unravel_index(flat[f], shape)))
+        for v, f, c in zip(vals, first, counts, strict=True)
+    }
+
+
+def _format_unexpected(found: dict[int, tuple[int, tuple[int, ...]]], limit: int = 8) -> str:
+    items = sorted(found.items(), key=lambda kv: -kv[1][0])
+    parts = [f"{v} ({c:,} px, first at {pos})" for v, (c, pos) in items[:limit]]
+    if len(items) > limit:
+        parts.append(f"... and {len(items) - limit} more value(s)")
+    return ", ".join(parts)
+
+
+def _expected(mapping: Mapping[int, int], k: int, kind: str) -> str:
+    cls = sorted(r for r, c in mapping.items() if c != IGNORE)
+    ign = sorted(r for r, c in mapping.items() if c == IGNORE)
+    span = f"{cls[0]}..{cls[-1]}" if cls and cls[-1] - cls[0] + 1 == len(cls) else str(cls)
+    text = f"{len(cls)} id(s) {span} for the {k} classes"
+    return text + (f" or {kind} {ign}" if ign else "")
+
+
+def count_pairs(
+    gt: object,
+    pred: object,
+    lookup: Lookup,
+    *,
+    where: str = "update",
+    on_unexpected: OnUnexpected = "raise",
+    per_image: bool = False,
+    threads: int | None = None,
+) -> Tally:
+    """Count one (gt, pred) pair of label arrays of any rank into a fresh :class:`Tally`.
+
+    Parameters
+    ----------
+    gt, pred : array_like of int or bool
+        Label arrays of the same shape; any rank and strides (no copy for ranks <= 3).
+    lookup : Lookup
+        Raw value -> class mapping of both sides.
+    where : str
+        Where the data came from, for error messages (batch key, store path, chunk).
+    on_unexpected : {"raise", "count"}
+        What to do with values that are neither a class nor ignored/void.
+    per_image : bool
+        Also return per-image TP/FP/FN; the leading axes are images (``N x H x W``).
+    threads : int, optional
+        Kernel threads; default all of Numba's threads, 1 for small inputs.
+
+    Returns
+    -------
+    Tally
+        Counts, void predictions, ignored and unexpected pixels (and per-image counts).
+
+    Raises
+    ------
+    ShapeMismatchError
+        ``gt`` and ``pred`` differ in shape.
+    LabelDtypeError
+        A non-integer dtype.
+    LabelRangeError
+        Unexpected values and ``on_unexpected="raise"``: each value with its pixel count and
+        first position is listed.
+    """
+    g = as_labels(gt, "gt", where)
+    p = as_labels(pred, "pred", where)
+    if g.shape != p.shape:
+        msg = (
+            f"{where}: gt has shape {g.shape} but pred has shape {p.shape}; both masks of a "
+            "pair must have the same shape (resize the prediction to the ground truth)"
+        )
+        raise ShapeMismatchError(msg)
+    k = lookup.num_classes
+    if g.size == 0:
+        images = None
+        if per_image:
+            n = _as_3d(g).shape[0]
+            z2, z1 = np.zeros((n, k), dtype=np.int64), np.zeros(n, dtype=np.int64)
+            images = ImageCounts(z2, z2.copy(), z2.copy(), z1, z1.copy())
+        return Tally(np.zeros((k, k), np.int64), np.zeros(k, np.int64), 0, {}, {}, images)
+    if threads is None:
+        import numba
+
+        threads = numba.get_num_threads() if g.size >= _PARALLEL_MIN_PIXELS else 1
+    full = _tables(g, p, lookup, max(1, int(threads)), per_image)
+    n_unexp_gt = int(full[:, k + 1, :].sum())
+    n_unexp_pred = int(full[:, :k, k + 1].sum())
+    unexpected_gt: dict[int, int] = {}
+    unexpected_pred: dict[int, int] = {}
+    if n_unexp_gt or n_unexp_pred:
+        bad_g = _describe_unexpected(g, None, lookup.gt_map, g.shape) if n_unexp_gt else {}
+        bad_p: dict[int, tuple[int, tuple[int, ...]]] = {}
+        if n_unexp_pred:
+            classes = [r for r, c in lookup.gt_map.items() if c != IGNORE]
+            bad_p = _describe_unexpected(p, np.isin(g, classes), lookup.pred_map, g.shape)
+        if on_unexpected == "raise":
+            parts = []
+            if bad_g:
+                parts.append(
+                    f"{n_unexp_gt:,} ground-truth pixel(s) with unexpected value(s) "
+                    f"{_format_unexpected(bad_g)}; expected {_expected(lookup.gt_map, k, 'ignore')}"
+                )
+            if bad_p:
+                parts.append(
+                    f"{n_unexp_pred:,} predicted pixel(s) at valid ground truth with unexpected "
+                    f"value(s) {_format_unexpected(bad_p)}; expected "
+                    f"{_expected(lookup.pred_map, k, 'void')}"
+                )
+            msg = (
+                f"{where}: " + "; ".join(parts) + ". Nothing was counted. Fix the label spec "
+                "(ids, ignore values) or pass on_unexpected='count' to count and report them"
+            )
+            raise LabelRangeError(msg)
+        unexpected_gt = {v: c for v, (c, _) in bad_g.items()}
+        unexpected_pred = {v: c for v, (c, _) in bad_p.items()}
+    total = full.sum(axis=0)
+    images = None
+    if per_image:
+        cm = full[:, :k, :k]
+        tp = np.diagonal(cm, axis1=1, axis2=2).copy()
+        images = ImageCounts(
+            tp=tp,
+            fp=cm.sum(axis=1) - tp,
+            fn=cm.sum(axis=2) - tp + full[:, :k, k],
+            ignored=full[:, k, :].sum(axis=1),
+            unexpected=full[:, k + 1, :].sum(axis=1) + full[:, :k, k + 1].sum(axis=1),
+        )
+    return Tally(
+        counts=np.ascontiguousarray(total[:k, :k]),
+        void=total[:k, k].copy(),
+        n_ignored=int(total[k, :].sum()),
+        unexpected_gt=unexpected_gt,
+        unexpected_pred=unexpected_pred,
+        images=images,
+    )
