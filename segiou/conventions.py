@@ -1,0 +1,165 @@
+"""Averaging conventions, and named presets that reproduce well-known tools.
+
+The tools of the field agree on per-class IoU where a class has ground truth, and disagree on
+classes in neither mask, classes only predicted, and which classes a mean runs over. A
+:class:`Convention` makes each of those rules explicit; every :class:`~segiou.results.Result`
+echoes the one it used. Counting rules (ignore values, void predictions, unexpected values)
+are set on the accumulator and echoed too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from segiou.metrics import MeanOver
+
+__all__ = ["PRESETS", "Convention", "get_convention"]
+
+
+@dataclass(frozen=True)
+class Convention:
+    """How per-class scores are reported and averaged.
+
+    Parameters
+    ----------
+    name : str
+        Preset name, echoed in results.
+    mean_over : {"present", "gt", "all"}
+        Classes a mean runs over: ``present`` = TP+FP+FN > 0; ``gt`` = classes with
+        ground-truth pixels; ``all`` = every class, classes in neither mask scoring 0.
+    fill : float
+        Per-class value reported for classes outside ``mean_over`` (``nan`` = undefined).
+    description : str
+        One line: which tool and call this reproduces.
+    differences : tuple of str
+        What the tool does that segiou does not reproduce, or does differently.
+    """
+
+    name: str
+    mean_over: MeanOver
+    fill: float
+    description: str
+    differences: tuple[str, ...] = ()
+
+    def rules(self) -> list[str]:
+        """The rules of this convention, in words (echoed in reports)."""
+        over = {
+            "present": "means run over classes present in ground truth or prediction "
+            "(TP+FP+FN > 0); a class in neither is left out",
+            "gt": "means run over classes with ground-truth pixels; a class only predicted "
+            "is left out",
+            "all": "means run over every class; a class in neither mask scores 0",
+        }[self.mean_over]
+        fill = "nan (undefined)" if math.isnan(self.fill) else repr(self.fill)
+        return [
+            over,
+            f"per-class scores outside the averaged classes are reported as {fill}",
+            "a class only predicted scores IoU 0"
+            + (" and is included in means" if self.mean_over != "gt" else ""),
+            "ratios are computed once from the summed counts of the whole dataset",
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe echo of the convention."""
+        return {
+            "name": self.name,
+            "mean_over": self.mean_over,
+            "fill": None if math.isnan(self.fill) else self.fill,
+            "description": self.description,
+            "rules": self.rules(),
+            "differences": list(self.differences),
+        }
+
+
+_NAN = float("nan")
+_MMSEG_DIFF = (
+    "ground-truth values outside 0..K-1 other than the ignore index are dropped silently by "
+    "torch.histc while the prediction there still counts as a false positive; segiou raises "
+    "(or reports them with on_unexpected='count')",
+    "predicted values outside 0..K-1 at valid ground truth count as false negatives in both "
+    "(segiou calls them void and reports them per class)",
+)
+
+#: Named conventions; ``segiou`` is the default.
+PRESETS: dict[str, Convention] = {
+    c.name: c
+    for c in [
+        Convention(
+            "segiou", "present", _NAN,
+            "segiou's default: nan for classes in neither mask, left out of means; a class only "
+            "predicted scores 0 and counts",
+        ),
+        Convention(
+            "cityscapes", "present", _NAN,
+            "cityscapesScripts evalPixelLevelSemanticLabeling: IoU and category IoU (classes "
+            "merged), nan-skipping averages; predictions of non-evaluated labelIds are false "
+            "negatives, never false positives",
+            ("instance-weighted iIoU is not computed (it needs instance masks)",
+             "cityscapesScripts evaluates predictions in labelIds: use pred_ids='raw'"),
+        ),
+        Convention(
+            "mmseg", "present", _NAN,
+            "mmsegmentation IoUMetric / mean_iou: aAcc, mIoU, mAcc, mDice, mFscore with np.nanmean",
+            _MMSEG_DIFF,
+        ),
+        Convention(
+            "hf_evaluate", "present", _NAN,
+            "Hugging Face evaluate 'mean_iou' (a port of mmsegmentation's): mean_iou, "
+            "mean_accuracy, overall_accuracy, per_category_iou",
+            (*_MMSEG_DIFF, "nan_to_num is not applied; reduce_labels=True is the ade20k spec"),
+        ),
+        Convention(
+            "detectron2", "gt", _NAN,
+            "detectron2 SemSegEvaluator: mIoU, fwIoU, mACC, pACC over classes with ground truth; "
+            "IoU of classes absent from the ground truth is nan, even if predicted",
+            ("detectron2 counts predictions outside 0..K-1 into the wrong bins of its bincount; "
+             "segiou treats them as void or unexpected",),
+        ),
+        Convention(
+            "torchmetrics", "present", 0.0,
+            "torchmetrics MulticlassJaccardIndex: average='macro' leaves classes in neither "
+            "mask out; average=None reports them as 0 (zero_division=0); 'micro' and 'weighted' "
+            "are micro_iou and fwiou",
+            ("torchmetrics' ignore_index inside 0..K-1 zeroes that class's weight; segiou "
+             "requires ignore values outside the class range",),
+        ),
+        Convention(
+            "sklearn", "present", _NAN,
+            "scikit-learn jaccard_score(y_true, y_pred, average='macro') with labels=None: only "
+            "labels present in y_true or y_pred are scored",
+        ),
+        Convention(
+            "sklearn_all_labels", "all", 0.0,
+            "scikit-learn jaccard_score(..., labels=range(K), zero_division=0): every class "
+            "averaged, classes in neither mask score 0",
+        ),
+        Convention(
+            "keras", "present", _NAN,
+            "Keras MeanIoU: mean over classes whose union is non-zero",
+        ),
+    ]
+}  # fmt: skip
+
+
+def get_convention(preset: str | Convention) -> Convention:
+    """Return a convention by preset name (or pass one through).
+
+    Raises
+    ------
+    KeyError
+        Unknown preset; the message lists the known ones.
+
+    Examples
+    --------
+    >>> get_convention("detectron2").mean_over
+    'gt'
+    """
+    if isinstance(preset, Convention):
+        return preset
+    try:
+        return PRESETS[preset]
+    except KeyError:
+        msg = f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}"
+        raise KeyError(msg) from None

@@ -1,0 +1,496 @@
+"""Label specifications: class names, raw ids, ignore values, colours and categories.
+
+A :class:`LabelSpec` says which values of a mask are evaluated classes, which are ignored, and
+which raw ids (for example Cityscapes ``labelIds``) map to which class. Masks may hold class ids
+(``0..K-1`` plus ignore values) or raw ids; the accumulator is told which with ``gt_ids`` /
+``pred_ids``. Built-in specs: ``cityscapes``, ``pascal_voc``, ``ade20k``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from segiou._count import IGNORE
+from segiou._typing import IntArray
+from segiou.errors import LabelSpecError
+
+__all__ = ["Color", "IdSpace", "LabelSpec", "RawLabel", "builtin_spec", "load_spec"]
+
+Color = tuple[int, int, int]
+#: Which values a mask holds: evaluated class ids, or the spec's raw ids.
+IdSpace = Literal["class", "raw"]
+
+
+@dataclass(frozen=True)
+class RawLabel:
+    """One raw id of a dataset (for example a Cityscapes ``labelId``).
+
+    Attributes
+    ----------
+    id : int
+        The value stored in the mask.
+    name : str
+        Human-readable name.
+    cls : int or None
+        Evaluated class index, or ``None`` when the id is not evaluated (ignored in the ground
+        truth, void in a prediction).
+    color : tuple of int, optional
+        RGB colour of this id in colour-coded masks.
+    """
+
+    id: int
+    name: str
+    cls: int | None
+    color: Color | None = None
+
+
+def _fail(spec: str, what: str) -> LabelSpecError:
+    return LabelSpecError(f"label spec {spec!r}: {what}")
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """What the values of a mask mean.
+
+    Parameters
+    ----------
+    name : str
+        Name of the spec (echoed in results and saved states).
+    classes : sequence of str
+        Names of the evaluated classes; class ``i`` is ``classes[i]``.
+    ignore : sequence of int
+        Class-space values that are not evaluated: ignored in the ground truth (not counted,
+        whatever was predicted), void in a prediction (a false negative of the true class).
+    colors : sequence of (r, g, b), optional
+        One colour per class, for colour-coded masks and reports.
+    categories : sequence of str
+        Category names (Cityscapes style); empty when the spec has none.
+    class_categories : sequence of int
+        Category index of each class; required when ``categories`` is given.
+    raw : sequence of RawLabel
+        Raw ids and the class each maps to, for masks stored in raw ids.
+
+    Raises
+    ------
+    LabelSpecError
+        Duplicate names or ids, an ignore value that is also a class id, a class or category
+        index out of range, or a colour that is not three bytes.
+
+    Examples
+    --------
+    >>> spec = LabelSpec("roads", ["road", "car"], ignore=[255])
+    >>> spec.num_classes, spec.gt_map("class")[255]
+    (2, -1)
+    """
+
+    name: str
+    classes: tuple[str, ...]
+    ignore: tuple[int, ...] = ()
+    colors: tuple[Color, ...] | None = None
+    categories: tuple[str, ...] = ()
+    class_categories: tuple[int, ...] = ()
+    raw: tuple[RawLabel, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        for name in ("classes", "ignore", "categories", "class_categories", "raw"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.colors is not None:
+            object.__setattr__(self, "colors", tuple(tuple(c) for c in self.colors))
+        self._validate()
+
+    def _validate(self) -> None:
+        k = len(self.classes)
+        if k == 0:
+            raise _fail(self.name, "has no classes; give at least one class name")
+        _no_duplicates(self.name, "class name", self.classes)
+        _no_duplicates(self.name, "ignore value", self.ignore)
+        if clash := sorted(v for v in self.ignore if 0 <= v < k):
+            msg = (
+                f"ignore value(s) {clash} are also class ids 0..{k - 1}; an id is either "
+                "evaluated or ignored. Choose an ignore value outside the class range (e.g. 255)"
+            )
+            raise _fail(self.name, msg)
+        if self.colors is not None:
+            if len(self.colors) != k:
+                msg = f"has {len(self.colors)} colours for {k} classes; give one per class"
+                raise _fail(self.name, msg)
+            for i, c in enumerate(self.colors):
+                _check_color(self.name, f"class {self.classes[i]!r}", c)
+        if self.categories or self.class_categories:
+            _no_duplicates(self.name, "category", self.categories)
+            if len(self.class_categories) != k:
+                msg = (
+                    f"has categories for {len(self.class_categories)} classes but {k} classes; "
+                    "give a category for every class"
+                )
+                raise _fail(self.name, msg)
+            for i, c in enumerate(self.class_categories):
+                if not 0 <= c < len(self.categories):
+                    msg = (
+                        f"class {self.classes[i]!r} has category index {c}, expected "
+                        f"0..{len(self.categories) - 1} ({list(self.categories)})"
+                    )
+                    raise _fail(self.name, msg)
+        _no_duplicates(self.name, "raw id", [r.id for r in self.raw])
+        for r in self.raw:
+            if r.cls is not None and not 0 <= r.cls < k:
+                msg = f"raw id {r.id} ({r.name!r}) maps to class {r.cls}, expected 0..{k - 1}"
+                raise _fail(self.name, msg)
+            if r.color is not None:
+                _check_color(self.name, f"raw id {r.id}", r.color)
+
+    # -- what the ids mean --------------------------------------------------------------------
+    @property
+    def num_classes(self) -> int:
+        """Number of evaluated classes ``K``."""
+        return len(self.classes)
+
+    def gt_map(self, ids: IdSpace = "class") -> dict[int, int]:
+        """Mask value -> class index or ``-1`` (ignored) for ground truth in id space ``ids``.
+
+        Values absent from the map are unexpected.
+        """
+        if ids == "class":
+            out = {i: i for i in range(self.num_classes)}
+            out.update(dict.fromkeys(self.ignore, IGNORE))
+            return out
+        if ids == "raw":
+            if not self.raw:
+                msg = (
+                    "has no raw ids, so masks cannot hold raw ids; use ids='class' or add a "
+                    "'raw' table to the spec"
+                )
+                raise _fail(self.name, msg)
+            return {r.id: IGNORE if r.cls is None else r.cls for r in self.raw}
+        msg = f"id space {ids!r} is unknown; expected 'class' or 'raw'"
+        raise _fail(self.name, msg)
+
+    def pred_map(self, ids: IdSpace = "class") -> dict[int, int]:
+        """Mask value -> class index or ``-1`` (void) for predictions in id space ``ids``.
+
+        The same table as :meth:`gt_map`: a value that is ignored in the ground truth is void
+        when predicted (a false negative of the true class, never a false positive).
+        """
+        return self.gt_map(ids)
+
+    @property
+    def has_raw(self) -> bool:
+        """Whether the spec has a raw-id table."""
+        return bool(self.raw)
+
+    def category_matrix(self) -> IntArray:
+        """``K x G`` 0/1 matrix: ``M[c, g] = 1`` when class ``c`` is in category ``g``."""
+        if not self.categories:
+            msg = "has no categories; add 'categories' and per-class categories to the spec"
+            raise _fail(self.name, msg)
+        m = np.zeros((self.num_classes, len(self.categories)), dtype=np.int64)
+        m[np.arange(self.num_classes), list(self.class_categories)] = 1
+        return m
+
+    def with_ignore(self, values: int | Iterable[int]) -> LabelSpec:
+        """Return a copy whose class-space ignore values are ``values``."""
+        vals = (values,) if isinstance(values, int) else tuple(values)
+        return replace(self, ignore=vals)
+
+    # -- construction and serialisation -------------------------------------------------------
+    @classmethod
+    def from_num_classes(
+        cls, num_classes: int, *, ignore: int | Iterable[int] | None = None
+    ) -> LabelSpec:
+        """A spec with classes named ``"0".."K-1"`` and the given ignore values."""
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
+            msg = f"num_classes must be an int, got {num_classes!r}"
+            raise LabelSpecError(msg)
+        if num_classes < 1:
+            msg = f"num_classes must be at least 1, got {num_classes}"
+            raise LabelSpecError(msg)
+        ign = () if ignore is None else (ignore,) if isinstance(ignore, int) else tuple(ignore)
+        return cls(f"{num_classes} classes", tuple(str(i) for i in range(num_classes)), ign)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe description; :meth:`from_dict` reads it back."""
+        out: dict[str, Any] = {"name": self.name, "classes": list(self.classes)}
+        out["ignore"] = list(self.ignore)
+        if self.colors is not None:
+            out["colors"] = [list(c) for c in self.colors]
+        if self.categories:
+            out["categories"] = list(self.categories)
+            out["class_categories"] = list(self.class_categories)
+        if self.raw:
+            out["raw"] = [
+                {"id": r.id, "name": r.name, "class": r.cls}
+                | ({"color": list(r.color)} if r.color else {})
+                for r in self.raw
+            ]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, source: str = "label spec") -> LabelSpec:
+        """Build a spec from a mapping (see the README for the format).
+
+        ``classes`` is a list of names, or of ``{"name", "color", "category"}`` objects;
+        ``raw`` entries name their class by index or by name (``null``: not evaluated).
+        """
+        if not isinstance(d, Mapping):
+            msg = f"{source}: expected an object with 'classes', got {type(d).__name__}"
+            raise LabelSpecError(msg)
+        known = {"name", "classes", "ignore", "colors", "categories", "class_categories", "raw"}
+        if unknown := sorted(set(d) - known):
+            msg = f"{source}: unknown key(s) {unknown}; expected some of {sorted(known)}"
+            raise LabelSpecError(msg)
+        if "classes" not in d:
+            msg = f"{source}: missing 'classes' (a list of class names)"
+            raise LabelSpecError(msg)
+        name = str(d.get("name", Path(source).stem))
+        names: list[str] = []
+        colors: list[Color] | None = list(map(_color, d["colors"])) if "colors" in d else None
+        cats = [str(c) for c in d.get("categories", [])]
+        class_cats = list(d.get("class_categories", []))
+        for i, c in enumerate(d["classes"]):
+            if isinstance(c, str):
+                names.append(c)
+                continue
+            if not isinstance(c, Mapping) or "name" not in c:
+                msg = f"{source}: classes[{i}] is {c!r}; expected a name or an object with 'name'"
+                raise LabelSpecError(msg)
+            names.append(str(c["name"]))
+            if "color" in c:
+                colors = colors or [(0, 0, 0)] * len(d["classes"])
+                colors[i] = _color(c["color"])
+            if "category" in c:
+                if c["category"] not in cats:
+                    if "categories" in d:
+                        msg = (
+                            f"{source}: class {c['name']!r} has category {c['category']!r}, "
+                            f"which is not in categories {cats}"
+                        )
+                        raise LabelSpecError(msg)
+                    cats.append(str(c["category"]))
+                class_cats.extend([0] * (i + 1 - len(class_cats)))
+                class_cats[i] = cats.index(c["category"])
+        raw = []
+        for i, r in enumerate(d.get("raw", [])):
+            target = r.get("class")
+            if isinstance(target, str):
+                if target not in names:
+                    msg = f"{source}: raw[{i}] maps to unknown class {target!r}; known: {names}"
+                    raise LabelSpecError(msg)
+                target = names.index(target)
+            color = _color(r["color"]) if r.get("color") is not None else None
+            raw.append(RawLabel(int(r["id"]), str(r.get("name", r["id"])), target, color))
+        ignore = d.get("ignore", [])
+        ignore = [ignore] if isinstance(ignore, int) else ignore
+        return cls(name, tuple(names), tuple(int(v) for v in ignore), colors and tuple(colors),
+                   tuple(cats), tuple(class_cats), tuple(raw))  # fmt: skip
+
+
+def _no_duplicates(spec: str, what: str, items: Iterable[object]) -> None:
+    seen: set[object] = set()
+    dup = [x for x in items if x in seen or seen.add(x)]  # type: ignore[func-returns-value]
+    if dup:
+        raise _fail(spec, f"duplicate {what}(s) {sorted(set(map(str, dup)))}; each must be unique")
+
+
+def _check_color(spec: str, where: str, c: Sequence[int]) -> None:
+    if len(c) != 3 or not all(isinstance(v, int) and 0 <= v <= 255 for v in c):
+        raise _fail(spec, f"{where} has colour {c!r}; expected three integers 0..255")
+
+
+def _color(c: Any) -> Color:
+    return (int(c[0]), int(c[1]), int(c[2])) if len(c) == 3 else tuple(c)  # type: ignore[return-value]
+
+
+def load_spec(source: str | Path | LabelSpec) -> LabelSpec:
+    """A built-in spec by name, or a spec file (``.json`` or ``.toml``).
+
+    Parameters
+    ----------
+    source : str, Path or LabelSpec
+        ``"cityscapes"``, ``"pascal_voc"``, ``"ade20k"``, or a path to a spec file.
+
+    Returns
+    -------
+    LabelSpec
+
+    Raises
+    ------
+    LabelSpecError
+        Unknown name, unreadable or invalid file.
+
+    Examples
+    --------
+    >>> load_spec("pascal_voc").num_classes
+    21
+    """
+    if isinstance(source, LabelSpec):
+        return source
+    if isinstance(source, str) and source in _BUILTIN:
+        return builtin_spec(source)
+    path = Path(source)
+    if not path.is_file():
+        msg = (
+            f"label spec {str(source)!r} is neither a built-in spec ({sorted(_BUILTIN)}) nor an "
+            "existing .json/.toml file"
+        )
+        raise LabelSpecError(msg)
+    try:
+        if path.suffix.lower() == ".toml":
+            import tomllib
+
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        else:
+            data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as err:
+        msg = f"label spec file {str(path)!r} cannot be read: {err}"
+        raise LabelSpecError(msg) from err
+    return LabelSpec.from_dict(data, source=str(path))
+
+
+# -- built-in specs ---------------------------------------------------------------------------
+# Cityscapes: (name, labelId, trainId or None, category, colour), from the dataset's label table.
+_CITYSCAPES = [
+    ("unlabeled", 0, None, "void", (0, 0, 0)),
+    ("ego vehicle", 1, None, "void", (0, 0, 0)),
+    ("rectification border", 2, None, "void", (0, 0, 0)),
+    ("out of roi", 3, None, "void", (0, 0, 0)),
+    ("static", 4, None, "void", (0, 0, 0)),
+    ("dynamic", 5, None, "void", (111, 74, 0)),
+    ("ground", 6, None, "void", (81, 0, 81)),
+    ("road", 7, 0, "flat", (128, 64, 128)),
+    ("sidewalk", 8, 1, "flat", (244, 35, 232)),
+    ("parking", 9, None, "flat", (250, 170, 160)),
+    ("rail track", 10, None, "flat", (230, 150, 140)),
+    ("building", 11, 2, "construction", (70, 70, 70)),
+    ("wall", 12, 3, "construction", (102, 102, 156)),
+    ("fence", 13, 4, "construction", (190, 153, 153)),
+    ("guard rail", 14, None, "construction", (180, 165, 180)),
+    ("bridge", 15, None, "construction", (150, 100, 100)),
+    ("tunnel", 16, None, "construction", (150, 120, 90)),
+    ("pole", 17, 5, "object", (153, 153, 153)),
+    ("polegroup", 18, None, "object", (153, 153, 153)),
+    ("traffic light", 19, 6, "object", (250, 170, 30)),
+    ("traffic sign", 20, 7, "object", (220, 220, 0)),
+    ("vegetation", 21, 8, "nature", (107, 142, 35)),
+    ("terrain", 22, 9, "nature", (152, 251, 152)),
+    ("sky", 23, 10, "sky", (70, 130, 180)),
+    ("person", 24, 11, "human", (220, 20, 60)),
+    ("rider", 25, 12, "human", (255, 0, 0)),
+    ("car", 26, 13, "vehicle", (0, 0, 142)),
+    ("truck", 27, 14, "vehicle", (0, 0, 70)),
+    ("bus", 28, 15, "vehicle", (0, 60, 100)),
+    ("caravan", 29, None, "vehicle", (0, 0, 90)),
+    ("trailer", 30, None, "vehicle", (0, 0, 110)),
+    ("train", 31, 16, "vehicle", (0, 80, 100)),
+    ("motorcycle", 32, 17, "vehicle", (0, 0, 230)),
+    ("bicycle", 33, 18, "vehicle", (119, 11, 32)),
+]
+_CITYSCAPES_CATEGORIES = ("flat", "construction", "object", "nature", "sky", "human", "vehicle")
+
+_VOC = (
+    "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair",
+    "cow", "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
+    "train", "tvmonitor",
+)  # fmt: skip
+
+_ADE20K = (
+    "wall", "building", "sky", "floor", "tree", "ceiling", "road", "bed", "windowpane", "grass",
+    "cabinet", "sidewalk", "person", "earth", "door", "table", "mountain", "plant", "curtain",
+    "chair", "car", "water", "painting", "sofa", "shelf", "house", "sea", "mirror", "rug",
+    "field", "armchair", "seat", "fence", "desk", "rock", "wardrobe", "lamp", "bathtub",
+    "railing", "cushion", "base", "box", "column", "signboard", "chest of drawers", "counter",
+    "sand", "sink", "skyscraper", "fireplace", "refrigerator", "grandstand", "path", "stairs",
+    "runway", "case", "pool table", "pillow", "screen door", "stairway", "river", "bridge",
+    "bookcase", "blind", "coffee table", "toilet", "flower", "book", "hill", "bench",
+    "countertop", "stove", "palm", "kitchen island", "computer", "swivel chair", "boat", "bar",
+    "arcade machine", "hovel", "bus", "towel", "light", "truck", "tower", "chandelier",
+    "awning", "streetlight", "booth", "television receiver", "airplane", "dirt track",
+    "apparel", "pole", "land", "bannister", "escalator", "ottoman", "bottle", "buffet",
+    "poster", "stage", "van", "ship", "fountain", "conveyer belt", "canopy", "washer",
+    "plaything", "swimming pool", "stool", "barrel", "basket", "waterfall", "tent", "bag",
+    "minibike", "cradle", "oven", "ball", "food", "step", "tank", "trade name", "microwave",
+    "pot", "animal", "bicycle", "lake", "dishwasher", "screen", "blanket", "sculpture", "hood",
+    "sconce", "vase", "traffic light", "tray", "ashcan", "fan", "pier", "crt screen", "plate",
+    "monitor", "bulletin board", "shower", "radiator", "glass", "clock", "flag",
+)  # fmt: skip
+
+
+def _voc_colors(n: int) -> tuple[Color, ...]:
+    """The PASCAL VOC devkit colour map: bits of the index spread over R, G and B."""
+    out = []
+    for i in range(n):
+        r = g = b = 0
+        c = i
+        for j in range(8):
+            r |= ((c >> 0) & 1) << (7 - j)
+            g |= ((c >> 1) & 1) << (7 - j)
+            b |= ((c >> 2) & 1) << (7 - j)
+            c >>= 3
+        out.append((r, g, b))
+    return tuple(out)
+
+
+def _cityscapes() -> LabelSpec:
+    train = sorted((t, n, cat, col) for n, _, t, cat, col in _CITYSCAPES if t is not None)
+    return LabelSpec(
+        name="cityscapes",
+        classes=tuple(n for _, n, _, _ in train),
+        ignore=(255,),
+        colors=tuple(col for *_, col in train),
+        categories=_CITYSCAPES_CATEGORIES,
+        class_categories=tuple(_CITYSCAPES_CATEGORIES.index(cat) for _, _, cat, _ in train),
+        raw=tuple(RawLabel(i, n, t, col) for n, i, t, _, col in _CITYSCAPES),
+    )
+
+
+def _pascal_voc() -> LabelSpec:
+    return LabelSpec("pascal_voc", _VOC, ignore=(255,), colors=_voc_colors(len(_VOC)))
+
+
+def _ade20k() -> LabelSpec:
+    raw = (RawLabel(0, "other", None),) + tuple(
+        RawLabel(i + 1, n, i) for i, n in enumerate(_ADE20K)
+    )
+    return LabelSpec("ade20k", _ADE20K, ignore=(255,), raw=raw)
+
+
+_BUILTIN = {"cityscapes": _cityscapes, "pascal_voc": _pascal_voc, "ade20k": _ade20k}
+
+
+def builtin_spec(name: str) -> LabelSpec:
+    """Return a built-in label spec.
+
+    Parameters
+    ----------
+    name : {"cityscapes", "pascal_voc", "ade20k"}
+        ``cityscapes``: 19 train classes (class ids are trainIds, 255 ignored), the official 34
+        labelIds as raw ids, 7 categories. ``pascal_voc``: 21 classes, 255 ignored (object
+        boundaries). ``ade20k``: 150 classes; raw ids are the dataset's (0 = "other", ignored;
+        ``i`` -> class ``i - 1``, i.e. mmsegmentation's ``reduce_zero_label``); class ids
+        0..149 with 255 ignored.
+
+    Returns
+    -------
+    LabelSpec
+
+    Raises
+    ------
+    LabelSpecError
+        Unknown name.
+
+    Examples
+    --------
+    >>> spec = builtin_spec("cityscapes")
+    >>> spec.num_classes, spec.gt_map("raw")[7], spec.gt_map("raw")[9]
+    (19, 0, -1)
+    """
+    try:
+        return _BUILTIN[name]()
+    except KeyError:
+        msg = f"unknown built-in label spec {name!r}; expected one of {sorted(_BUILTIN)}"
+        raise LabelSpecError(msg) from None

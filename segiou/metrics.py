@@ -1,0 +1,379 @@
+"""Layer 3: metric reducers, pure functions of a ``K x K`` count matrix ``cm[gt, pred]``.
+
+Every reducer also takes ``void``: per ground-truth class, the pixels whose prediction was no
+evaluated class (Cityscapes' rule: a false negative of the true class, never a false positive
+of any class). ``void=None`` means none.
+
+Conventions shared by every reducer (the ``over`` argument of the means selects among them):
+
+* A class with ``TP + FP + FN = 0`` (in neither ground truth nor prediction) scores ``nan``,
+  never 0 or -1, and means skip it (``over="present"``, the default).
+* A class predicted but absent from the ground truth scores 0 and is included in means
+  (cityscapesScripts, mmsegmentation, HF evaluate, torchmetrics' macro average, scikit-learn).
+  ``over="gt"`` leaves it out (detectron2); ``over="all"`` averages over every class with absent
+  classes scored 0 (scikit-learn with ``labels=range(K)``).
+
+Ratios are computed here, once, from summed counts: never average per-image or per-batch scores.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from segiou._typing import CountMatrix, FloatArray, IntArray
+
+__all__ = [
+    "MeanOver",
+    "category_counts",
+    "category_iou",
+    "cohen_kappa",
+    "dice",
+    "fbeta",
+    "fw_iou",
+    "iou",
+    "mean",
+    "mean_accuracy",
+    "mean_iou",
+    "micro_iou",
+    "pixel_accuracy",
+    "precision",
+    "recall",
+    "tp_fp_fn",
+]
+
+#: Which classes a mean runs over: see the module docstring.
+MeanOver = Literal["present", "gt", "all"]
+
+
+def _check(cm: CountMatrix, void: IntArray | None) -> tuple[CountMatrix, IntArray]:
+    cm = np.asarray(cm)
+    if cm.ndim != 2 or cm.shape[0] != cm.shape[1]:
+        msg = f"count matrix must be square (K x K), got shape {cm.shape}"
+        raise ValueError(msg)
+    if cm.dtype.kind not in "iu":
+        msg = f"count matrix must hold integer counts, got dtype {cm.dtype}"
+        raise TypeError(msg)
+    k = cm.shape[0]
+    v = np.zeros(k, dtype=np.int64) if void is None else np.asarray(void, dtype=np.int64)
+    if v.shape != (k,):
+        msg = f"void must have one count per class, shape ({k},), got {v.shape}"
+        raise ValueError(msg)
+    return cm.astype(np.int64, copy=False), v
+
+
+def _ratio(num: IntArray | FloatArray, den: IntArray | FloatArray) -> FloatArray:
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    return np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
+
+
+def tp_fp_fn(cm: CountMatrix, *, void: IntArray | None = None) -> tuple[IntArray, IntArray, IntArray]:
+    """Per-class true positives, false positives and false negatives.
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class.
+
+    Returns
+    -------
+    tp, fp, fn : ndarray of int64, shape (K,)
+
+    Notes
+    -----
+    ``TP_c = cm[c, c]``, ``FP_c = sum_g cm[g, c] - TP_c``,
+    ``FN_c = sum_p cm[c, p] - TP_c + void_c``.
+
+    Examples
+    --------
+    >>> tp, fp, fn = tp_fp_fn(np.array([[3, 1], [2, 4]]), void=np.array([1, 0]))
+    >>> tp.tolist(), fp.tolist(), fn.tolist()
+    ([3, 4], [2, 1], [2, 2])
+    """
+    cm, v = _check(cm, void)
+    tp = np.diagonal(cm).copy()
+    return tp, cm.sum(axis=0) - tp, cm.sum(axis=1) - tp + v
+
+
+def iou(cm: CountMatrix, *, void: IntArray | None = None) -> FloatArray:
+    """Per-class intersection over union (Jaccard index).
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class (false negatives).
+
+    Returns
+    -------
+    ndarray of float64, shape (K,)
+        ``nan`` where the class is in neither ground truth nor prediction.
+
+    Notes
+    -----
+    ``IoU_c = TP_c / (TP_c + FP_c + FN_c)``. A class only predicted scores 0.
+
+    References
+    ----------
+    .. [1] M. Everingham et al., "The PASCAL Visual Object Classes (VOC) Challenge", IJCV 2010.
+
+    Examples
+    --------
+    >>> iou(np.array([[100, 25], [75, 0]])).tolist()
+    [0.5, 0.0]
+    """
+    tp, fp, fn = tp_fp_fn(cm, void=void)
+    return _ratio(tp, tp + fp + fn)
+
+
+def mean(scores: FloatArray, cm: CountMatrix, *, void: IntArray | None = None,
+         over: MeanOver = "present") -> float:  # fmt: skip
+    """Average per-class ``scores`` over the classes selected by ``over``.
+
+    Parameters
+    ----------
+    scores : ndarray of float, shape (K,)
+        Per-class scores (``nan`` for undefined).
+    cm, void
+        The counts the scores came from.
+    over : {"present", "gt", "all"}
+        ``present``: classes with ``TP+FP+FN > 0``; ``gt``: classes with ground-truth pixels;
+        ``all``: every class, undefined scores counted as 0.
+
+    Returns
+    -------
+    float
+        ``nan`` when no class is selected.
+
+    Examples
+    --------
+    >>> cm = np.array([[2, 1, 0], [0, 0, 0], [0, 0, 0]])  # class 1 only predicted, 2 absent
+    >>> s = iou(cm)
+    >>> [round(mean(s, cm, over=o), 4) for o in ("present", "gt", "all")]
+    [0.3333, 0.6667, 0.2222]
+    """
+    tp, fp, fn = tp_fp_fn(cm, void=void)
+    s = np.asarray(scores, dtype=np.float64)
+    if over == "present":
+        sel = (tp + fp + fn) > 0
+    elif over == "gt":
+        sel = (tp + fn) > 0
+    elif over == "all":
+        s = np.nan_to_num(s, nan=0.0)
+        sel = np.ones(s.shape, dtype=bool)
+    else:
+        msg = f"over={over!r} is unknown; expected 'present', 'gt' or 'all'"
+        raise ValueError(msg)
+    vals = s[sel]
+    vals = vals[~np.isnan(vals)]
+    return float(vals.mean()) if vals.size else float("nan")
+
+
+def mean_iou(cm: CountMatrix, *, void: IntArray | None = None, over: MeanOver = "present") -> float:
+    """Mean IoU over classes (mIoU).
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class.
+    over : {"present", "gt", "all"}
+        Which classes the mean runs over (see :func:`mean`).
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    ``mIoU = mean_c IoU_c`` over the selected classes; never an average of per-image mIoUs.
+
+    Examples
+    --------
+    >>> mean_iou(np.array([[1, 1], [1, 1]]))  # Keras' MeanIoU example
+    0.3333333333333333
+    """
+    return mean(iou(cm, void=void), cm, void=void, over=over)
+
+
+def fw_iou(cm: CountMatrix, *, void: IntArray | None = None) -> float:
+    """Frequency-weighted IoU: per-class IoU weighted by the class's ground-truth pixel share.
+
+    Notes
+    -----
+    ``fwIoU = sum_c (n_c / N) IoU_c`` with ``n_c = TP_c + FN_c`` ground-truth pixels of class
+    ``c`` and ``N = sum_c n_c``. Classes without ground truth have weight 0. ``nan`` when there
+    is no ground-truth pixel.
+
+    Examples
+    --------
+    >>> fw_iou(np.array([[3, 1], [0, 0]]))
+    0.75
+    """
+    tp, fp, fn = tp_fp_fn(cm, void=void)
+    n = tp + fn
+    if n.sum() == 0:
+        return float("nan")
+    scores = np.nan_to_num(_ratio(tp, tp + fp + fn), nan=0.0)
+    return float((n * scores).sum() / n.sum())
+
+
+def micro_iou(cm: CountMatrix, *, void: IntArray | None = None) -> float:
+    """Micro-averaged IoU: summed TP over summed TP + FP + FN of all classes.
+
+    Examples
+    --------
+    >>> micro_iou(np.array([[1, 1], [1, 1]]))
+    0.3333333333333333
+    """
+    tp, fp, fn = tp_fp_fn(cm, void=void)
+    return float(_ratio(tp.sum(), (tp + fp + fn).sum()))
+
+
+def fbeta(cm: CountMatrix, beta: float = 1.0, *, void: IntArray | None = None) -> FloatArray:
+    """Per-class F-beta score.
+
+    Notes
+    -----
+    ``F_beta,c = (1 + b^2) TP / ((1 + b^2) TP + b^2 FN + FP)``; ``nan`` when the class is in
+    neither ground truth nor prediction. ``beta = 1`` is Dice / F1.
+
+    Examples
+    --------
+    >>> fbeta(np.array([[2, 1], [1, 0]]), beta=2.0).round(4).tolist()
+    [0.6667, 0.0]
+    """
+    tp, fp, fn = tp_fp_fn(cm, void=void)
+    b2 = float(beta) ** 2
+    return _ratio((1 + b2) * tp, (1 + b2) * tp + b2 * fn + fp)
+
+
+def dice(cm: CountMatrix, *, void: IntArray | None = None) -> FloatArray:
+    """Per-class Dice coefficient (F1): ``2 TP / (2 TP + FP + FN)``, ``nan`` when absent.
+
+    Examples
+    --------
+    >>> dice(np.array([[100, 25], [75, 0]])).round(4).tolist()
+    [0.6667, 0.0]
+    """
+    return fbeta(cm, 1.0, void=void)
+
+
+def precision(cm: CountMatrix, *, void: IntArray | None = None) -> FloatArray:
+    """Per-class precision ``TP / (TP + FP)``; ``nan`` when the class is never predicted.
+
+    Examples
+    --------
+    >>> precision(np.array([[3, 1], [1, 1]])).tolist()
+    [0.75, 0.5]
+    """
+    tp, fp, _ = tp_fp_fn(cm, void=void)
+    return _ratio(tp, tp + fp)
+
+
+def recall(cm: CountMatrix, *, void: IntArray | None = None) -> FloatArray:
+    """Per-class recall (class accuracy) ``TP / (TP + FN)``; ``nan`` without ground truth.
+
+    Examples
+    --------
+    >>> recall(np.array([[3, 1], [1, 1]])).tolist()
+    [0.75, 0.5]
+    """
+    tp, _, fn = tp_fp_fn(cm, void=void)
+    return _ratio(tp, tp + fn)
+
+
+def pixel_accuracy(cm: CountMatrix, *, void: IntArray | None = None) -> float:
+    """Share of valid ground-truth pixels predicted correctly: ``sum TP / sum (TP + FN)``.
+
+    Void predictions count as wrong; ignored pixels are not counted at all.
+
+    Examples
+    --------
+    >>> pixel_accuracy(np.array([[3, 1], [1, 1]]))
+    0.6666666666666666
+    """
+    tp, _, fn = tp_fp_fn(cm, void=void)
+    return float(_ratio(tp.sum(), (tp + fn).sum()))
+
+
+def mean_accuracy(cm: CountMatrix, *, void: IntArray | None = None) -> float:
+    """Mean of per-class recall over classes with ground-truth pixels.
+
+    Examples
+    --------
+    >>> mean_accuracy(np.array([[3, 1], [1, 1]]))
+    0.625
+    """
+    return mean(recall(cm, void=void), cm, void=void, over="gt")
+
+
+def cohen_kappa(cm: CountMatrix, *, void: IntArray | None = None) -> float:
+    """Cohen's kappa of the agreement between ground truth and prediction.
+
+    Notes
+    -----
+    ``kappa = (p_o - p_e) / (1 - p_e)`` with ``p_o = sum TP / N`` and
+    ``p_e = sum_c gt_c pred_c / N^2``, computed on the matrix extended by a void column (a
+    "class" never in the ground truth). ``nan`` when ``p_e = 1`` or ``N = 0``.
+
+    References
+    ----------
+    .. [1] J. Cohen, "A coefficient of agreement for nominal scales", 1960.
+
+    Examples
+    --------
+    >>> round(cohen_kappa(np.array([[3, 1], [1, 1]])), 4)
+    0.25
+    """
+    cm, v = _check(cm, void)
+    n = float(cm.sum() + v.sum())
+    if n == 0:
+        return float("nan")
+    gt = (cm.sum(axis=1) + v).astype(np.float64)
+    pr = cm.sum(axis=0).astype(np.float64)
+    po = float(np.trace(cm)) / n
+    pe = float((gt * pr).sum()) / (n * n)
+    return float("nan") if pe >= 1.0 else (po - pe) / (1.0 - pe)
+
+
+def category_counts(
+    cm: CountMatrix, membership: IntArray, *, void: IntArray | None = None
+) -> tuple[CountMatrix, IntArray]:
+    """Merge classes into categories: ``(M^T cm M, M^T void)`` for a ``K x G`` 0/1 ``M``.
+
+    Confusions between classes of the same category become true positives of the category.
+
+    Examples
+    --------
+    >>> m = np.array([[1, 0], [1, 0], [0, 1]])
+    >>> cm = np.array([[5, 2, 1], [3, 4, 0], [0, 1, 6]])
+    >>> category_counts(cm, m)[0].tolist()
+    [[14, 1], [1, 6]]
+    """
+    cm, v = _check(cm, void)
+    m = np.asarray(membership, dtype=np.int64)
+    if m.shape[0] != cm.shape[0] or m.ndim != 2:
+        msg = f"membership must be K x G with K = {cm.shape[0]}, got shape {m.shape}"
+        raise ValueError(msg)
+    return m.T @ cm @ m, m.T @ v
+
+
+def category_iou(cm: CountMatrix, membership: IntArray, *, void: IntArray | None = None) -> FloatArray:
+    """Per-category IoU, Cityscapes style (see :func:`category_counts`).
+
+    Examples
+    --------
+    >>> m = np.array([[1, 0], [1, 0], [0, 1]])
+    >>> cm = np.array([[5, 2, 1], [3, 4, 0], [0, 1, 6]])
+    >>> category_iou(cm, m).round(4).tolist()
+    [0.875, 0.75]
+    """
+    ccm, cv = category_counts(cm, membership, void=void)
+    return iou(ccm, void=cv)

@@ -1,0 +1,254 @@
+"""Results: every metric of one accumulator under one named convention, with its rules echoed.
+
+The JSON schema (``format = "segiou.result"``, ``version = 1``) is documented in the README;
+``nan`` (undefined) is written as ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from segiou import metrics as m
+from segiou._typing import CountMatrix, FloatArray, IntArray
+from segiou.confusion import ConfusionMatrix
+from segiou.conventions import Convention, get_convention
+from segiou.labels import LabelSpec
+
+__all__ = ["RESULT_FORMAT", "RESULT_VERSION", "Result", "evaluate"]
+
+RESULT_FORMAT = "segiou.result"
+RESULT_VERSION = 1
+
+_PER_CLASS_SCORES = ("iou", "dice", "precision", "recall")
+_COUNTS = ("tp", "fp", "fn", "void", "gt_pixels", "pred_pixels")
+
+
+@dataclass(frozen=True)
+class Result:
+    """Metrics of one evaluation, with class names, counts and the convention used.
+
+    Attributes
+    ----------
+    labels : str
+        Name of the label spec.
+    class_names : list of str
+    convention : Convention
+        The averaging rules (echoed by :meth:`to_dict` and :meth:`table`).
+    per_class : dict of str to ndarray
+        ``iou``, ``dice``, ``precision``, ``recall`` (float) and ``tp``, ``fp``, ``fn``,
+        ``void``, ``gt_pixels``, ``pred_pixels`` (int), one entry per class.
+    summary : dict of str to float
+        ``miou``, ``fwiou``, ``micro_iou``, ``mdice``, ``pixel_accuracy``, ``mean_accuracy``,
+        ``kappa`` (and ``category_miou`` when the spec has categories).
+    categories : dict or None
+        ``names``, ``iou``, ``tp``, ``fp``, ``fn`` per category (Cityscapes style).
+    pixels : dict
+        ``total``, ``counted``, ``ignored``, ``void``, ``unexpected_gt``, ``unexpected_pred``.
+    counting : dict
+        The counting rules: id spaces, ignore values, unexpected-value policy.
+    """
+
+    labels: str
+    class_names: list[str]
+    convention: Convention
+    per_class: dict[str, np.ndarray]
+    summary: dict[str, float]
+    categories: dict[str, Any] | None
+    pixels: dict[str, Any]
+    counting: dict[str, Any] = field(default_factory=dict)
+    images: int = 0
+    batches: int = 0
+
+    @property
+    def miou(self) -> float:
+        """Mean IoU under the result's convention."""
+        return self.summary["miou"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict in the documented, versioned schema (``nan`` -> ``None``)."""
+        from segiou import __version__
+
+        classes = [
+            {"id": i, "name": n}
+            | {k: _num(self.per_class[k][i]) for k in (*_PER_CLASS_SCORES, *_COUNTS)}
+            for i, n in enumerate(self.class_names)
+        ]
+        cats = None
+        if self.categories is not None:
+            c = self.categories
+            cats = [
+                {"name": n, "iou": _num(c["iou"][i]), "tp": _num(c["tp"][i]),
+                 "fp": _num(c["fp"][i]), "fn": _num(c["fn"][i])}  # fmt: skip
+                for i, n in enumerate(c["names"])
+            ]
+        return {
+            "format": RESULT_FORMAT,
+            "version": RESULT_VERSION,
+            "writer": {"segiou": __version__},
+            "labels": self.labels,
+            "convention": self.convention.to_dict(),
+            "counting": self.counting,
+            "summary": {k: _num(v) for k, v in self.summary.items()},
+            "classes": classes,
+            "categories": cats,
+            "pixels": self.pixels,
+            "images": self.images,
+            "batches": self.batches,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The :meth:`to_dict` document as strict JSON text."""
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def table(self, *, width: int = 100) -> str:
+        """A readable text table: per-class scores, categories, summary and rules."""
+        from segiou.report import render_text
+
+        return render_text(self, width=width)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _num(x: Any) -> float | int | None:
+    if isinstance(x, np.integer | int):
+        return int(x)
+    f = float(x)
+    return None if math.isnan(f) else f
+
+
+def _fill(scores: FloatArray, scored: np.ndarray, conv: Convention) -> FloatArray:
+    out = scores.copy()
+    if conv.mean_over == "all":
+        out[np.isnan(out)] = 0.0
+    out[~scored] = conv.fill
+    return out
+
+
+def evaluate(
+    source: ConfusionMatrix | CountMatrix,
+    *,
+    preset: str | Convention = "segiou",
+    void: IntArray | None = None,
+    spec: LabelSpec | None = None,
+    beta: float | None = None,
+) -> Result:
+    """Compute every metric from summed counts under a named convention.
+
+    Parameters
+    ----------
+    source : ConfusionMatrix or ndarray of int, shape (K, K)
+        An accumulator, or a bare count matrix ``cm[gt, pred]``.
+    preset : str or Convention
+        ``"segiou"`` (default), ``"cityscapes"``, ``"mmseg"``, ``"hf_evaluate"``,
+        ``"detectron2"``, ``"torchmetrics"``, ``"sklearn"``, ``"sklearn_all_labels"``,
+        ``"keras"``; see :data:`segiou.conventions.PRESETS`.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per class, for a bare count matrix.
+    spec : LabelSpec, optional
+        Class names and categories, for a bare count matrix.
+    beta : float, optional
+        Also report per-class F-beta (``fbeta``) and its mean (``mfbeta``).
+
+    Returns
+    -------
+    Result
+
+    Notes
+    -----
+    Per-class scores: ``IoU = TP/(TP+FP+FN)``, ``Dice = 2TP/(2TP+FP+FN)``,
+    ``precision = TP/(TP+FP)``, ``recall = TP/(TP+FN)``. Means follow ``preset`` (see
+    :class:`~segiou.conventions.Convention`); ``mean_accuracy`` always runs over classes with
+    ground truth, as in every tool.
+
+    Examples
+    --------
+    >>> r = evaluate(np.array([[1, 1], [1, 1]]))
+    >>> round(r.miou, 4), r.convention.name
+    (0.3333, 'segiou')
+    """
+    conv = get_convention(preset)
+    extra: dict[str, Any] = {}
+    if isinstance(source, ConfusionMatrix):
+        cm, v, spec = source.counts, source.void, source.spec
+        pixels = {
+            "total": source.n_pixels,
+            "counted": int(cm.sum()),
+            "void": int(v.sum()),
+            "ignored": source.n_ignored,
+            "unexpected_gt": {str(k): c for k, c in sorted(source.unexpected_gt.items())},
+            "unexpected_pred": {str(k): c for k, c in sorted(source.unexpected_pred.items())},
+        }
+        extra = {
+            "counting": {
+                "gt_ids": source.gt_ids,
+                "pred_ids": source.pred_ids,
+                "ignore": list(source.spec.ignore),
+                "on_unexpected": source.on_unexpected,
+                "void_rule": "a prediction that maps to no class at a valid ground-truth pixel "
+                "is a false negative of the true class, never a false positive",
+                "ignore_rule": "ground-truth pixels with an ignore value are not counted, "
+                "whatever was predicted",
+            },
+            "images": source.n_images,
+            "batches": len(source.keys),
+        }
+    else:
+        cm = np.asarray(source)
+        v = np.zeros(cm.shape[0], dtype=np.int64) if void is None else np.asarray(void)
+        spec = spec or LabelSpec.from_num_classes(cm.shape[0])
+        pixels = {"total": int(cm.sum() + v.sum()), "counted": int(cm.sum()), "void": int(v.sum()),
+                  "ignored": 0, "unexpected_gt": {}, "unexpected_pred": {}}  # fmt: skip
+    tp, fp, fn = m.tp_fp_fn(cm, void=v)
+    present = (tp + fp + fn) > 0
+    has_gt = (tp + fn) > 0
+    scored = {"present": present, "gt": has_gt, "all": np.ones_like(present)}[conv.mean_over]
+    raw = {
+        "iou": m.iou(cm, void=v),
+        "dice": m.dice(cm, void=v),
+        "precision": m.precision(cm, void=v),
+        "recall": m.recall(cm, void=v),
+    }
+    if beta is not None:
+        raw["fbeta"] = m.fbeta(cm, beta, void=v)
+    per_class: dict[str, np.ndarray] = {k: _fill(s, scored, conv) for k, s in raw.items()}
+    per_class |= {"tp": tp, "fp": fp, "fn": fn, "void": v.astype(np.int64),
+                  "gt_pixels": tp + fn, "pred_pixels": tp + fp}  # fmt: skip
+    over = conv.mean_over
+    summary = {
+        "miou": m.mean(raw["iou"], cm, void=v, over=over),
+        "fwiou": m.fw_iou(cm, void=v),
+        "micro_iou": m.micro_iou(cm, void=v),
+        "mdice": m.mean(raw["dice"], cm, void=v, over=over),
+        "mprecision": m.mean(raw["precision"], cm, void=v, over=over),
+        "pixel_accuracy": m.pixel_accuracy(cm, void=v),
+        "mean_accuracy": m.mean_accuracy(cm, void=v),
+        "kappa": m.cohen_kappa(cm, void=v),
+    }
+    if beta is not None:
+        summary["mfbeta"] = m.mean(raw["fbeta"], cm, void=v, over=over)
+    categories = None
+    if spec.categories:
+        ccm, cv = m.category_counts(cm, spec.category_matrix(), void=v)
+        ctp, cfp, cfn = m.tp_fp_fn(ccm, void=cv)
+        craw = m.iou(ccm, void=cv)
+        cscored = {"present": (ctp + cfp + cfn) > 0, "gt": (ctp + cfn) > 0,
+                   "all": np.ones(len(ctp), dtype=bool)}[over]  # fmt: skip
+        categories = {"names": list(spec.categories), "iou": _fill(craw, cscored, conv),
+                      "tp": ctp, "fp": cfp, "fn": cfn}  # fmt: skip
+        summary["category_miou"] = m.mean(craw, ccm, void=cv, over=over)
+    return Result(
+        labels=spec.name,
+        class_names=list(spec.classes),
+        convention=conv,
+        per_class=per_class,
+        summary=summary,
+        categories=categories,
+        pixels=pixels,
+        **extra,
+    )
