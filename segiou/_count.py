@@ -414,3 +414,82 @@ def count_pairs(
         unexpected_pred=unexpected_pred,
         images=images,
     )
+
+
+_scratch = threading.local()
+
+
+def _raw_scratch() -> IntArray:
+    """This thread's reusable raw table for the 8-bit word path (kept zeroed between images)."""
+    tab = getattr(_scratch, "raw", None)
+    if tab is None:
+        tab = np.zeros(_kernels.RAW_BINS * _kernels.RAW_COPIES, dtype=np.int64)
+        _scratch.raw = tab
+    return tab
+
+
+class ImageCounter:
+    """Single-threaded counting of one image at a time, chunk by chunk (for the Dask engine).
+
+    Chunks of an image are added with :meth:`add`; :meth:`finish` folds them into the image's
+    ``(K+2) x (K+2)`` code table and resets the counter. 8-bit contiguous chunks use the word
+    path into a per-thread raw table folded once per image; other chunks use the generic kernel.
+    The caller runs one counter per thread (Dask tasks are single-threaded; cores are Dask's).
+    """
+
+    def __init__(self, lookup: Lookup) -> None:
+        self.lookup = lookup
+        width = lookup.num_classes + 2
+        self._small = np.zeros((1, 1, lookup.table_size), dtype=np.int64)
+        self._out = np.zeros((width, width), dtype=np.int64)
+        self._raw_used: tuple[np.dtype, np.dtype] | None = None
+
+    def add(self, g: LabelArray, p: LabelArray) -> None:
+        """Count one pair of equally shaped chunks (no validation beyond dtype and shape)."""
+        g8 = g if g.dtype != np.bool_ else g.view(np.uint8)
+        p8 = p if p.dtype != np.bool_ else p.view(np.uint8)
+        if (g8.dtype.itemsize == 1 and p8.dtype.itemsize == 1 and g8.flags.c_contiguous
+                and p8.flags.c_contiguous and g8.ctypes.data % 8 == 0
+                and p8.ctypes.data % 8 == 0):  # fmt: skip
+            types = (g8.dtype, p8.dtype)
+            if self._raw_used is not None and self._raw_used != types:
+                self._fold_raw()
+            self._raw_used = types
+            gf, pf = g8.reshape(-1).view(np.uint8), p8.reshape(-1).view(np.uint8)
+            n64 = gf.size // 8
+            raw = _raw_scratch()
+            tabs = raw.reshape(1, -1)
+            _kernels.count_words_serial(gf[: n64 * 8].view(np.uint64), pf[: n64 * 8].view(np.uint64), tabs)
+            _kernels.count_bytes(gf[n64 * 8 :], pf[n64 * 8 :], raw)
+            return
+        lk = self.lookup
+        _kernels.count_serial(_as_3d(g8), _as_3d(p8), lk.glut, lk.glo, lk.gunexp, lk.plut,
+                              lk.plo, lk.punexp, lk.copies - 1, self._small, False)  # fmt: skip
+
+    def _fold_raw(self) -> None:
+        if self._raw_used is None:
+            return
+        gt_t, pr_t = self._raw_used
+        _kernels.fold_raw_clear(_raw_scratch(), self.lookup.gbytes(gt_t), self.lookup.pbytes(pr_t), self._out)
+        self._raw_used = None
+
+    def finish(self) -> IntArray:
+        """Return the image's folded ``(K+2) x (K+2)`` table and reset for the next image."""
+        self._fold_raw()
+        width = self.lookup.num_classes + 2
+        small = self._small.reshape(width, width, self.lookup.copies).sum(axis=2)
+        out = self._out + small
+        self._out[:] = 0
+        self._small[:] = 0
+        return out
+
+
+def split_table(full: IntArray, k: int) -> tuple[CountMatrix, IntArray, int, int, int]:
+    """``(counts, void, ignored, unexpected_gt, unexpected_pred)`` of a folded code table."""
+    return (
+        np.ascontiguousarray(full[:k, :k]),
+        full[:k, k].copy(),
+        int(full[k, :].sum()),
+        int(full[k + 1, :].sum()),
+        int(full[:k, k + 1].sum()),
+    )

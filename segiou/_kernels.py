@@ -159,3 +159,19 @@ def fold_raw(tabs, gcode, pcode, out):
                     s += t[base + c]
                 if s:
                     out[a, pcode[pv]] += s
+
+
+@kernel
+def fold_raw_clear(tab, gcode, pcode, out):
+    """Fold one raw table into ``out`` like :func:`fold_raw`, zeroing it for reuse."""
+    for gv in range(256):
+        a = gcode[gv]
+        for pv in range(256):
+            base = ((gv << 8) | pv) * RAW_COPIES
+            s = 0
+            for c in range(RAW_COPIES):
+                s += tab[base + c]
+            if s:
+                out[a, pcode[pv]] += s
+                for c in range(RAW_COPIES):
+                    tab[base + c] = 0

@@ -1,0 +1,418 @@
+"""Layer 4: Zarr mask stores: open, validate the layout, read chunks fast. No metrics.
+
+Layouts (both Zarr format 3 and 2, any store zarr-python opens: local paths, fsspec URLs):
+
+``stack``
+    One ``N x H x W`` integer array of equal-size images (Cityscapes). Image names are the
+    array attribute ``segiou.names`` (a list of ``N`` strings); without it images are named
+    by index (``"000000"``, ...).
+``group``
+    A group with one ``H x W`` integer array per image, any sizes (ADE20K); the array's name
+    is the image's name, images in sorted name order.
+
+Reading: the bytes of a chunk are read from the store and decoded with numcodecs into a
+reused buffer, which is 2-4x faster than zarr-python's per-chunk machinery for small chunks.
+Codec chains this fast path does not know (sharding, transpose, ...) are read through
+zarr-python instead: slower, same values. A chunk missing from the store reads as the array's
+fill value (``missing="fill"``) or raises (``missing="error"``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from segiou.errors import MaskNotFoundError, SegiouError, StoreLayoutError
+
+__all__ = ["ChunkError", "MaskArray", "MaskSet", "create_stack", "open_masks"]
+
+Layout = Literal["stack", "group"]
+Missing = Literal["fill", "error"]
+
+
+class ChunkError(SegiouError, OSError):
+    """A chunk is missing (where that is not allowed) or cannot be decoded."""
+
+
+def _split_url(url: str | Path, path: str | None) -> tuple[str, str]:
+    """Split ``data.zarr/val/gt`` into the store root (``data.zarr``) and the inner path."""
+    text = str(url)
+    if path is not None:
+        return text, path.strip("/")
+    if "://" in text and not text.startswith("file://"):
+        return text, ""
+    p = Path(text.removeprefix("file://"))
+    parts = p.parts
+    for i in range(len(parts), 0, -1):
+        root = Path(*parts[:i])
+        if (root / "zarr.json").is_file() or (root / ".zgroup").is_file() or (
+            root / ".zarray"
+        ).is_file():
+            # walk up to the outermost zarr node: that is the store root
+            outer = i
+            for j in range(i - 1, 0, -1):
+                up = Path(*parts[:j])
+                if (up / "zarr.json").is_file() or (up / ".zgroup").is_file():
+                    outer = j
+                else:
+                    break
+            return str(Path(*parts[:outer])), "/".join(parts[outer:])
+    return text, ""
+
+
+def _open(url: str, path: str) -> Any:
+    import zarr
+
+    try:
+        return zarr.open(store=url, path=path or None, mode="r")
+    except FileNotFoundError as err:
+        where = f"{url}" + (f" (path {path!r})" if path else "")
+        msg = f"no Zarr array or group at {where}; check the path, or run 'segiou ingest' first"
+        raise MaskNotFoundError(msg) from err
+    except Exception as err:  # zarr raises many types for "not a zarr node"
+        where = f"{url}" + (f" (path {path!r})" if path else "")
+        msg = f"cannot open a Zarr array or group at {where}: {type(err).__name__}: {err}"
+        raise StoreLayoutError(msg) from err
+
+
+# -- fast chunk decoding ----------------------------------------------------------------------
+def _v3_codecs(codecs: list[dict[str, Any]]) -> tuple[str, list[Any]] | None:
+    """(endianness, numcodecs decoders in decode order) for a plain v3 chain, else None."""
+    import numcodecs
+
+    if not codecs or codecs[0]["name"] != "bytes":
+        return None
+    endian = (codecs[0].get("configuration") or {}).get("endian") or "little"
+    out = []
+    for c in codecs[1:]:
+        cfg = c.get("configuration") or {}
+        name = c["name"]
+        if name == "zstd":
+            out.append(numcodecs.Zstd(level=cfg.get("level", 0), checksum=cfg.get("checksum", False)))
+        elif name == "gzip":
+            out.append(numcodecs.GZip(level=cfg.get("level", 5)))
+        elif name == "blosc":
+            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}.get(cfg.get("shuffle"), 1)
+            out.append(numcodecs.Blosc(cname=cfg.get("cname", "zstd"), clevel=cfg.get("clevel", 5),
+                                       shuffle=shuffle, blocksize=cfg.get("blocksize", 0)))  # fmt: skip
+        elif name == "crc32c" and hasattr(numcodecs, "CRC32C"):
+            out.append(numcodecs.CRC32C())
+        else:
+            return None
+    return endian, out[::-1]
+
+
+@dataclass
+class _Decoder:
+    """Reads and decodes chunks of one array; ``None`` codecs means zarr's own read path."""
+
+    arr: Any
+    store_root: Path | None
+    codecs: list[Any] | None
+    dtype: np.dtype
+    chunks: tuple[int, ...]
+    fill: Any
+    encode_key: Any
+    prefix: str
+
+    def raw(self, coords: tuple[int, ...]) -> bytes | None:
+        key = self.encode_key(coords)
+        full = f"{self.prefix}/{key}" if self.prefix else key
+        if self.store_root is not None:
+            try:
+                return (self.store_root / full).read_bytes()
+            except FileNotFoundError:
+                return None
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+
+        buf = sync(self.arr.store.get(full, prototype=default_buffer_prototype()))
+        return None if buf is None else buf.to_bytes()
+
+
+@dataclass(frozen=True)
+class MaskArray:
+    """One Zarr array of masks (a stack, or one image of a group), opened lazily per process.
+
+    Instances are small and picklable: workers reopen the array from ``url`` and ``path``.
+    """
+
+    url: str
+    path: str
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype: str
+    _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("url", "path", "shape", "chunks", "dtype")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+        object.__setattr__(self, "_local", threading.local())
+
+    def _decoder(self) -> _Decoder:
+        dec = getattr(self._local, "dec", None)
+        if dec is None:
+            dec = _make_decoder(_open(self.url, self.path), self.url, self.path)
+            self._local.dec = dec
+        return dec
+
+    def where(self) -> str:
+        """Store and array path, for messages."""
+        return f"{self.url}" + (f" array {self.path!r}" if self.path else "")
+
+    def chunk_ranges(self, axis: int, start: int, stop: int) -> Iterator[tuple[int, int, int]]:
+        """(chunk index, lo, hi) of the chunks along ``axis`` overlapping ``[start, stop)``."""
+        c = self.chunks[axis]
+        for i in range(start // c, (stop - 1) // c + 1 if stop > start else start // c):
+            yield i, max(start, i * c), min(stop, (i + 1) * c)
+
+    def read_chunk(self, coords: tuple[int, ...], *, missing: Missing, images: str) -> np.ndarray:
+        """Decode one chunk (full chunk shape, edge chunks included) into a fresh array."""
+        dec = self._decoder()
+        if dec.codecs is None:  # zarr's own path for chains we do not decode
+            sl = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in
+                       zip(coords, self.chunks, self.shape, strict=True))  # fmt: skip
+            part = np.asarray(dec.arr[sl])
+            out = np.full(self.chunks, dec.fill, dtype=part.dtype)
+            out[tuple(slice(0, n) for n in part.shape)] = part
+            return out
+        raw = dec.raw(coords)
+        if raw is None:
+            if missing == "error":
+                msg = (
+                    f"{self.where()}: chunk {coords} (images {images}) is missing from the "
+                    "store; ground truth must be complete. Re-ingest it, or allow missing "
+                    "ground-truth chunks explicitly"
+                )
+                raise ChunkError(msg)
+            return np.full(self.chunks, dec.fill, dtype=dec.dtype)
+        try:
+            data: Any = raw
+            for codec in dec.codecs:
+                data = codec.decode(data)
+            out = np.frombuffer(data, dtype=dec.dtype)
+            if out.size != int(np.prod(self.chunks)):
+                msg = f"decoded {out.size} values, expected {int(np.prod(self.chunks))}"
+                raise ValueError(msg)
+        except Exception as err:
+            msg = (
+                f"{self.where()}: chunk {coords} (images {images}) is corrupt and cannot be "
+                f"decoded ({type(err).__name__}: {err}); re-write this chunk or re-ingest"
+            )
+            raise ChunkError(msg) from err
+        if not out.dtype.isnative:
+            out = out.astype(out.dtype.newbyteorder("="))
+        return out.reshape(self.chunks)
+
+
+def _make_decoder(arr: Any, url: str, path: str) -> _Decoder:
+    md = arr.metadata
+    store = arr.store
+    root = None
+    if type(store).__name__ == "LocalStore":
+        root = Path(str(store.root))
+    dtype = np.dtype(arr.dtype)
+    codecs: list[Any] | None = None
+    if getattr(md, "zarr_format", 3) == 3:
+        chain = _v3_codecs([c.to_dict() for c in md.codecs])
+        if chain is not None:
+            endian, codecs = chain
+            dtype = dtype.newbyteorder("<" if endian == "little" else ">")
+    elif md.order == "C":
+        import numcodecs
+
+        codecs = []
+        if md.compressor is not None:
+            codecs.append(numcodecs.get_codec(md.compressor.get_config()))
+        for f in reversed(md.filters or []):
+            codecs.append(numcodecs.get_codec(f.get_config()))
+        dtype = np.dtype(md.dtype.to_native_dtype()) if hasattr(md.dtype, "to_native_dtype") else dtype
+    fill = md.fill_value if md.fill_value is not None else 0
+    return _Decoder(arr, root, codecs, dtype, tuple(arr.chunks), fill, md.encode_chunk_key,
+                    arr.path)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MaskSet:
+    """A set of named masks in a Zarr store (see the module docstring for the layouts).
+
+    Attributes
+    ----------
+    url : str
+        Store root (local path or fsspec URL).
+    path : str
+        Path of the array or group inside the store.
+    layout : {"stack", "group"}
+    names : tuple of str
+        Image names in order.
+    arrays : tuple of MaskArray
+        ``stack``: one array; ``group``: one array per image.
+    """
+
+    url: str
+    path: str
+    layout: Layout
+    names: tuple[str, ...]
+    arrays: tuple[MaskArray, ...]
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The (common) dtype of the masks."""
+        return np.dtype(self.arrays[0].dtype)
+
+    def where(self) -> str:
+        """Store and path, for messages."""
+        return f"{self.url}" + (f" (path {self.path!r})" if self.path else "")
+
+    def image_shape(self, i: int) -> tuple[int, int]:
+        """``(H, W)`` of image ``i``."""
+        a = self.arrays[0] if self.layout == "stack" else self.arrays[i]
+        return (a.shape[1], a.shape[2]) if self.layout == "stack" else (a.shape[0], a.shape[1])
+
+    def n_pixels(self) -> int:
+        """Total number of pixels."""
+        return sum(int(np.prod(self.image_shape(i))) for i in range(len(self.names)))
+
+
+def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
+    """Open a mask store and validate its layout.
+
+    Parameters
+    ----------
+    url : str or Path
+        Store (``gt.zarr``, ``s3://bucket/gt.zarr``) or a path through it
+        (``data.zarr/val/gt``).
+    path : str, optional
+        Path of the array or group inside the store.
+
+    Returns
+    -------
+    MaskSet
+
+    Raises
+    ------
+    MaskNotFoundError
+        Nothing at that location.
+    StoreLayoutError
+        Not a 3-D integer array nor a group of 2-D integer arrays; names that do not match the
+        number of images; duplicate names.
+    """
+    import zarr
+
+    root, inner = _split_url(url, path)
+    node = _open(root, inner)
+    where = f"{root}" + (f" (path {inner!r})" if inner else "")
+    if isinstance(node, zarr.Array):
+        if node.ndim != 3:
+            msg = (
+                f"{where}: array has shape {node.shape}; expected N x H x W masks. A single "
+                "image must be stored as 1 x H x W, images of different sizes as a group"
+            )
+            raise StoreLayoutError(msg)
+        _check_dtype(where, node.dtype)
+        meta = dict(node.attrs).get("segiou", {})
+        names = tuple(meta.get("names") or (f"{i:06d}" for i in range(node.shape[0])))
+        if len(names) != node.shape[0]:
+            msg = (
+                f"{where}: attribute segiou.names has {len(names)} names for "
+                f"{node.shape[0]} images; write one name per image"
+            )
+            raise StoreLayoutError(msg)
+        _unique(where, names)
+        arr = MaskArray(root, inner, tuple(node.shape), tuple(node.chunks), str(node.dtype))
+        return MaskSet(root, inner, "stack", names, (arr,))
+    members = sorted(node.arrays(), key=lambda kv: kv[0])
+    if not members:
+        msg = f"{where}: group holds no arrays; expected one H x W array per image"
+        raise StoreLayoutError(msg)
+    arrays = []
+    for name, a in members:
+        if a.ndim != 2:
+            msg = f"{where}: image {name!r} has shape {a.shape}; expected H x W"
+            raise StoreLayoutError(msg)
+        _check_dtype(f"{where} image {name!r}", a.dtype)
+        sub = f"{inner}/{name}" if inner else name
+        arrays.append(MaskArray(root, sub, tuple(a.shape), tuple(a.chunks), str(a.dtype)))
+    return MaskSet(root, inner, "group", tuple(n for n, _ in members), tuple(arrays))
+
+
+def _check_dtype(where: str, dtype: Any) -> None:
+    dt = np.dtype(str(dtype)) if not isinstance(dtype, np.dtype) else dtype
+    if dt.kind not in "biu":
+        msg = f"{where}: dtype {dt} is not an integer label type; masks must hold class ids"
+        raise StoreLayoutError(msg)
+
+
+def _unique(where: str, names: tuple[str, ...]) -> None:
+    seen: set[str] = set()
+    dups = [n for n in names if n in seen or seen.add(n)]  # type: ignore[func-returns-value]
+    if dups:
+        msg = f"{where}: duplicate image names, e.g. {dups[:3]}; names must be unique"
+        raise StoreLayoutError(msg)
+
+
+def iter_chunk_grid(shape: tuple[int, ...], chunks: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    """All chunk coordinates of an array."""
+    return itertools.product(*(range(-(-s // c)) for s, c in zip(shape, chunks, strict=True)))
+
+
+def create_stack(
+    url: str | Path,
+    *,
+    n: int,
+    height: int,
+    width: int,
+    dtype: Any = np.uint8,
+    names: Sequence[str] | None = None,
+    chunks: tuple[int, int] | None = None,
+    path: str | None = None,
+    zarr_format: Literal[2, 3] = 3,
+    overwrite: bool = False,
+) -> Any:
+    """Create an empty ``stack`` store of ``n`` images; write images with ``arr[i] = mask``.
+
+    Parameters
+    ----------
+    url : str or Path
+        Store to create.
+    n, height, width : int
+        Number and size of the images.
+    dtype : dtype
+        Label dtype (uint8 unless there are more than 255 ids).
+    names : sequence of str, optional
+        Image names (stored as the attribute ``segiou.names``).
+    chunks : (int, int), optional
+        Spatial chunk shape; default one chunk per image. Chunks along N are always 1.
+    path : str, optional
+        Array path inside the store.
+    zarr_format : {2, 3}
+        Zarr format; 3 by default, with zarr's default codec (zstd).
+    overwrite : bool
+        Replace an existing store.
+
+    Returns
+    -------
+    zarr.Array
+    """
+    import zarr
+
+    if names is not None and len(names) != n:
+        msg = f"{len(names)} names for {n} images; give one name per image"
+        raise StoreLayoutError(msg)
+    ch = chunks or (height, width)
+    arr = zarr.create_array(
+        store=str(url), name=path, shape=(n, height, width), chunks=(1, *ch), dtype=dtype,
+        fill_value=0, zarr_format=zarr_format, overwrite=overwrite,
+    )  # fmt: skip
+    if names is not None:
+        arr.attrs["segiou"] = {"names": list(map(str, names))}
+    return arr

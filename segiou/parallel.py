@@ -1,0 +1,468 @@
+"""Layer 5: evaluate Zarr mask stores with Dask. Counting only; no metric math.
+
+The graph is built from public Dask APIs: a :class:`dask.bag.Bag` of image groups and
+``Bag.reduction`` with ``split_every``. Each task reads its own chunks (bytes from the store,
+decoded into fresh buffers), counts them single-threaded with the Numba kernels (Dask owns
+the cores; the kernels release the GIL), folds one small table per image, and returns plain
+``int64`` arrays: the dataset table and one row of TP/FP/FN per image. Partials are summed in
+a tree. Nothing image-sized leaves a task. Integer sums make results bit-identical across
+schedulers, chunkings and ``split_every``.
+
+No ``Client`` is created here: pass one (or a scheduler name); the CLI and ``pipelines/``
+create clusters.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from segiou._count import (
+    IGNORE,
+    ImageCounter,
+    ImageCounts,
+    Lookup,
+    OnUnexpected,
+    Tally,
+    _describe_unexpected,
+    _format_unexpected,
+)
+from segiou._typing import IntArray
+from segiou.confusion import ConfusionMatrix
+from segiou.errors import LabelRangeError, MaskNotFoundError, ShapeMismatchError, StoreLayoutError
+from segiou.io.zarr import MaskArray, MaskSet, Missing, open_masks
+from segiou.labels import IdSpace, LabelSpec
+
+__all__ = ["evaluate_zarr", "plan_groups"]
+
+MissingPred = Literal["error", "void"]
+#: Aim for tasks of about this many pixels (fewer, larger tasks amortise Dask's overhead).
+_TASK_PIXELS = 8 << 20
+
+# A partial: (code table, image indices, per-image rows, unexpected gt, unexpected pred).
+Partial = tuple[IntArray, IntArray, IntArray, dict[int, int], dict[int, int]]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Everything a task needs; small and picklable."""
+
+    gt: MaskSet
+    pred: MaskSet | None
+    pred_index: tuple[int, ...]  # pred image index of each gt image, -1 = missing
+    spec: LabelSpec
+    gt_ids: IdSpace
+    pred_ids: IdSpace
+    on_unexpected: OnUnexpected
+    missing_gt_chunks: Missing
+    void_value: int | None
+
+    @functools.cached_property
+    def lookup(self) -> Lookup:
+        return Lookup(self.spec.num_classes, self.spec.gt_map(self.gt_ids),
+                      self.spec.pred_map(self.pred_ids))  # fmt: skip
+
+
+# -- reading ----------------------------------------------------------------------------------
+class _ChunkCache:
+    """Decoded chunks of one array, kept while a task walks one chunk row of images."""
+
+    def __init__(self, arr: MaskArray, missing: Missing) -> None:
+        self.arr = arr
+        self.missing = missing
+        self.cache: dict[tuple[int, ...], np.ndarray] = {}
+
+    def get(self, coords: tuple[int, ...], images: str) -> np.ndarray:
+        c = self.cache.get(coords)
+        if c is None:
+            c = self.arr.read_chunk(coords, missing=self.missing, images=images)
+            self.cache[coords] = c
+        return c
+
+    def drop(self, keep: int | None = None) -> None:
+        if keep is None:
+            self.cache.clear()
+        else:
+            self.cache = {k: v for k, v in self.cache.items() if k[0] == keep}
+
+
+def _image_array(ms: MaskSet, i: int) -> tuple[MaskArray, int | None]:
+    """The array holding image ``i`` and its index along axis 0 (``None`` for 2-D arrays)."""
+    return (ms.arrays[0], i) if ms.layout == "stack" else (ms.arrays[i], None)
+
+
+def _read_region(cache: _ChunkCache, n: int | None, y0: int, y1: int, x0: int, x1: int,
+                 label: str) -> np.ndarray:  # fmt: skip
+    """Image region ``[y0:y1, x0:x1]`` of image ``n``; a view of one chunk when aligned."""
+    arr = cache.arr
+    ax = 0 if n is None else 1
+    ys = list(arr.chunk_ranges(ax, y0, y1))
+    xs = list(arr.chunk_ranges(ax + 1, x0, x1))
+    lead = () if n is None else (n // arr.chunks[0],)
+    if len(ys) == 1 and len(xs) == 1:
+        (cy, _, _), (cx, _, _) = ys[0], xs[0]
+        chunk = cache.get((*lead, cy, cx), label)
+        sub = chunk if n is None else chunk[n % arr.chunks[0]]
+        oy, ox = cy * arr.chunks[ax], cx * arr.chunks[ax + 1]
+        return sub[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
+    out = None
+    for cy, ya, yb in ys:
+        for cx, xa, xb in xs:
+            chunk = cache.get((*lead, cy, cx), label)
+            sub = chunk if n is None else chunk[n % arr.chunks[0]]
+            if out is None:
+                out = np.empty((y1 - y0, x1 - x0), dtype=sub.dtype)
+            oy, ox = cy * arr.chunks[ax], cx * arr.chunks[ax + 1]
+            out[ya - y0 : yb - y0, xa - x0 : xb - x0] = sub[ya - oy : yb - oy, xa - ox : xb - ox]
+    assert out is not None
+    return out
+
+
+def _walk_image(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | None,
+                counter: ImageCounter | None) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+    """Count image ``i`` chunk by chunk into ``counter``; or, with ``counter=None``, return it
+    whole (the slow path that describes unexpected values)."""
+    garr, gn = _image_array(job.gt, i)
+    h, w = job.gt.image_shape(i)
+    name = job.gt.names[i]
+    pi = job.pred_index[i]
+    ax = 0 if gn is None else 1
+    whole_g = np.empty((h, w), dtype=np.dtype(garr.dtype)) if counter is None else None
+    whole_p: np.ndarray | None = None
+    for _, y0, y1 in garr.chunk_ranges(ax, 0, h):
+        for _, x0, x1 in garr.chunk_ranges(ax + 1, 0, w):
+            g = _read_region(gcache, gn, y0, y1, x0, x1, repr(name))
+            if pi < 0 or pcache is None:
+                p = np.full(g.shape, job.void_value, dtype=np.int64)
+            else:
+                _, pn = _image_array(job.pred, pi)  # type: ignore[arg-type]
+                p = _read_region(pcache, pn, y0, y1, x0, x1, repr(name))
+            if counter is not None:
+                counter.add(g, p)
+            else:
+                assert whole_g is not None
+                whole_g[y0:y1, x0:x1] = g
+                if whole_p is None:
+                    whole_p = np.empty((h, w), dtype=p.dtype)
+                whole_p[y0:y1, x0:x1] = p
+    if counter is None:
+        assert whole_g is not None and whole_p is not None
+        return whole_g, whole_p
+    return None
+
+
+def _describe(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | None,
+              n_gt: int, n_pred: int) -> tuple[dict[int, int], dict[int, int]]:  # fmt: skip
+    """Find each unexpected value of image ``i``; raise or return the per-value counts."""
+    both = _walk_image(job, i, gcache, pcache, None)
+    assert both is not None
+    g, p = both
+    lk = job.lookup
+    bad_g = _describe_unexpected(g, None, lk.gt_map, g.shape) if n_gt else {}
+    bad_p = {}
+    if n_pred:
+        classes = [r for r, c in lk.gt_map.items() if c != IGNORE]
+        bad_p = _describe_unexpected(p, np.isin(g, classes), lk.pred_map, g.shape)
+    if job.on_unexpected == "raise":
+        parts = []
+        if bad_g:
+            parts.append(f"ground truth has unexpected value(s) {_format_unexpected(bad_g)}")
+        if bad_p:
+            parts.append(f"prediction has unexpected value(s) {_format_unexpected(bad_p)}")
+        msg = (
+            f"{job.gt.where()} image {job.gt.names[i]!r} (index {i}): " + "; ".join(parts)
+            + " (positions are (row, column) in the image). Fix the label spec or the masks, "
+            "or pass on_unexpected='count' (--on-unexpected count) to count and report them"
+        )
+        raise LabelRangeError(msg)
+    return {v: c for v, (c, _) in bad_g.items()}, {v: c for v, (c, _) in bad_p.items()}
+
+
+def _count_group(job: _Job, indices: Sequence[int]) -> Partial:
+    """Count the images ``indices`` (one Dask task): a partial of plain int64 arrays."""
+    k = job.spec.num_classes
+    width = k + 2
+    counter = ImageCounter(job.lookup)
+    table = np.zeros((width, width), dtype=np.int64)
+    rows = np.zeros((len(indices), 3 * k + 2), dtype=np.int64)
+    unexp_g: dict[int, int] = {}
+    unexp_p: dict[int, int] = {}
+    gcaches: dict[str, _ChunkCache] = {}
+    pcaches: dict[str, _ChunkCache] = {}
+    for r, i in enumerate(indices):
+        garr, gn = _image_array(job.gt, i)
+        gc = gcaches.setdefault(garr.path, _ChunkCache(garr, job.missing_gt_chunks))
+        pc = None
+        if job.pred is not None and job.pred_index[i] >= 0:
+            parr, pn = _image_array(job.pred, job.pred_index[i])
+            pc = pcaches.setdefault(parr.path, _ChunkCache(parr, "fill"))
+            if pn is not None:
+                pc.drop(keep=pn // parr.chunks[0])
+        if gn is not None:
+            gc.drop(keep=gn // garr.chunks[0])
+        _walk_image(job, i, gc, pc, counter)
+        full = counter.finish()
+        n_gt, n_pred = int(full[k + 1, :].sum()), int(full[:k, k + 1].sum())
+        if n_gt or n_pred:
+            bg, bp = _describe(job, i, gc, pc, n_gt, n_pred)
+            for src, dst in ((bg, unexp_g), (bp, unexp_p)):
+                for v, c in src.items():
+                    dst[v] = dst.get(v, 0) + c
+        if job.gt.layout == "group":
+            gc.drop()
+            if pc is not None:
+                pc.drop()
+        cm = full[:k, :k]
+        tp = np.diagonal(cm)
+        rows[r, :k] = tp
+        rows[r, k : 2 * k] = cm.sum(axis=0) - tp
+        rows[r, 2 * k : 3 * k] = cm.sum(axis=1) - tp + full[:k, k]
+        rows[r, 3 * k] = full[k, :].sum()
+        rows[r, 3 * k + 1] = full[k + 1, :].sum() + full[:k, k + 1].sum()
+        table += full
+    return table, np.asarray(indices, dtype=np.int64), rows, unexp_g, unexp_p
+
+
+def _combine(parts: Iterable[Partial]) -> Partial:
+    parts = list(parts)
+    table = parts[0][0].copy()
+    for p in parts[1:]:
+        table += p[0]
+    unexp_g: dict[int, int] = {}
+    unexp_p: dict[int, int] = {}
+    for p in parts:
+        for src, dst in ((p[3], unexp_g), (p[4], unexp_p)):
+            for v, c in src.items():
+                dst[v] = dst.get(v, 0) + c
+    return (table, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
+            unexp_g, unexp_p)  # fmt: skip
+
+
+def _count_partition(job: _Job, groups: Iterable[Sequence[int]]) -> Partial:
+    return _combine([_count_group(job, g) for g in groups])
+
+
+# -- planning ---------------------------------------------------------------------------------
+def plan_groups(ms: MaskSet, *, pixels_per_task: int = _TASK_PIXELS, min_tasks: int = 4) -> list[list[int]]:
+    """Split the images into tasks of whole images, aligned to the stack's chunks along N.
+
+    Parameters
+    ----------
+    ms : MaskSet
+        Ground-truth masks.
+    pixels_per_task : int
+        Target pixels per task.
+    min_tasks : int
+        Make at least this many tasks when there are enough chunk rows (parallelism).
+
+    Returns
+    -------
+    list of list of int
+        Image indices of each task.
+    """
+    n = len(ms.names)
+    if n == 0:
+        return []
+    step = ms.arrays[0].chunks[0] if ms.layout == "stack" else 1
+    units = [list(range(s, min(s + step, n))) for s in range(0, n, step)]
+    total = ms.n_pixels()
+    target = max(1, min(pixels_per_task, total // max(1, min_tasks)))
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    px = 0
+    for u in units:
+        cur.extend(u)
+        px += sum(int(np.prod(ms.image_shape(i))) for i in u)
+        if px >= target:
+            groups.append(cur)
+            cur, px = [], 0
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _pair(gt: MaskSet, pred: MaskSet, missing_pred: MissingPred) -> tuple[int, ...]:
+    where = {n: i for i, n in enumerate(pred.names)}
+    gt_names = set(gt.names)
+    missing = [n for n in gt.names if n not in where]
+    extra = [n for n in pred.names if n not in gt_names]
+    if extra:
+        msg = (
+            f"{len(extra)} prediction(s) in {pred.where()} have no ground truth in "
+            f"{gt.where()}, e.g. {extra[:5]}; remove them or evaluate against the right split"
+        )
+        raise MaskNotFoundError(msg)
+    if missing and missing_pred == "error":
+        msg = (
+            f"{len(missing)} of {len(gt.names)} ground-truth image(s) have no prediction in "
+            f"{pred.where()}, e.g. {missing[:5]}; add them, or score missing predictions as "
+            "all-void (false negatives) with missing_pred='void' (--missing-pred void)"
+        )
+        raise MaskNotFoundError(msg)
+    index = tuple(where.get(n, -1) for n in gt.names)
+    bad = [
+        (gt.names[i], gt.image_shape(i), pred.image_shape(j))
+        for i, j in enumerate(index)
+        if j >= 0 and gt.image_shape(i) != pred.image_shape(j)
+    ]
+    if bad:
+        shown = ", ".join(f"{n!r}: gt {a} vs pred {b}" for n, a, b in bad[:3])
+        msg = (
+            f"{len(bad)} image(s) differ in size between ground truth and prediction: {shown}; "
+            "predictions must be at ground-truth resolution"
+        )
+        raise ShapeMismatchError(msg)
+    return index
+
+
+def _check_fits(ms: MaskSet, spec: LabelSpec, ids: IdSpace, side: str) -> None:
+    info = np.iinfo(ms.dtype) if ms.dtype.kind in "iu" else np.iinfo(np.uint8)
+    needed = spec.gt_map(ids)
+    classes = [r for r, c in needed.items() if c != IGNORE]
+    if classes and (max(classes) > info.max or min(classes) < info.min):
+        msg = (
+            f"{ms.where()}: {side} dtype {ms.dtype} cannot hold the {spec.name!r} class ids "
+            f"{min(classes)}..{max(classes)} ({ids} ids); check the label spec and the id space "
+            "(--gt-ids/--pred-ids raw or class)"
+        )
+        raise StoreLayoutError(msg)
+
+
+def _compute(obj: Any, scheduler: Any, progress: bool) -> Any:
+    client = scheduler if hasattr(scheduler, "submit") else None
+    if scheduler is None:
+        try:
+            from distributed import default_client
+
+            client = default_client()
+        except (ImportError, ValueError):
+            scheduler = "threads"
+    if client is not None:
+        future = client.compute(obj)
+        if progress:
+            from distributed import progress as dist_progress
+
+            dist_progress(future)
+        return future.result()
+    if progress:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar():
+            return obj.compute(scheduler=scheduler)
+    return obj.compute(scheduler=scheduler)
+
+
+def evaluate_zarr(
+    gt: MaskSet | str | Path,
+    pred: MaskSet | str | Path | None,
+    *,
+    labels: int | str | Path | LabelSpec,
+    ignore_index: int | Sequence[int] | None = None,
+    gt_ids: IdSpace = "class",
+    pred_ids: IdSpace | None = None,
+    on_unexpected: OnUnexpected = "raise",
+    missing_pred: MissingPred = "error",
+    missing_gt_chunks: Missing = "error",
+    scheduler: Any = None,
+    split_every: int = 8,
+    pixels_per_task: int = _TASK_PIXELS,
+    progress: bool = False,
+) -> ConfusionMatrix:
+    """Count a whole test set stored in Zarr, in parallel with Dask.
+
+    Parameters
+    ----------
+    gt, pred : MaskSet, str or Path
+        Ground-truth and prediction stores (see :func:`segiou.io.zarr.open_masks`). ``pred``
+        may be ``None`` with ``missing_pred="void"`` (every prediction missing).
+    labels, ignore_index, gt_ids, pred_ids, on_unexpected
+        As for :class:`~segiou.confusion.ConfusionMatrix`.
+    missing_pred : {"error", "void"}
+        A ground-truth image without prediction raises (default) or is scored as all-void:
+        every valid pixel a false negative, as a leaderboard would.
+    missing_gt_chunks : {"error", "fill"}
+        A chunk missing from the ground-truth store raises (default) or reads as the fill
+        value. Missing prediction chunks always read as the fill value.
+    scheduler : str or distributed.Client, optional
+        ``"threads"`` (default when no Client is active), ``"synchronous"``, ``"processes"``,
+        or a ``distributed.Client``. The current default Client is used when there is one.
+    split_every : int
+        Fan-in of the tree reduction of partial counts.
+    pixels_per_task : int
+        Target pixels per Dask task (whole images per task).
+    progress : bool
+        Show a progress bar (Dask's local diagnostics, or distributed's progress).
+
+    Returns
+    -------
+    ConfusionMatrix
+        With per-image rows (``per_image=True``) named by image; its batch key is the
+        ground-truth store, so the same store cannot be counted twice into one state.
+
+    Raises
+    ------
+    MaskNotFoundError
+        Missing or extra predictions (names and counts listed).
+    ShapeMismatchError
+        Image sizes differ between the stores.
+    StoreLayoutError
+        Not a valid mask store, or a dtype that cannot hold the classes.
+    LabelRangeError
+        Unexpected values (store, image, values, counts and first position listed).
+    segiou.io.zarr.ChunkError
+        A missing ground-truth chunk or a corrupt chunk (store, array, chunk, images named).
+    """
+    import dask.bag as db
+
+    gms = gt if isinstance(gt, MaskSet) else open_masks(gt)
+    pms = pred if isinstance(pred, MaskSet) or pred is None else open_masks(pred)
+    out = ConfusionMatrix(labels, ignore_index=ignore_index, gt_ids=gt_ids, pred_ids=pred_ids,
+                          on_unexpected=on_unexpected, per_image=True)  # fmt: skip
+    spec = out.spec
+    _check_fits(gms, spec, out.gt_ids, "ground-truth")
+    if pms is None:
+        if missing_pred != "void":
+            msg = "no prediction store given; pass one, or missing_pred='void' to score all-void"
+            raise MaskNotFoundError(msg)
+        index = tuple(-1 for _ in gms.names)
+    else:
+        _check_fits(pms, spec, out.pred_ids, "prediction")
+        index = _pair(gms, pms, missing_pred)
+    voids = [r for r, c in spec.pred_map(out.pred_ids).items() if c == IGNORE]
+    void_value = voids[0] if voids else None
+    if void_value is None and any(i < 0 for i in index):
+        msg = (
+            f"label spec {spec.name!r} has no void value to score missing predictions with; "
+            "add an ignore value (e.g. 255)"
+        )
+        raise MaskNotFoundError(msg)
+    job = _Job(gms, pms, index, spec, out.gt_ids, out.pred_ids, on_unexpected,
+               missing_gt_chunks, void_value)  # fmt: skip
+    groups = plan_groups(gms, pixels_per_task=pixels_per_task)
+    if not groups:
+        return out
+    bag = db.from_sequence(groups, npartitions=len(groups))
+    reduced = bag.reduction(functools.partial(_count_partition, job), _combine,
+                            split_every=split_every)  # fmt: skip
+    table, idx, rows, unexp_g, unexp_p = _compute(reduced, scheduler, progress)
+    order = np.argsort(idx, kind="stable")
+    rows = rows[order]
+    k = spec.num_classes
+    images = ImageCounts(tp=rows[:, :k], fp=rows[:, k : 2 * k], fn=rows[:, 2 * k : 3 * k],
+                         ignored=rows[:, 3 * k], unexpected=rows[:, 3 * k + 1])  # fmt: skip
+    tally = Tally(
+        counts=np.ascontiguousarray(table[:k, :k]),
+        void=table[:k, k].copy(),
+        n_ignored=int(table[k, :].sum()),
+        unexpected_gt=unexp_g,
+        unexpected_pred=unexp_p,
+        images=images,
+    )
+    out._absorb(tally, key=f"zarr:{gms.where()}", names=[gms.names[i] for i in idx[order]],
+                n_images=len(gms.names))  # fmt: skip
+    return out
