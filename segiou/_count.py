@@ -237,9 +237,9 @@ def _tables(g: LabelArray, p: LabelArray, lk: Lookup, workers: int, per_image: b
         raw = np.zeros((workers, _kernels.RAW_BINS * _kernels.RAW_COPIES), dtype=np.int64)
         g64, p64 = g8[: n64 * 8].view(np.uint64), p8[: n64 * 8].view(np.uint64)
         if workers == 1:
-            _kernels.count_words_serial(g64, p64, raw)
+            _kernels.count_words_serial(g8, p8, g64, p64, raw)
         else:
-            _run_parallel(_kernels.count_words_parallel, (g64, p64, raw))
+            _run_parallel(_kernels.count_words_parallel, (g8, p8, g64, p64, raw))
         _kernels.count_bytes(g8[n64 * 8 :], p8[n64 * 8 :], raw[0])
         out = np.zeros((1, width, width), dtype=np.int64)
         _kernels.fold_raw(raw, lk.gbytes(g.dtype), lk.pbytes(p.dtype), out[0])
@@ -459,7 +459,8 @@ class ImageCounter:
             n64 = gf.size // 8
             raw = _raw_scratch()
             tabs = raw.reshape(1, -1)
-            _kernels.count_words_serial(gf[: n64 * 8].view(np.uint64), pf[: n64 * 8].view(np.uint64), tabs)
+            g64, p64 = gf[: n64 * 8].view(np.uint64), pf[: n64 * 8].view(np.uint64)
+            _kernels.count_words_serial(gf, pf, g64, p64, tabs)
             _kernels.count_bytes(gf[n64 * 8 :], pf[n64 * 8 :], raw)
             return
         lk = self.lookup

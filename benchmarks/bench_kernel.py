@@ -1,0 +1,154 @@
+"""Counting-kernel benchmark (issue 2): segiou vs the numpy bincount idiom and the read floor.
+
+Two ways to run it:
+
+* ``python benchmarks/bench_kernel.py`` prints ns/pixel, ratios against the baselines measured
+  in the same run, the targets, and the first-call compile times (cold and warm cache).
+* ``pytest benchmarks/bench_kernel.py`` runs the same cases under pytest-benchmark, one group per
+  data set, the ratio in ``extra_info``; ``--benchmark-disable`` (CI) runs each once on small
+  data so the file keeps working.
+
+Data: Cityscapes-like masks (19 classes + 255, 1024 x 2048 uint8, 16 images, coherent regions,
+~10% coherent errors, ~5% ignored) and iid uniform labels of the same size.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import numba as nb
+import numpy as np
+import pytest
+
+from segiou import ConfusionMatrix
+from segiou.synthetic import cityscapes_like, iid_labels
+
+K = 19
+TARGETS = {"coherent": 15.0, "iid": 8.0}  # x faster than bincount, 2 threads
+FLOOR_TARGET = 4.0  # within 4x of reading both arrays
+
+
+def bincount_idiom(gt: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """The common numpy idiom (FCN / mmsegmentation style)."""
+    k = (gt >= 0) & (gt < K)
+    return np.bincount(K * gt[k].astype(np.int64) + pred[k], minlength=K * K)
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def _read_both(g: np.ndarray, p: np.ndarray) -> int:
+    s = 0
+    for i in nb.prange(g.size):
+        s += np.int64(g[i]) + np.int64(p[i])
+    return s
+
+
+def read_floor(gt: np.ndarray, pred: np.ndarray) -> int:
+    """Merely read both arrays once (2 threads): the memory-bound floor."""
+    return int(_read_both(gt.reshape(-1), pred.reshape(-1)))
+
+
+def segiou_count(gt: np.ndarray, pred: np.ndarray) -> ConfusionMatrix:
+    """segiou's accumulator, all kernel threads."""
+    return ConfusionMatrix(K, ignore_index=255).update(gt, pred)
+
+
+def make_data(kind: str, n: int, h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+    if kind == "coherent":
+        return cityscapes_like(n, h, w, seed=0)
+    return iid_labels(n, h, w, num_classes=K, seed=1)
+
+
+def _median_s(fn: Callable[[], object], repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def compile_times() -> dict[str, float]:
+    """First-call time in a fresh process: empty cache (cold), then populated (warm)."""
+    code = (
+        "import time, numpy as np; t0 = time.perf_counter(); import segiou; "
+        "g = np.zeros((1024, 1024), np.uint8); "
+        "segiou.ConfusionMatrix(19, ignore_index=255).update(g, g); "
+        "segiou.ConfusionMatrix(19, ignore_index=255, threads=1).update(g[:8], g[:8]); "
+        "print(time.perf_counter() - t0)"
+    )
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for label in ("cold", "warm"):
+            res = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                 capture_output=True, text=True)  # fmt: skip
+            out[label] = float(res.stdout.strip().splitlines()[-1])
+    return out
+
+
+def main() -> int:
+    n, h, w = 16, 1024, 2048
+    print(f"numba threads: {nb.get_num_threads()}")
+    ok = True
+    for kind in ("coherent", "iid"):
+        gt, pred = make_data(kind, n, h, w)
+        px = gt.size
+        base = _median_s(lambda: bincount_idiom(gt, pred), 5)  # noqa: B023
+        seg = _median_s(lambda: segiou_count(gt, pred), 9)  # noqa: B023
+        floor = _median_s(lambda: read_floor(gt, pred), 9)  # noqa: B023
+        ratio, vs_floor = base / seg, seg / floor
+        good = ratio >= TARGETS[kind] and vs_floor <= FLOOR_TARGET
+        ok &= good
+        print(
+            f"{kind:9s} bincount {base / px * 1e9:6.3f} ns/px | segiou {seg / px * 1e9:6.3f} ns/px "
+            f"({px / seg / 1e6:7.0f} Mpx/s) | read floor {floor / px * 1e9:6.3f} ns/px | "
+            f"{ratio:5.1f}x bincount (target >= {TARGETS[kind]:.0f}x), {vs_floor:4.2f}x floor "
+            f"(target <= {FLOOR_TARGET:.0f}x) {'PASS' if good else 'FAIL'}"
+        )
+    ct = compile_times()
+    print(f"first call incl. import: cold cache {ct['cold']:.2f} s, warm cache {ct['warm']:.2f} s")
+    return 0 if ok else 1
+
+
+# -- pytest-benchmark -------------------------------------------------------------------------
+@pytest.fixture(scope="module", params=["coherent", "iid"])
+def data(request: pytest.FixtureRequest) -> tuple[str, np.ndarray, np.ndarray]:
+    small = request.config.getoption("benchmark_disable")
+    n, h, w = (2, 256, 512) if small else (16, 1024, 2048)
+    return (request.param, *make_data(request.param, n, h, w))
+
+
+_MEDIANS: dict[tuple[str, str], float] = {}
+
+
+@pytest.mark.parametrize(
+    "method", ["bincount", "segiou", "read_floor"], ids=["bincount", "segiou", "read_floor"]
+)
+def test_count(benchmark, data, method: str) -> None:  # type: ignore[no-untyped-def]
+    kind, gt, pred = data
+    fn = {"bincount": bincount_idiom, "segiou": segiou_count, "read_floor": read_floor}[method]
+    benchmark.group = f"kernel-{kind}"
+    fn(gt, pred)  # compile outside the timing
+    benchmark(fn, gt, pred)
+    if benchmark.stats is not None:
+        med = benchmark.stats.stats.median
+        _MEDIANS[(kind, method)] = med
+        benchmark.extra_info["ns_per_px"] = med / gt.size * 1e9
+        if (kind, "bincount") in _MEDIANS:
+            benchmark.extra_info["x_faster_than_bincount"] = _MEDIANS[(kind, "bincount")] / med
+    if method == "segiou":  # the benchmark also checks the numbers (void predictions excluded:
+        # the idiom would add K*g + 255 into other cells, which is why segiou reports void)
+        k = (gt < K) & (pred < K)
+        ref = np.bincount(K * gt[k].astype(np.int64) + pred[k], minlength=K * K)
+        np.testing.assert_array_equal(segiou_count(gt, pred).counts.ravel(), ref)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
