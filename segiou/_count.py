@@ -108,11 +108,19 @@ class Lookup:
 
     def gbytes(self, dtype: np.dtype) -> IntArray:
         """Code of each byte value of an 8-bit ground-truth dtype (for :func:`fold_raw`)."""
-        return _byte_codes(self.gt_map, self.num_classes, dtype.kind == "i")
+        return self._bytes("gt", dtype.kind == "i")
 
     def pbytes(self, dtype: np.dtype) -> IntArray:
         """Code of each byte value of an 8-bit prediction dtype (for :func:`fold_raw`)."""
-        return _byte_codes(self.pred_map, self.num_classes, dtype.kind == "i")
+        return self._bytes("pred", dtype.kind == "i")
+
+    def _bytes(self, side: str, signed: bool) -> IntArray:
+        cache = self.__dict__.setdefault("_byte_cache", {})
+        key = (side, signed)
+        if key not in cache:
+            mapping = self.gt_map if side == "gt" else self.pred_map
+            cache[key] = _byte_codes(mapping, self.num_classes, signed)
+        return cache[key]
 
     @property
     def table_size(self) -> int:

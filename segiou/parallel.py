@@ -76,19 +76,25 @@ class _ChunkCache:
         self.arr = arr
         self.missing = missing
         self.cache: dict[tuple[int, ...], np.ndarray] = {}
+        self.free: list[np.ndarray] = []  # decode buffers of dropped chunks, reused
 
     def get(self, coords: tuple[int, ...], images: str) -> np.ndarray:
         c = self.cache.get(coords)
         if c is None:
-            c = self.arr.read_chunk(coords, missing=self.missing, images=images)
+            buf = self.free.pop() if self.free else np.empty(self.arr.chunks, self.arr.dtype)
+            c = self.arr.read_chunk(coords, missing=self.missing, images=images, out=buf)
             self.cache[coords] = c
         return c
 
     def drop(self, keep: int | None = None) -> None:
-        if keep is None:
-            self.cache.clear()
-        else:
-            self.cache = {k: v for k, v in self.cache.items() if k[0] == keep}
+        gone = [k for k in self.cache if keep is None or k[0] != keep]
+        for k in gone:
+            c = self.cache.pop(k)
+            if c.flags.writeable and c.flags.c_contiguous and c.base is not None:
+                self.free.append(c.base if isinstance(c.base, np.ndarray) and
+                                 c.base.shape == tuple(self.arr.chunks) else c)  # fmt: skip
+            elif c.flags.writeable and c.flags.owndata:
+                self.free.append(c)
 
 
 def _image_array(ms: MaskSet, i: int) -> tuple[MaskArray, int | None]:

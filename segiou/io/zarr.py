@@ -82,57 +82,94 @@ def _open(url: str, path: str) -> Any:
 
 
 # -- fast chunk decoding ----------------------------------------------------------------------
-def _v3_codecs(codecs: list[dict[str, Any]]) -> tuple[str, list[Any]] | None:
-    """(endianness, numcodecs decoders in decode order) for a plain v3 chain, else None."""
-    import numcodecs
-
+def _v3_codec_configs(codecs: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]] | None:
+    """(endianness, numcodecs configs in decode order) for a plain v3 chain, else None."""
     if not codecs or codecs[0]["name"] != "bytes":
         return None
     endian = (codecs[0].get("configuration") or {}).get("endian") or "little"
-    out = []
+    out: list[dict[str, Any]] = []
     for c in codecs[1:]:
         cfg = c.get("configuration") or {}
         name = c["name"]
         if name == "zstd":
-            out.append(numcodecs.Zstd(level=cfg.get("level", 0), checksum=cfg.get("checksum", False)))
+            out.append({"id": "zstd", "level": cfg.get("level", 0),
+                        "checksum": cfg.get("checksum", False)})  # fmt: skip
         elif name == "gzip":
-            out.append(numcodecs.GZip(level=cfg.get("level", 5)))
+            out.append({"id": "gzip", "level": cfg.get("level", 5)})
         elif name == "blosc":
             shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}.get(cfg.get("shuffle"), 1)
-            out.append(numcodecs.Blosc(cname=cfg.get("cname", "zstd"), clevel=cfg.get("clevel", 5),
-                                       shuffle=shuffle, blocksize=cfg.get("blocksize", 0)))  # fmt: skip
-        elif name == "crc32c" and hasattr(numcodecs, "CRC32C"):
-            out.append(numcodecs.CRC32C())
+            out.append({"id": "blosc", "cname": cfg.get("cname", "zstd"),
+                        "clevel": cfg.get("clevel", 5), "shuffle": shuffle,
+                        "blocksize": cfg.get("blocksize", 0)})  # fmt: skip
+        elif name == "crc32c":
+            out.append({"id": "crc32c"})
         else:
             return None
     return endian, out[::-1]
 
 
-@dataclass
-class _Decoder:
-    """Reads and decodes chunks of one array; ``None`` codecs means zarr's own read path."""
+@dataclass(frozen=True)
+class _ReadSpec:
+    """How to read a chunk without zarr-python: plain, picklable data fixed at open time."""
 
-    arr: Any
-    store_root: Path | None
-    codecs: list[Any] | None
-    dtype: np.dtype
-    chunks: tuple[int, ...]
+    root: str | None  # local store root, or None: read through the zarr store
+    key_prefix: str  # e.g. "gt/c/" (array path + chunk key prefix)
+    key_sep: str  # "/" or "."
+    codecs: tuple[dict[str, Any], ...] | None  # numcodecs configs, decode order; None = zarr
+    dtype: str  # with byte order
     fill: Any
-    encode_key: Any
-    prefix: str
+
+    def key(self, coords: tuple[int, ...]) -> str:
+        return self.key_prefix + self.key_sep.join(map(str, coords))
+
+
+def _read_spec(arr: Any) -> _ReadSpec:
+    md = arr.metadata
+    sample = md.encode_chunk_key(tuple(range(11, 11 + arr.ndim)))
+    i = sample.index("11")
+    sep = sample[i + 2] if arr.ndim > 1 else ""
+    prefix = (f"{arr.path}/" if arr.path else "") + sample[:i]
+    dtype = np.dtype(str(arr.dtype))
+    codecs: list[dict[str, Any]] | None = None
+    if getattr(md, "zarr_format", 3) == 3:
+        chain = _v3_codec_configs([c.to_dict() for c in md.codecs])
+        if chain is not None:
+            endian, codecs = chain
+            dtype = dtype.newbyteorder("<" if endian == "little" else ">")
+    elif md.order == "C":
+        codecs = [md.compressor.get_config()] if md.compressor is not None else []
+        codecs += [f.get_config() for f in reversed(md.filters or [])]
+        if hasattr(md.dtype, "to_native_dtype"):
+            dtype = np.dtype(md.dtype.to_native_dtype())
+    store = arr.store
+    root = str(store.root) if type(store).__name__ == "LocalStore" else None
+    fill = md.fill_value if md.fill_value is not None else 0
+    fill = fill.item() if hasattr(fill, "item") else fill
+    return _ReadSpec(root, prefix, sep, None if codecs is None else tuple(codecs), dtype.str, fill)
+
+
+class _Decoder:
+    """Per-thread decoding state of one array (numcodecs objects, or an open zarr array)."""
+
+    def __init__(self, spec: _ReadSpec, url: str, path: str) -> None:
+        import numcodecs
+
+        self.spec = spec
+        self.dtype = np.dtype(spec.dtype)
+        self.codecs = None if spec.codecs is None else [numcodecs.get_codec(dict(c)) for c in spec.codecs]
+        self.arr = _open(url, path) if spec.codecs is None or spec.root is None else None
 
     def raw(self, coords: tuple[int, ...]) -> bytes | None:
-        key = self.encode_key(coords)
-        full = f"{self.prefix}/{key}" if self.prefix else key
-        if self.store_root is not None:
+        key = self.spec.key(coords)
+        if self.spec.root is not None:
             try:
-                return (self.store_root / full).read_bytes()
+                return (Path(self.spec.root) / key).read_bytes()
             except FileNotFoundError:
                 return None
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
-        buf = sync(self.arr.store.get(full, prototype=default_buffer_prototype()))
+        buf = sync(self.arr.store.get(key, prototype=default_buffer_prototype()))
         return None if buf is None else buf.to_bytes()
 
 
@@ -148,10 +185,12 @@ class MaskArray:
     shape: tuple[int, ...]
     chunks: tuple[int, ...]
     dtype: str
+    read_spec: _ReadSpec
     _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("url", "path", "shape", "chunks", "dtype")}
+        keys = ("url", "path", "shape", "chunks", "dtype", "read_spec")
+        return {k: getattr(self, k) for k in keys}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
@@ -161,7 +200,7 @@ class MaskArray:
     def _decoder(self) -> _Decoder:
         dec = getattr(self._local, "dec", None)
         if dec is None:
-            dec = _make_decoder(_open(self.url, self.path), self.url, self.path)
+            dec = _Decoder(self.read_spec, self.url, self.path)
             self._local.dec = dec
         return dec
 
@@ -175,14 +214,25 @@ class MaskArray:
         for i in range(start // c, (stop - 1) // c + 1 if stop > start else start // c):
             yield i, max(start, i * c), min(stop, (i + 1) * c)
 
-    def read_chunk(self, coords: tuple[int, ...], *, missing: Missing, images: str) -> np.ndarray:
-        """Decode one chunk (full chunk shape, edge chunks included) into a fresh array."""
+    def read_chunk(
+        self,
+        coords: tuple[int, ...],
+        *,
+        missing: Missing,
+        images: str,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Decode one chunk (full chunk shape, edge chunks included).
+
+        ``out``, a reusable buffer of the chunk's size and dtype, receives the decoded values
+        when the fast path can decode into it (no allocation, no page faults).
+        """
         dec = self._decoder()
         if dec.codecs is None:  # zarr's own path for chains we do not decode
             sl = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in
                        zip(coords, self.chunks, self.shape, strict=True))  # fmt: skip
             part = np.asarray(dec.arr[sl])
-            out = np.full(self.chunks, dec.fill, dtype=part.dtype)
+            out = np.full(self.chunks, dec.spec.fill, dtype=part.dtype)
             out[tuple(slice(0, n) for n in part.shape)] = part
             return out
         raw = dec.raw(coords)
@@ -194,14 +244,21 @@ class MaskArray:
                     "ground-truth chunks explicitly"
                 )
                 raise ChunkError(msg)
-            return np.full(self.chunks, dec.fill, dtype=dec.dtype)
+            return np.full(self.chunks, dec.spec.fill, dtype=dec.dtype)
+        size = int(np.prod(self.chunks))
         try:
             data: Any = raw
-            for codec in dec.codecs:
-                data = codec.decode(data)
-            out = np.frombuffer(data, dtype=dec.dtype)
-            if out.size != int(np.prod(self.chunks)):
-                msg = f"decoded {out.size} values, expected {int(np.prod(self.chunks))}"
+            for j, codec in enumerate(dec.codecs):
+                last = j == len(dec.codecs) - 1
+                if last and out is not None and out.dtype == dec.dtype and out.size == size:
+                    data = codec.decode(data, out=out.reshape(-1).view(np.uint8))
+                else:
+                    data = codec.decode(data)
+            arr = np.frombuffer(data, dtype=dec.dtype) if not isinstance(data, np.ndarray) else (
+                data.reshape(-1).view(dec.dtype)
+            )
+            if arr.size != size:
+                msg = f"decoded {arr.size} values, expected {size}"
                 raise ValueError(msg)
         except Exception as err:
             msg = (
@@ -209,36 +266,9 @@ class MaskArray:
                 f"decoded ({type(err).__name__}: {err}); re-write this chunk or re-ingest"
             )
             raise ChunkError(msg) from err
-        if not out.dtype.isnative:
-            out = out.astype(out.dtype.newbyteorder("="))
-        return out.reshape(self.chunks)
-
-
-def _make_decoder(arr: Any, url: str, path: str) -> _Decoder:
-    md = arr.metadata
-    store = arr.store
-    root = None
-    if type(store).__name__ == "LocalStore":
-        root = Path(str(store.root))
-    dtype = np.dtype(arr.dtype)
-    codecs: list[Any] | None = None
-    if getattr(md, "zarr_format", 3) == 3:
-        chain = _v3_codecs([c.to_dict() for c in md.codecs])
-        if chain is not None:
-            endian, codecs = chain
-            dtype = dtype.newbyteorder("<" if endian == "little" else ">")
-    elif md.order == "C":
-        import numcodecs
-
-        codecs = []
-        if md.compressor is not None:
-            codecs.append(numcodecs.get_codec(md.compressor.get_config()))
-        for f in reversed(md.filters or []):
-            codecs.append(numcodecs.get_codec(f.get_config()))
-        dtype = np.dtype(md.dtype.to_native_dtype()) if hasattr(md.dtype, "to_native_dtype") else dtype
-    fill = md.fill_value if md.fill_value is not None else 0
-    return _Decoder(arr, root, codecs, dtype, tuple(arr.chunks), fill, md.encode_chunk_key,
-                    arr.path)  # fmt: skip
+        if not arr.dtype.isnative:
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        return arr.reshape(self.chunks)
 
 
 @dataclass(frozen=True)
@@ -328,7 +358,8 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
             )
             raise StoreLayoutError(msg)
         _unique(where, names)
-        arr = MaskArray(root, inner, tuple(node.shape), tuple(node.chunks), str(node.dtype))
+        arr = MaskArray(root, inner, tuple(node.shape), tuple(node.chunks), str(node.dtype),
+                        _read_spec(node))  # fmt: skip
         return MaskSet(root, inner, "stack", names, (arr,))
     members = sorted(node.arrays(), key=lambda kv: kv[0])
     if not members:
@@ -341,7 +372,8 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
             raise StoreLayoutError(msg)
         _check_dtype(f"{where} image {name!r}", a.dtype)
         sub = f"{inner}/{name}" if inner else name
-        arrays.append(MaskArray(root, sub, tuple(a.shape), tuple(a.chunks), str(a.dtype)))
+        arrays.append(MaskArray(root, sub, tuple(a.shape), tuple(a.chunks), str(a.dtype),
+                                _read_spec(a)))  # fmt: skip
     return MaskSet(root, inner, "group", tuple(n for n, _ in members), tuple(arrays))
 
 
