@@ -20,6 +20,42 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from segiou.evaluation import run_eval
+
+    return run_eval(args)
+
+
+def _progress_default(args: argparse.Namespace) -> bool:
+    return not args.quiet and sys.stderr.isatty()
+
+
+def add_eval_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``segiou eval`` and the pipelines."""
+    p.add_argument("--labels", default="cityscapes",
+                   help="cityscapes, pascal_voc, ade20k, a spec file (.json/.toml) or a number "
+                   "of classes (default: %(default)s)")  # fmt: skip
+    p.add_argument("--ignore", type=int, nargs="+", metavar="ID",
+                   help="ignore value(s), replacing the spec's (e.g. 255)")  # fmt: skip
+    p.add_argument("--gt-ids", choices=["class", "raw"], default=None,
+                   help="masks hold class ids or the spec's raw ids (default: raw when the spec "
+                   "has a raw table, e.g. Cityscapes labelIds; else class)")  # fmt: skip
+    p.add_argument("--pred-ids", choices=["class", "raw"], default=None,
+                   help="id space of predictions (default: same as --gt-ids)")
+    p.add_argument("--preset", default="segiou",
+                   help="averaging convention: segiou, cityscapes, mmseg, hf_evaluate, "
+                   "detectron2, torchmetrics, sklearn, sklearn_all_labels, keras")  # fmt: skip
+    p.add_argument("--scheduler", default="threads",
+                   help="threads (default), synchronous, processes, local-cluster, or the "
+                   "address of a dask.distributed scheduler (tcp://host:8786)")  # fmt: skip
+    p.add_argument("--split-every", type=int, default=8, help="tree-reduction fan-in")
+    p.add_argument("--missing-pred", choices=["error", "void"], default="error",
+                   help="a ground-truth image without prediction: error, or score it all-void")
+    p.add_argument("--on-unexpected", choices=["raise", "count"], default="raise",
+                   help="label values outside the spec: raise (default) or count and report")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``segiou`` command."""
     from segiou import __version__
@@ -38,6 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=_cmd_demo)
+
+    ev = sub.add_parser("eval", help="score predictions against ground truth (Zarr or PNG)")
+    ev.add_argument("--gt", required=True, help="ground truth: Zarr store[/path] or PNG folder")
+    ev.add_argument("--pred", required=True, help="predictions: Zarr store[/path] or PNG folder")
+    add_eval_options(ev)
+    ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v1)")
+    ev.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
+    ev.add_argument("--state", metavar="FILE", help="also save the count state (JSON checkpoint)")
+    ev.add_argument("--top", type=int, default=5, help="confusions and worst images to list")
+    ev.set_defaults(func=_cmd_eval)
 
     try:
         from segiou import _cli_geometry

@@ -17,6 +17,7 @@ __all__ = [
     "SegiouError",
     "ShapeMismatchError",
     "StoreLayoutError",
+    "UsageError",
 ]
 
 
@@ -58,3 +59,7 @@ class MaskNotFoundError(SegiouError, FileNotFoundError):
 
 class StoreLayoutError(SegiouError, ValueError):
     """A store does not have the documented layout (arrays, attributes, dtypes)."""
+
+
+class UsageError(SegiouError, ValueError):
+    """An option or argument has a value segiou does not understand."""

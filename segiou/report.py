@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
+    from segiou.confusion import ConfusionMatrix
     from segiou.results import Result
 
-__all__ = ["render_text"]
+__all__ = ["render_analysis", "render_text", "write_per_image_csv"]
 
 
 def _pct(x: float) -> str:
@@ -74,3 +78,85 @@ def render_text(result: Result, *, width: int = 100) -> str:
     )
     console.print("rules: " + "; ".join(result.convention.rules()))
     return buf.getvalue()
+
+
+def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> str:
+    """Per-class error analysis: the worst classes, what they are confused with, and where.
+
+    Parameters
+    ----------
+    cm : ConfusionMatrix
+        Counts (with per-image rows for the "worst images" column).
+    top : int
+        How many classes, confusions and images to list.
+    width : int
+        Maximum line width.
+
+    Returns
+    -------
+    str
+        A table of the ``top`` classes with the lowest IoU: each with its largest confusions
+        (share of its ground-truth pixels predicted as another class, or void) and the images
+        where its IoU is lowest.
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from segiou.metrics import iou
+
+    names = list(cm.spec.classes)
+    scores = iou(cm.counts, void=cm.void)
+    gt_px = cm.counts.sum(axis=1) + cm.void
+    order = [int(c) for c in np.argsort(np.nan_to_num(scores, nan=np.inf)) if gt_px[c] > 0][:top]
+    per_image = cm.images if cm.per_image and cm.n_images else None
+    img_iou = per_image.iou() if per_image is not None else None
+    t = Table(title=f"error analysis: {len(order)} weakest classes", box=box.SIMPLE_HEAD,
+              title_justify="left")  # fmt: skip
+    for col in ("class", "IoU", "confused with (share of its gt pixels)", "worst images (IoU)"):
+        t.add_column(col, justify="right" if col == "IoU" else "left")
+    for c in order:
+        row = cm.counts[c].astype(np.float64)
+        row[c] = 0
+        conf = [(row[d] / gt_px[c], names[d]) for d in np.argsort(-row)[:top] if row[d] > 0]
+        if cm.void[c]:
+            conf.append((cm.void[c] / gt_px[c], "void"))
+        conf = sorted(conf, reverse=True)[:top]
+        worst = ""
+        if img_iou is not None and per_image is not None:
+            col = img_iou[:, c]
+            idx = [int(i) for i in np.argsort(np.nan_to_num(col, nan=np.inf)) if not np.isnan(col[i])]
+            worst = ", ".join(f"{per_image.names[i]} ({100 * col[i]:.1f})" for i in idx[:top])
+        t.add_row(names[c], _pct(scores[c]), ", ".join(f"{n} {100 * s:.1f}%" for s, n in conf), worst)
+    buf = io.StringIO()
+    Console(file=buf, width=width, color_system=None, force_terminal=False).print(t)
+    return buf.getvalue()
+
+
+def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
+    """Write one row per image: name, ignored and unexpected pixels, mIoU, per-class IoU.
+
+    The per-image mIoU averages the classes present in that image (TP+FP+FN > 0). It describes
+    one image; dataset scores are never averages of these rows.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    import csv
+
+    t = cm.images
+    scores = t.iou()
+    target = Path(path)
+    with target.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["image", "miou", "ignored", "unexpected",
+                    *(f"iou:{n}" for n in cm.spec.classes)])  # fmt: skip
+        for i, name in enumerate(t.names):
+            row = scores[i]
+            present = row[~np.isnan(row)]
+            miou = f"{present.mean():.6f}" if present.size else ""
+            w.writerow([name, miou, int(t.ignored[i]), int(t.unexpected[i]),
+                        *("" if np.isnan(v) else f"{v:.6f}" for v in row)])  # fmt: skip
+    return target
