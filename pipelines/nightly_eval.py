@@ -1,0 +1,127 @@
+"""Nightly model evaluation: evaluate, write a dated report folder, compare with a baseline.
+
+Usage::
+
+    python pipelines/nightly_eval.py pipelines/nightly.example.toml [--date YYYY-MM-DD]
+
+Exit codes: 0 evaluated and no regression; 1 a regression against the baseline; 2 bad
+configuration or input (the message says what to fix). Writes into ``<report_dir>/<date>/``:
+``report.json`` (segiou.result v1), ``report.txt`` (tables), ``per_image.csv``, ``state.json``
+(the count state, to merge or re-score later) and, with a baseline, ``comparison.json``.
+``--update-baseline`` copies the new report over the baseline after a run without regression.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from segiou.compare import compare_reports
+from segiou.errors import SegiouError, UsageError
+from segiou.evaluation import evaluate_paths, scheduler_context, spec_from_arg
+from segiou.report import render_analysis, write_per_image_csv
+
+EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
+
+_EVAL_KEYS = {"gt", "pred", "labels", "preset", "scheduler", "gt_ids", "pred_ids", "ignore",
+              "missing_pred", "on_unexpected", "split_every", "layout"}  # fmt: skip
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """Read and validate the TOML configuration (see ``nightly.example.toml``)."""
+    try:
+        cfg = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        msg = f"config {str(path)!r} cannot be read: {err}"
+        raise UsageError(msg) from err
+    ev = cfg.get("eval")
+    if not isinstance(ev, dict) or "gt" not in ev or "pred" not in ev:
+        msg = f"config {str(path)!r}: an [eval] table with 'gt' and 'pred' is required"
+        raise UsageError(msg)
+    if unknown := sorted(set(ev) - _EVAL_KEYS):
+        msg = f"config {str(path)!r}: unknown [eval] key(s) {unknown}; known: {sorted(_EVAL_KEYS)}"
+        raise UsageError(msg)
+    base = path.parent
+    for key in ("gt", "pred"):  # relative paths are relative to the config file
+        if "://" not in ev[key] and not Path(ev[key]).is_absolute():
+            ev[key] = str(base / ev[key])
+    report = cfg.setdefault("report", {})
+    report["dir"] = str(base / report.get("dir", "reports"))
+    if "baseline" in cfg and "path" in cfg["baseline"]:
+        cfg["baseline"]["path"] = str(base / cfg["baseline"]["path"])
+    return cfg
+
+
+def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -> int:
+    ev = cfg["eval"]
+    args = argparse.Namespace(
+        gt_ids=ev.get("gt_ids"), pred_ids=ev.get("pred_ids"), ignore=ev.get("ignore"),
+        on_unexpected=ev.get("on_unexpected", "raise"), missing_pred=ev.get("missing_pred", "error"),
+        split_every=ev.get("split_every", 8), layout=ev.get("layout"),
+    )  # fmt: skip
+    spec = spec_from_arg(str(ev.get("labels", "cityscapes")))
+    out = Path(cfg["report"]["dir"]) / date
+    out.mkdir(parents=True, exist_ok=True)
+    with scheduler_context(ev.get("scheduler", "threads")) as scheduler:
+        cm = evaluate_paths(ev["gt"], ev["pred"], spec=spec, args=args, scheduler=scheduler,
+                            progress=not quiet and sys.stderr.isatty())  # fmt: skip
+    result = cm.result(ev.get("preset", "segiou"))
+    report = result.to_dict()
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    text = result.table() + "\n" + render_analysis(cm)
+    (out / "report.txt").write_text(text, encoding="utf-8")
+    write_per_image_csv(cm, out / "per_image.csv")
+    cm.save(out / "state.json")
+    if not quiet:
+        print(text)
+    print(f"nightly: report written to {out}")
+    base_cfg = cfg.get("baseline", {})
+    base_path = Path(base_cfg["path"]) if "path" in base_cfg else None
+    if base_path is None:
+        return EXIT_OK
+    if not base_path.is_file():
+        if update_baseline:
+            shutil.copyfile(out / "report.json", base_path)
+            print(f"nightly: no baseline yet; {base_path} created from this run")
+            return EXIT_OK
+        msg = f"baseline {str(base_path)!r} does not exist; run once with --update-baseline"
+        raise UsageError(msg)
+    baseline = json.loads(base_path.read_text(encoding="utf-8"))
+    comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
+                           max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
+    (out / "comparison.json").write_text(json.dumps(comp.to_dict(), indent=2) + "\n", encoding="utf-8")
+    miou = comp.summary.get("miou")
+    if miou:
+        print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f})")
+    if comp.regressed:
+        print("nightly: REGRESSION\n  " + "\n  ".join(comp.regressions), file=sys.stderr)
+        return EXIT_REGRESSION
+    if update_baseline:
+        shutil.copyfile(out / "report.json", base_path)
+        print(f"nightly: baseline {base_path} updated")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("config", type=Path, help="TOML configuration")
+    parser.add_argument("--date", default=dt.date.today().isoformat(), help="report folder name")
+    parser.add_argument("--update-baseline", action="store_true")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+        return run(cfg, date=args.date, update_baseline=args.update_baseline, quiet=args.quiet)
+    except SegiouError as err:
+        print(f"nightly: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Compare a result with a baseline report: what regressed, by how much. No counting.
+
+Used by ``pipelines/nightly_eval.py``; both sides are JSON reports (``segiou.result`` v1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from segiou.errors import CheckpointError
+
+__all__ = ["Comparison", "compare_reports"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Differences between a report and its baseline.
+
+    Attributes
+    ----------
+    summary : dict of str to (baseline, current, delta)
+        Every summary metric present in both.
+    classes : dict of str to (baseline, current, delta)
+        Per-class IoU of classes scored in both.
+    regressions : list of str
+        One line per drop beyond its tolerance; empty when nothing regressed.
+    """
+
+    summary: dict[str, tuple[float, float, float]]
+    classes: dict[str, tuple[float, float, float]]
+    regressions: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        """Whether anything dropped beyond its tolerance."""
+        return bool(self.regressions)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {
+            "regressed": self.regressed,
+            "regressions": self.regressions,
+            "summary": {k: dict(zip(("baseline", "current", "delta"), v, strict=True))
+                        for k, v in self.summary.items()},  # fmt: skip
+            "classes": {k: dict(zip(("baseline", "current", "delta"), v, strict=True))
+                        for k, v in self.classes.items()},  # fmt: skip
+        }
+
+
+def _check(report: dict[str, Any], name: str) -> None:
+    if not isinstance(report, dict) or report.get("format") != "segiou.result":
+        msg = f"{name} is not a segiou result report (format {report.get('format')!r})"
+        raise CheckpointError(msg)
+    if report.get("version") != 1:
+        msg = f"{name} has report version {report.get('version')!r}; this segiou reads version 1"
+        raise CheckpointError(msg)
+
+
+def compare_reports(
+    current: dict[str, Any],
+    baseline: dict[str, Any],
+    *,
+    max_drop: dict[str, float] | None = None,
+    max_class_drop: float | None = 0.02,
+) -> Comparison:
+    """Compare two JSON reports; flag drops larger than the tolerances.
+
+    Parameters
+    ----------
+    current, baseline : dict
+        Reports as written by :meth:`segiou.Result.to_dict`.
+    max_drop : dict of str to float, optional
+        Largest allowed drop of each named summary metric (absolute, e.g. ``{"miou": 0.005}``);
+        default ``{"miou": 0.005}``.
+    max_class_drop : float or None
+        Largest allowed drop of any class's IoU; ``None`` disables the per-class check.
+
+    Returns
+    -------
+    Comparison
+
+    Raises
+    ------
+    CheckpointError
+        Not reports, or reports of different label specs or conventions (not comparable).
+    """
+    _check(current, "current report")
+    _check(baseline, "baseline report")
+    for key in ("labels",):
+        if current.get(key) != baseline.get(key):
+            msg = (
+                f"reports are not comparable: {key} is {current.get(key)!r} now but "
+                f"{baseline.get(key)!r} in the baseline"
+            )
+            raise CheckpointError(msg)
+    cur_conv, base_conv = current["convention"]["name"], baseline["convention"]["name"]
+    if cur_conv != base_conv:
+        msg = (
+            f"reports are not comparable: convention {cur_conv!r} now but {base_conv!r} in the "
+            "baseline; evaluate with the baseline's --preset"
+        )
+        raise CheckpointError(msg)
+    tol = {"miou": 0.005} if max_drop is None else max_drop
+    summary = {}
+    for k, b in baseline["summary"].items():
+        c = current["summary"].get(k)
+        if b is not None and c is not None:
+            summary[k] = (b, c, c - b)
+    base_cls = {c["name"]: c["iou"] for c in baseline["classes"]}
+    classes = {}
+    for c in current["classes"]:
+        b = base_cls.get(c["name"])
+        if b is not None and c["iou"] is not None:
+            classes[c["name"]] = (b, c["iou"], c["iou"] - b)
+    regressions = [
+        f"{k} dropped by {-summary[k][2]:.4f} ({summary[k][0]:.4f} -> {summary[k][1]:.4f}), "
+        f"tolerance {t:.4f}"
+        for k, t in tol.items()
+        if k in summary and summary[k][2] < -t
+    ]
+    if max_class_drop is not None:
+        regressions += [
+            f"class {n!r} IoU dropped by {-d:.4f} ({b:.4f} -> {c:.4f}), tolerance {max_class_drop:.4f}"
+            for n, (b, c, d) in classes.items()
+            if d < -max_class_drop
+        ]
+    return Comparison(summary, classes, regressions)

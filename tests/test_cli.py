@@ -1,0 +1,140 @@
+"""The command line and the nightly pipeline, run as a user would (in-process)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segiou import ConfusionMatrix
+from segiou.cli import main
+from segiou.compare import compare_reports
+from segiou.demo import write_demo_store
+from segiou.errors import CheckpointError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_demo_store(tmp_path_factory.mktemp("demo") / "d.zarr", images=3, height=64,
+                            width=128, seed=5)  # fmt: skip
+
+
+def _eager(store: Path) -> ConfusionMatrix:
+    import zarr
+
+    g = zarr.open_array(store / "gt", mode="r")[:]
+    p = zarr.open_array(store / "pred", mode="r")[:]
+    return ConfusionMatrix("cityscapes", gt_ids="raw").update(g, p)
+
+
+def test_demo_command_writes_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", str(tmp_path / "d"), "--images", "2", "--size", "64x128", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "per class (cityscapes" in out and "error analysis" in out
+    report = json.loads((tmp_path / "d" / "report.json").read_text())
+    assert report["format"] == "segiou.result" and report["images"] == 2
+    with (tmp_path / "d" / "per_image.csv").open() as f:
+        rows = list(csv.reader(f))
+    assert rows[0][:2] == ["image", "miou"] and len(rows) == 3
+
+
+def test_eval_matches_eager_and_writes_outputs(demo_store: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    js, pi, st = tmp_path / "r.json", tmp_path / "p.csv", tmp_path / "s.json"
+    code = main(["eval", "--gt", f"{demo_store}/gt", "--pred", f"{demo_store}/pred",
+                 "--labels", "cityscapes", "--preset", "mmseg", "--scheduler", "synchronous",
+                 "--json", str(js), "--per-image", str(pi), "--state", str(st), "--quiet"])  # fmt: skip
+    assert code == 0
+    report = json.loads(js.read_text())
+    eager = _eager(demo_store)
+    assert report["convention"]["name"] == "mmseg"
+    assert [c["tp"] for c in report["classes"]] == np.diagonal(eager.counts).tolist()
+    assert report["pixels"]["void"] == int(eager.void.sum()) > 0
+    state = ConfusionMatrix.load(st)
+    np.testing.assert_array_equal(state.counts, eager.counts)
+    assert "worst images" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--pred", "/nonexistent/pred"], "does not exist"),
+        (["--labels", "pascal_voc"], "unexpected value"),
+        (["--scheduler", "fastest"], "--scheduler 'fastest'"),
+        (["--labels", "nope.json"], "neither a built-in spec"),
+    ],
+)
+def test_eval_bad_input_exits_2_with_a_message(demo_store: Path, argv: list[str], needle: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    base = {"--gt": f"{demo_store}/gt", "--pred": f"{demo_store}/pred", "--labels": "cityscapes"}
+    for i in range(0, len(argv), 2):
+        base[argv[i]] = argv[i + 1]
+    flat = [x for kv in base.items() for x in kv]
+    assert main(["eval", *flat, "--quiet", "--scheduler", base.get("--scheduler", "synchronous")]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def _report(miou: float, road: float, conv: str = "segiou") -> dict[str, object]:
+    return {"format": "segiou.result", "version": 1, "labels": "x", "convention": {"name": conv},
+            "summary": {"miou": miou}, "classes": [{"name": "road", "iou": road}]}  # fmt: skip
+
+
+def test_compare_flags_drops_beyond_tolerance_only() -> None:
+    ok = compare_reports(_report(0.700, 0.90), _report(0.703, 0.91))
+    assert not ok.regressed
+    bad = compare_reports(_report(0.690, 0.85), _report(0.700, 0.90))
+    assert bad.regressed and len(bad.regressions) == 2
+    assert "miou dropped by 0.0100" in bad.regressions[0]
+    with pytest.raises(CheckpointError, match="convention 'mmseg' now but 'segiou'"):
+        compare_reports(_report(0.7, 0.9, "mmseg"), _report(0.7, 0.9))
+
+
+def _load_pipeline():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("nightly_eval", ROOT / "pipelines" / "nightly_eval.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["nightly_eval"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_nightly_pipeline_baseline_then_regression(demo_store: Path, tmp_path: Path) -> None:
+    import zarr
+
+    job = _load_pipeline()
+    data = tmp_path / "data.zarr"
+    shutil.copytree(demo_store, data)
+    cfg = tmp_path / "job.toml"
+    cfg.write_text(
+        '[eval]\ngt = "data.zarr/gt"\npred = "data.zarr/pred"\nlabels = "cityscapes"\n'
+        'gt_ids = "raw"\npreset = "cityscapes"\nscheduler = "synchronous"\n'
+        '[report]\ndir = "reports"\n[baseline]\npath = "reports/baseline.json"\n'
+        "max_drop = { miou = 0.005 }\nmax_class_drop = 0.02\n"
+    )
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0
+    for f in ("report.json", "report.txt", "per_image.csv", "state.json", "comparison.json"):
+        assert (tmp_path / "reports" / "d2" / f).is_file()
+    pred = zarr.open_array(data / "pred", mode="r+")
+    worse = pred[:]
+    worse[:, :, : worse.shape[2] // 2] = 26  # half of every image predicted "car"
+    pred[:] = worse
+    assert job.main([str(cfg), "--date", "d3", "--quiet"]) == 1
+    comp = json.loads((tmp_path / "reports" / "d3" / "comparison.json").read_text())
+    assert comp["regressed"] and comp["summary"]["miou"]["delta"] < -0.005
+
+
+def test_nightly_pipeline_bad_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job = _load_pipeline()
+    cfg = tmp_path / "job.toml"
+    cfg.write_text('[eval]\ngt = "x"\n')
+    assert job.main([str(cfg)]) == 2
+    assert "'gt' and 'pred' is required" in capsys.readouterr().err
