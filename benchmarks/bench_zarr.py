@@ -39,7 +39,9 @@ K = 19
 _MAP = {**{i: i for i in range(K)}, 255: IGNORE}
 
 
-def build_store(root: Path, n: int, h: int, w: int, chunks: tuple[int, int], distinct: int = 20) -> Path:
+def build_store(
+    root: Path, n: int, h: int, w: int, chunks: tuple[int, int], distinct: int = 20
+) -> Path:
     """Write ``gt`` and ``pred`` stacks of ``n`` images (``distinct`` different ones, repeated)."""
     gt_a = create_stack(root / "gt.zarr", n=n, height=h, width=w, chunks=chunks,
                         names=[f"img{i:05d}" for i in range(n)], overwrite=True)  # fmt: skip
@@ -156,7 +158,9 @@ def main() -> int:
 
 
 # -- pytest-benchmark -------------------------------------------------------------------------
-@pytest.fixture(scope="module", params=[(1024, 2048), (512, 512)], ids=["chunk1024x2048", "chunk512"])
+@pytest.fixture(
+    scope="module", params=[(1024, 2048), (512, 512)], ids=["chunk1024x2048", "chunk512"]
+)
 def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     small = request.config.getoption("benchmark_disable")
     n, h, w = (2, 256, 512) if small else (8, 1024, 2048)

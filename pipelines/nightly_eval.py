@@ -95,7 +95,9 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     baseline = json.loads(base_path.read_text(encoding="utf-8"))
     comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
                            max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
-    (out / "comparison.json").write_text(json.dumps(comp.to_dict(), indent=2) + "\n", encoding="utf-8")
+    (out / "comparison.json").write_text(
+        json.dumps(comp.to_dict(), indent=2) + "\n", encoding="utf-8"
+    )
     miou = comp.summary.get("miou")
     if miou:
         print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f})")

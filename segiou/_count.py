@@ -200,7 +200,7 @@ def _as_3d(a: LabelArray) -> LabelArray:
 
 def _run_parallel(fn: object, args: tuple[object, ...]) -> None:
     """Call a ``parallel=True`` kernel, serialised while the threading layer may be unsafe."""
-    global _layer_threadsafe  # noqa: PLW0603 - set once, after the first parallel call
+    global _layer_threadsafe
     if _layer_threadsafe:
         fn(*args)  # type: ignore[operator]
         return
@@ -254,8 +254,10 @@ def _tables(g: LabelArray, p: LabelArray, lk: Lookup, workers: int, per_image: b
         return out
     g3, p3 = _as_3d(g), _as_3d(p)
     n_img = g3.shape[0]
-    group = n_img if not per_image else max(
-        1, min(n_img, _TABLE_BUDGET_BYTES // (8 * workers * lk.table_size))
+    group = (
+        n_img
+        if not per_image
+        else max(1, min(n_img, _TABLE_BUDGET_BYTES // (8 * workers * lk.table_size)))
     )
     out = np.empty((n_img if per_image else 1, width, width), dtype=np.int64)
     if not per_image:
@@ -428,7 +430,7 @@ _scratch = threading.local()
 
 
 def _raw_scratch() -> IntArray:
-    """This thread's reusable raw table for the 8-bit word path (kept zeroed between images)."""
+    """Return this thread's reusable raw table for the 8-bit word path (kept zeroed between images)."""
     tab = getattr(_scratch, "raw", None)
     if tab is None:
         tab = np.zeros(_kernels.RAW_BINS * _kernels.RAW_COPIES, dtype=np.int64)
@@ -479,7 +481,9 @@ class ImageCounter:
         if self._raw_used is None:
             return
         gt_t, pr_t = self._raw_used
-        _kernels.fold_raw_clear(_raw_scratch(), self.lookup.gbytes(gt_t), self.lookup.pbytes(pr_t), self._out)
+        _kernels.fold_raw_clear(
+            _raw_scratch(), self.lookup.gbytes(gt_t), self.lookup.pbytes(pr_t), self._out
+        )
         self._raw_used = None
 
     def finish(self) -> IntArray:
@@ -494,7 +498,7 @@ class ImageCounter:
 
 
 def split_table(full: IntArray, k: int) -> tuple[CountMatrix, IntArray, int, int, int]:
-    """``(counts, void, ignored, unexpected_gt, unexpected_pred)`` of a folded code table."""
+    """Split a folded code table into ``(counts, void, ignored, unexpected_gt, unexpected_pred)``."""
     return (
         np.ascontiguousarray(full[:k, :k]),
         full[:k, k].copy(),

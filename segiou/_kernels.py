@@ -29,13 +29,14 @@ import numpy as np
 kernel = nb.njit(cache=True, nogil=True)
 parallel_kernel = nb.njit(cache=True, nogil=True, parallel=True)
 
+
 @kernel
 def count_span(g, p, e0, e1, glut, glo, gunexp, plut, plo, punexp, mask, tab, per_image):
     """Count the flat element range ``[e0, e1)`` of ``g``/``p`` into ``tab``.
 
     ``tab`` is ``(n_out, width)``: one table per image when ``per_image``, else one.
     """
-    n_img, height, width = g.shape
+    _n_img, height, width = g.shape
     gsize = np.uint64(glut.size)
     psize = np.uint64(plut.size)
     e = e0

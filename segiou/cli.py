@@ -40,8 +40,12 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gt-ids", choices=["class", "raw"], default=None,
                    help="masks hold class ids or the spec's raw ids (default: raw when the spec "
                    "has a raw table, e.g. Cityscapes labelIds; else class)")  # fmt: skip
-    p.add_argument("--pred-ids", choices=["class", "raw"], default=None,
-                   help="id space of predictions (default: same as --gt-ids)")
+    p.add_argument(
+        "--pred-ids",
+        choices=["class", "raw"],
+        default=None,
+        help="id space of predictions (default: same as --gt-ids)",
+    )
     p.add_argument("--preset", default="segiou",
                    help="averaging convention: segiou, cityscapes, mmseg, hf_evaluate, "
                    "detectron2, torchmetrics, sklearn, sklearn_all_labels, keras")  # fmt: skip
@@ -49,15 +53,23 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
                    help="threads (default), synchronous, processes, local-cluster, or the "
                    "address of a dask.distributed scheduler (tcp://host:8786)")  # fmt: skip
     p.add_argument("--split-every", type=int, default=8, help="tree-reduction fan-in")
-    p.add_argument("--missing-pred", choices=["error", "void"], default="error",
-                   help="a ground-truth image without prediction: error, or score it all-void")
-    p.add_argument("--on-unexpected", choices=["raise", "count"], default="raise",
-                   help="label values outside the spec: raise (default) or count and report")
+    p.add_argument(
+        "--missing-pred",
+        choices=["error", "void"],
+        default="error",
+        help="a ground-truth image without prediction: error, or score it all-void",
+    )
+    p.add_argument(
+        "--on-unexpected",
+        choices=["raise", "count"],
+        default="raise",
+        help="label values outside the spec: raise (default) or count and report",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``segiou`` command."""
+    """Build the argument parser of the ``segiou`` command."""
     from segiou import __version__
 
     parser = argparse.ArgumentParser(
@@ -68,8 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="make a synthetic Cityscapes-like dataset and score it")
-    demo.add_argument("dir", nargs="?", default="segiou-demo", help="output folder (default: %(default)s)")
-    demo.add_argument("--images", type=int, default=24, help="number of images (default: %(default)s)")
+    demo.add_argument(
+        "dir", nargs="?", default="segiou-demo", help="output folder (default: %(default)s)"
+    )
+    demo.add_argument(
+        "--images", type=int, default=24, help="number of images (default: %(default)s)"
+    )
     demo.add_argument("--size", default="512x1024", help="HxW of each image (default: %(default)s)")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--quiet", action="store_true", help="no progress output")

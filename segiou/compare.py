@@ -41,10 +41,14 @@ class Comparison:
         return {
             "regressed": self.regressed,
             "regressions": self.regressions,
-            "summary": {k: dict(zip(("baseline", "current", "delta"), v, strict=True))
-                        for k, v in self.summary.items()},  # fmt: skip
-            "classes": {k: dict(zip(("baseline", "current", "delta"), v, strict=True))
-                        for k, v in self.classes.items()},  # fmt: skip
+            "summary": {
+                k: dict(zip(("baseline", "current", "delta"), v, strict=True))
+                for k, v in self.summary.items()
+            },
+            "classes": {
+                k: dict(zip(("baseline", "current", "delta"), v, strict=True))
+                for k, v in self.classes.items()
+            },
         }
 
 

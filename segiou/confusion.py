@@ -134,7 +134,9 @@ class ConfusionMatrix:
         self.on_unexpected: OnUnexpected = on_unexpected
         self.per_image = bool(per_image)
         self.threads = threads
-        self._lookup = Lookup(spec.num_classes, spec.gt_map(self.gt_ids), spec.pred_map(self.pred_ids))
+        self._lookup = Lookup(
+            spec.num_classes, spec.gt_map(self.gt_ids), spec.pred_map(self.pred_ids)
+        )
         k = spec.num_classes
         self.counts: CountMatrix = np.zeros((k, k), dtype=np.int64)
         self.void: IntArray = np.zeros(k, dtype=np.int64)
@@ -149,7 +151,7 @@ class ConfusionMatrix:
 
     @classmethod
     def empty(cls, labels: int | str | Path | LabelSpec, **options: Any) -> ConfusionMatrix:
-        """An empty accumulator (the identity of :meth:`merge`); same arguments as the class."""
+        """Return an empty accumulator (the identity of :meth:`merge`); same arguments as the class."""
         return cls(labels, **options)
 
     # -- properties ---------------------------------------------------------------------------
@@ -425,8 +427,12 @@ class ConfusionMatrix:
             cm.counts = _int_array(d["counts"], (k, k), "counts")
             cm.void = _int_array(d["void"], (k,), "void")
             cm.n_ignored = _nonneg(d["ignored"], "ignored")
-            cm.unexpected_gt = {int(v): _nonneg(c, "unexpected") for v, c in d["unexpected"]["gt"].items()}
-            cm.unexpected_pred = {int(v): _nonneg(c, "unexpected") for v, c in d["unexpected"]["pred"].items()}
+            cm.unexpected_gt = {
+                int(v): _nonneg(c, "unexpected") for v, c in d["unexpected"]["gt"].items()
+            }
+            cm.unexpected_pred = {
+                int(v): _nonneg(c, "unexpected") for v, c in d["unexpected"]["pred"].items()
+            }
             cm.keys = {str(x) for x in d["keys"]}
             cm.n_images = _nonneg(d["images"], "images")
             if cm.per_image:
@@ -438,7 +444,8 @@ class ConfusionMatrix:
                     _int_array(r["ignored"], (n,), "ignored"),
                     _int_array(r["unexpected"], (n,), "unexpected"))]  # fmt: skip
         except CheckpointError as err:
-            raise CheckpointError(f"{source}: {err}") from err
+            msg_0 = f"{source}: {err}"
+            raise CheckpointError(msg_0) from err
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             msg = f"{source}: malformed segiou state ({type(err).__name__}: {err})"
             raise CheckpointError(msg) from err
@@ -466,7 +473,7 @@ class ConfusionMatrix:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, target)
+            Path(tmp).replace(target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
@@ -526,8 +533,10 @@ def _stack(rows: Iterable[ImageTable], k: int) -> ImageTable:
         return ImageTable([], z, z.copy(), z.copy(), np.zeros(0, np.int64), np.zeros(0, np.int64))
     return ImageTable(
         [n for r in rows for n in r.names],
-        *(np.concatenate([getattr(r, f) for r in rows]) for f in
-          ("tp", "fp", "fn", "ignored", "unexpected")),  # fmt: skip
+        *(
+            np.concatenate([getattr(r, f) for r in rows])
+            for f in ("tp", "fp", "fn", "ignored", "unexpected")
+        ),
     )
 
 

@@ -44,7 +44,7 @@ class Convention:
     differences: tuple[str, ...] = ()
 
     def rules(self) -> list[str]:
-        """The rules of this convention, in words (echoed in reports)."""
+        """Return the rules of this convention in words (echoed in reports)."""
         over = {
             "present": "means run over classes present in ground truth or prediction "
             "(TP+FP+FN > 0); a class in neither is left out",
@@ -75,11 +75,15 @@ class Convention:
 
 _NAN = float("nan")
 _MMSEG_DIFF = (
-    "ground-truth values outside 0..K-1 other than the ignore index are dropped silently by "
-    "torch.histc while the prediction there still counts as a false positive; segiou raises "
-    "(or reports them with on_unexpected='count')",
-    "predicted values outside 0..K-1 at valid ground truth count as false negatives in both "
-    "(segiou calls them void and reports them per class)",
+    (
+        "ground-truth values outside 0..K-1 other than the ignore index are dropped silently by "
+        "torch.histc while the prediction there still counts as a false positive; segiou raises "
+        "(or reports them with on_unexpected='count')"
+    ),
+    (
+        "predicted values outside 0..K-1 at valid ground truth count as false negatives in both "
+        "(segiou calls them void and reports them per class)"
+    ),
 )
 
 #: Named conventions; ``segiou`` is the default.
@@ -114,16 +118,16 @@ PRESETS: dict[str, Convention] = {
             "detectron2", "gt", _NAN,
             "detectron2 SemSegEvaluator: mIoU, fwIoU, mACC, pACC over classes with ground truth; "
             "IoU of classes absent from the ground truth is nan, even if predicted",
-            ("detectron2 counts predictions outside 0..K-1 into the wrong bins of its bincount; "
-             "segiou treats them as void or unexpected",),
+            (("detectron2 counts predictions outside 0..K-1 into the wrong bins of its bincount; "
+             "segiou treats them as void or unexpected"),),
         ),
         Convention(
             "torchmetrics", "present", 0.0,
             "torchmetrics MulticlassJaccardIndex: average='macro' leaves classes in neither "
             "mask out; average=None reports them as 0 (zero_division=0); 'micro' and 'weighted' "
             "are micro_iou and fwiou",
-            ("torchmetrics' ignore_index inside 0..K-1 zeroes that class's weight; segiou "
-             "requires ignore values outside the class range",),
+            (("torchmetrics' ignore_index inside 0..K-1 zeroes that class's weight; segiou "
+             "requires ignore values outside the class range"),),
         ),
         Convention(
             "sklearn", "present", _NAN,

@@ -38,7 +38,10 @@ def scheduler_context(name: str) -> Iterator[Any]:
         from distributed import Client, LocalCluster
 
         if name == "local-cluster":
-            with LocalCluster(processes=True, dashboard_address=None) as cluster, Client(cluster) as c:
+            with (
+                LocalCluster(processes=True, dashboard_address=None) as cluster,
+                Client(cluster) as c,
+            ):
                 yield c
         else:
             with Client(name) as c:
@@ -57,7 +60,9 @@ def _is_zarr(path: str) -> bool:
     if "://" in path and not path.startswith("file://"):
         return True
     p = Path(path.removeprefix("file://"))
-    return any((q / m).exists() for q in (p, *p.parents) for m in ("zarr.json", ".zgroup", ".zarray"))
+    return any(
+        (q / m).exists() for q in (p, *p.parents) for m in ("zarr.json", ".zgroup", ".zarray")
+    )
 
 
 def evaluate_paths(gt: str, pred: str, *, spec: LabelSpec, args: argparse.Namespace,
@@ -83,7 +88,7 @@ def evaluate_paths(gt: str, pred: str, *, spec: LabelSpec, args: argparse.Namesp
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """The ``segiou eval`` command."""
+    """Run the ``segiou eval`` command."""
     from segiou.report import render_analysis, write_per_image_csv
 
     spec = spec_from_arg(args.labels)

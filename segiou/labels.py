@@ -203,7 +203,7 @@ class LabelSpec:
     def from_num_classes(
         cls, num_classes: int, *, ignore: int | Iterable[int] | None = None
     ) -> LabelSpec:
-        """A spec with classes named ``"0".."K-1"`` and the given ignore values."""
+        """Make a spec with classes named ``"0".."K-1"`` and the given ignore values."""
         if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
             msg = f"num_classes must be an int, got {num_classes!r}"
             raise LabelSpecError(msg)
@@ -307,7 +307,7 @@ def _color(c: Any) -> Color:
 
 
 def load_spec(source: str | Path | LabelSpec) -> LabelSpec:
-    """A built-in spec by name, or a spec file (``.json`` or ``.toml``).
+    """Load a built-in spec by name, or a spec file (``.json`` or ``.toml``).
 
     Parameters
     ----------
@@ -421,7 +421,7 @@ _ADE20K = (
 
 
 def _voc_colors(n: int) -> tuple[Color, ...]:
-    """The PASCAL VOC devkit colour map: bits of the index spread over R, G and B."""
+    """Return the PASCAL VOC devkit colour map: bits of the index spread over R, G and B."""
     out = []
     for i in range(n):
         r = g = b = 0
@@ -453,9 +453,7 @@ def _pascal_voc() -> LabelSpec:
 
 
 def _ade20k() -> LabelSpec:
-    raw = (RawLabel(0, "other", None),) + tuple(
-        RawLabel(i + 1, n, i) for i, n in enumerate(_ADE20K)
-    )
+    raw = (RawLabel(0, "other", None), *tuple(RawLabel(i + 1, n, i) for i, n in enumerate(_ADE20K)))
     return LabelSpec("ade20k", _ADE20K, ignore=(255,), raw=raw)
 
 

@@ -69,7 +69,9 @@ def _ratio(num: IntArray | FloatArray, den: IntArray | FloatArray) -> FloatArray
     return np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
 
 
-def tp_fp_fn(cm: CountMatrix, *, void: IntArray | None = None) -> tuple[IntArray, IntArray, IntArray]:
+def tp_fp_fn(
+    cm: CountMatrix, *, void: IntArray | None = None
+) -> tuple[IntArray, IntArray, IntArray]:
     """Per-class true positives, false positives and false negatives.
 
     Parameters
@@ -365,7 +367,9 @@ def category_counts(
     return m.T @ cm @ m, m.T @ v
 
 
-def category_iou(cm: CountMatrix, membership: IntArray, *, void: IntArray | None = None) -> FloatArray:
+def category_iou(
+    cm: CountMatrix, membership: IntArray, *, void: IntArray | None = None
+) -> FloatArray:
     """Per-category IoU, Cityscapes style (see :func:`category_counts`).
 
     Examples

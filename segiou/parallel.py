@@ -98,7 +98,7 @@ class _ChunkCache:
 
 
 def _image_array(ms: MaskSet, i: int) -> tuple[MaskArray, int | None]:
-    """The array holding image ``i`` and its index along axis 0 (``None`` for 2-D arrays)."""
+    """Return the array holding image ``i`` and its index along axis 0 (``None`` for 2-D arrays)."""
     return (ms.arrays[0], i) if ms.layout == "stack" else (ms.arrays[i], None)
 
 
@@ -131,8 +131,11 @@ def _read_region(cache: _ChunkCache, n: int | None, y0: int, y1: int, x0: int, x
 
 def _walk_image(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | None,
                 counter: ImageCounter | None) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
-    """Count image ``i`` chunk by chunk into ``counter``; or, with ``counter=None``, return it
-    whole (the slow path that describes unexpected values)."""
+    """Count image ``i`` chunk by chunk into ``counter``.
+
+    With ``counter=None``, return the whole image pair instead (the slow path that describes
+    unexpected values).
+    """
     garr, gn = _image_array(job.gt, i)
     h, w = job.gt.image_shape(i)
     name = job.gt.names[i]
@@ -157,7 +160,8 @@ def _walk_image(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | No
                     whole_p = np.empty((h, w), dtype=p.dtype)
                 whole_p[y0:y1, x0:x1] = p
     if counter is None:
-        assert whole_g is not None and whole_p is not None
+        assert whole_g is not None
+        assert whole_p is not None
         return whole_g, whole_p
     return None
 
@@ -181,7 +185,8 @@ def _describe(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | None
         if bad_p:
             parts.append(f"prediction has unexpected value(s) {_format_unexpected(bad_p)}")
         msg = (
-            f"{job.gt.where()} image {job.gt.names[i]!r} (index {i}): " + "; ".join(parts)
+            f"{job.gt.where()} image {job.gt.names[i]!r} (index {i}): "
+            + "; ".join(parts)
             + " (positions are (row, column) in the image). Fix the label spec or the masks, "
             "or pass on_unexpected='count' (--on-unexpected count) to count and report them"
         )
@@ -254,7 +259,9 @@ def _count_partition(job: _Job, groups: Iterable[Sequence[int]]) -> Partial:
 
 
 # -- planning ---------------------------------------------------------------------------------
-def plan_groups(ms: MaskSet, *, pixels_per_task: int = _TASK_PIXELS, min_tasks: int = 4) -> list[list[int]]:
+def plan_groups(
+    ms: MaskSet, *, pixels_per_task: int = _TASK_PIXELS, min_tasks: int = 4
+) -> list[list[int]]:
     """Split the images into tasks of whole images, aligned to the stack's chunks along N.
 
     Parameters

@@ -82,8 +82,13 @@ class Result:
         if self.categories is not None:
             c = self.categories
             cats = [
-                {"name": n, "iou": _num(c["iou"][i]), "tp": _num(c["tp"][i]),
-                 "fp": _num(c["fp"][i]), "fn": _num(c["fn"][i])}  # fmt: skip
+                {
+                    "name": n,
+                    "iou": _num(c["iou"][i]),
+                    "tp": _num(c["tp"][i]),
+                    "fp": _num(c["fp"][i]),
+                    "fn": _num(c["fn"][i]),
+                }
                 for i, n in enumerate(c["names"])
             ]
         return {
@@ -102,11 +107,11 @@ class Result:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The :meth:`to_dict` document as strict JSON text."""
+        """Return the :meth:`to_dict` document as strict JSON text."""
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     def table(self, *, width: int = 100) -> str:
-        """A readable text table: per-class scores, categories, summary and rules."""
+        """Render a readable text table: per-class scores, categories, summary and rules."""
         from segiou.report import render_text
 
         return render_text(self, width=width)

@@ -15,8 +15,27 @@ __all__ = ["CITYSCAPES_TRAIN_FREQ", "cityscapes_like", "iid_labels"]
 
 #: Approximate pixel share of the 19 Cityscapes train classes (road .. bicycle).
 CITYSCAPES_TRAIN_FREQ = np.array(
-    [36.9, 6.1, 22.8, 0.66, 0.88, 1.2, 0.21, 0.55, 15.9, 1.2,
-     4.0, 1.2, 0.14, 7.0, 0.27, 0.24, 0.23, 0.1, 0.41]  # fmt: skip
+    [
+        36.9,
+        6.1,
+        22.8,
+        0.66,
+        0.88,
+        1.2,
+        0.21,
+        0.55,
+        15.9,
+        1.2,
+        4.0,
+        1.2,
+        0.14,
+        7.0,
+        0.27,
+        0.24,
+        0.23,
+        0.1,
+        0.41,
+    ]
 )
 #: A plausible class to confuse each train class with (same category where possible).
 _CONFUSED_WITH = np.array([1, 0, 3, 4, 2, 7, 7, 6, 9, 8, 2, 12, 11, 14, 15, 16, 15, 18, 17])
@@ -90,7 +109,10 @@ def cityscapes_like(
     for i in range(n):
         g = _field(rng, (height, width), cell, CITYSCAPES_TRAIN_FREQ).astype(np.uint8)
         kind = _field(
-            rng, (height, width), err_cell, np.array([1 - error_rate - void_rate, error_rate, void_rate])
+            rng,
+            (height, width),
+            err_cell,
+            np.array([1 - error_rate - void_rate, error_rate, void_rate]),
         )
         p = np.where(kind == 1, _CONFUSED_WITH[g], g).astype(np.uint8)
         p[kind == 2] = 255

@@ -38,12 +38,15 @@ def _eager(store: Path) -> ConfusionMatrix:
 def test_demo_command_writes_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", str(tmp_path / "d"), "--images", "2", "--size", "64x128", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "per class (cityscapes" in out and "error analysis" in out
+    assert "per class (cityscapes" in out
+    assert "error analysis" in out
     report = json.loads((tmp_path / "d" / "report.json").read_text())
-    assert report["format"] == "segiou.result" and report["images"] == 2
+    assert report["format"] == "segiou.result"
+    assert report["images"] == 2
     with (tmp_path / "d" / "per_image.csv").open() as f:
         rows = list(csv.reader(f))
-    assert rows[0][:2] == ["image", "miou"] and len(rows) == 3
+    assert rows[0][:2] == ["image", "miou"]
+    assert len(rows) == 3
 
 
 def test_eval_matches_eager_and_writes_outputs(demo_store: Path, tmp_path: Path,
@@ -78,7 +81,9 @@ def test_eval_bad_input_exits_2_with_a_message(demo_store: Path, argv: list[str]
     for i in range(0, len(argv), 2):
         base[argv[i]] = argv[i + 1]
     flat = [x for kv in base.items() for x in kv]
-    assert main(["eval", *flat, "--quiet", "--scheduler", base.get("--scheduler", "synchronous")]) == 2
+    assert (
+        main(["eval", *flat, "--quiet", "--scheduler", base.get("--scheduler", "synchronous")]) == 2
+    )
     assert needle in capsys.readouterr().err
 
 
@@ -91,15 +96,19 @@ def test_compare_flags_drops_beyond_tolerance_only() -> None:
     ok = compare_reports(_report(0.700, 0.90), _report(0.703, 0.91))
     assert not ok.regressed
     bad = compare_reports(_report(0.690, 0.85), _report(0.700, 0.90))
-    assert bad.regressed and len(bad.regressions) == 2
+    assert bad.regressed
+    assert len(bad.regressions) == 2
     assert "miou dropped by 0.0100" in bad.regressions[0]
     with pytest.raises(CheckpointError, match="convention 'mmseg' now but 'segiou'"):
         compare_reports(_report(0.7, 0.9, "mmseg"), _report(0.7, 0.9))
 
 
 def _load_pipeline():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("nightly_eval", ROOT / "pipelines" / "nightly_eval.py")
-    assert spec is not None and spec.loader is not None
+    spec = importlib.util.spec_from_file_location(
+        "nightly_eval", ROOT / "pipelines" / "nightly_eval.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules["nightly_eval"] = mod
     spec.loader.exec_module(mod)
@@ -129,10 +138,13 @@ def test_nightly_pipeline_baseline_then_regression(demo_store: Path, tmp_path: P
     pred[:] = worse
     assert job.main([str(cfg), "--date", "d3", "--quiet"]) == 1
     comp = json.loads((tmp_path / "reports" / "d3" / "comparison.json").read_text())
-    assert comp["regressed"] and comp["summary"]["miou"]["delta"] < -0.005
+    assert comp["regressed"]
+    assert comp["summary"]["miou"]["delta"] < -0.005
 
 
-def test_nightly_pipeline_bad_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nightly_pipeline_bad_config_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     job = _load_pipeline()
     cfg = tmp_path / "job.toml"
     cfg.write_text('[eval]\ngt = "x"\n')

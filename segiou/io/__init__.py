@@ -1,0 +1,1 @@
+"""Storage adapters: open and validate mask stores, read masks. No metric math."""

@@ -51,9 +51,11 @@ def _split_url(url: str | Path, path: str | None) -> tuple[str, str]:
     parts = p.parts
     for i in range(len(parts), 0, -1):
         root = Path(*parts[:i])
-        if (root / "zarr.json").is_file() or (root / ".zgroup").is_file() or (
-            root / ".zarray"
-        ).is_file():
+        if (
+            (root / "zarr.json").is_file()
+            or (root / ".zgroup").is_file()
+            or (root / ".zarray").is_file()
+        ):
             # walk up to the outermost zarr node: that is the store root
             outer = i
             for j in range(i - 1, 0, -1):
@@ -156,7 +158,9 @@ class _Decoder:
 
         self.spec = spec
         self.dtype = np.dtype(spec.dtype)
-        self.codecs = None if spec.codecs is None else [numcodecs.get_codec(dict(c)) for c in spec.codecs]
+        self.codecs = (
+            None if spec.codecs is None else [numcodecs.get_codec(dict(c)) for c in spec.codecs]
+        )
         self.arr = _open(url, path) if spec.codecs is None or spec.root is None else None
 
     def raw(self, coords: tuple[int, ...]) -> bytes | None:
@@ -254,8 +258,10 @@ class MaskArray:
                     data = codec.decode(data, out=out.reshape(-1).view(np.uint8))
                 else:
                     data = codec.decode(data)
-            arr = np.frombuffer(data, dtype=dec.dtype) if not isinstance(data, np.ndarray) else (
-                data.reshape(-1).view(dec.dtype)
+            arr = (
+                np.frombuffer(data, dtype=dec.dtype)
+                if not isinstance(data, np.ndarray)
+                else (data.reshape(-1).view(dec.dtype))
             )
             if arr.size != size:
                 msg = f"decoded {arr.size} values, expected {size}"
