@@ -41,6 +41,8 @@ from segiou.labels import IdSpace, LabelSpec
 __all__ = ["evaluate_zarr", "plan_groups"]
 
 MissingPred = Literal["error", "void"]
+#: A source of named masks: a Zarr store, or image files (:class:`segiou.io.png.PngSet`).
+Source = Any
 #: Aim for tasks of about this many pixels (fewer, larger tasks amortise Dask's overhead).
 _TASK_PIXELS = 8 << 20
 
@@ -52,8 +54,8 @@ Partial = tuple[IntArray, IntArray, IntArray, dict[int, int], dict[int, int]]
 class _Job:
     """Everything a task needs; small and picklable."""
 
-    gt: MaskSet
-    pred: MaskSet | None
+    gt: Source
+    pred: Source | None
     pred_index: tuple[int, ...]  # pred image index of each gt image, -1 = missing
     spec: LabelSpec
     gt_ids: IdSpace
@@ -166,12 +168,9 @@ def _walk_image(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | No
     return None
 
 
-def _describe(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | None,
-              n_gt: int, n_pred: int) -> tuple[dict[int, int], dict[int, int]]:  # fmt: skip
+def _describe(job: _Job, i: int, g: np.ndarray, p: np.ndarray, n_gt: int,
+              n_pred: int) -> tuple[dict[int, int], dict[int, int]]:  # fmt: skip
     """Find each unexpected value of image ``i``; raise or return the per-value counts."""
-    both = _walk_image(job, i, gcache, pcache, None)
-    assert both is not None
-    g, p = both
     lk = job.lookup
     bad_g = _describe_unexpected(g, None, lk.gt_map, g.shape) if n_gt else {}
     bad_p = {}
@@ -205,7 +204,18 @@ def _count_group(job: _Job, indices: Sequence[int]) -> Partial:
     unexp_p: dict[int, int] = {}
     gcaches: dict[str, _ChunkCache] = {}
     pcaches: dict[str, _ChunkCache] = {}
+    chunked = isinstance(job.gt, MaskSet) and (job.pred is None or isinstance(job.pred, MaskSet))
     for r, i in enumerate(indices):
+        if not chunked:  # image files: decode whole images
+            g, p = _whole_image(job, i)
+            counter.add(g, p)
+            full = counter.finish()
+            n_gt, n_pred = int(full[k + 1, :].sum()), int(full[:k, k + 1].sum())
+            if n_gt or n_pred:
+                _merge_counts(unexp_g, unexp_p, _describe(job, i, g, p, n_gt, n_pred))
+            _store_row(rows[r], full, k)
+            table += full
+            continue
         garr, gn = _image_array(job.gt, i)
         gc = gcaches.setdefault(garr.path, _ChunkCache(garr, job.missing_gt_chunks))
         pc = None
@@ -220,23 +230,59 @@ def _count_group(job: _Job, indices: Sequence[int]) -> Partial:
         full = counter.finish()
         n_gt, n_pred = int(full[k + 1, :].sum()), int(full[:k, k + 1].sum())
         if n_gt or n_pred:
-            bg, bp = _describe(job, i, gc, pc, n_gt, n_pred)
-            for src, dst in ((bg, unexp_g), (bp, unexp_p)):
-                for v, c in src.items():
-                    dst[v] = dst.get(v, 0) + c
+            both = _walk_image(job, i, gc, pc, None)
+            assert both is not None
+            _merge_counts(unexp_g, unexp_p, _describe(job, i, *both, n_gt, n_pred))
         if job.gt.layout == "group":
             gc.drop()
             if pc is not None:
                 pc.drop()
-        cm = full[:k, :k]
-        tp = np.diagonal(cm)
-        rows[r, :k] = tp
-        rows[r, k : 2 * k] = cm.sum(axis=0) - tp
-        rows[r, 2 * k : 3 * k] = cm.sum(axis=1) - tp + full[:k, k]
-        rows[r, 3 * k] = full[k, :].sum()
-        rows[r, 3 * k + 1] = full[k + 1, :].sum() + full[:k, k + 1].sum()
+        _store_row(rows[r], full, k)
         table += full
     return table, np.asarray(indices, dtype=np.int64), rows, unexp_g, unexp_p
+
+
+def _whole_image(job: _Job, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ground truth and prediction of image ``i`` as whole 2-D arrays (any source kind)."""
+
+    def read(src: Source, j: int) -> np.ndarray:
+        if isinstance(src, MaskSet):
+            arr, n = _image_array(src, j)
+            cache = _ChunkCache(arr, job.missing_gt_chunks if src is job.gt else "fill")
+            h, w = src.image_shape(j)
+            return np.ascontiguousarray(_read_region(cache, n, 0, h, 0, w, repr(src.names[j])))
+        return np.ascontiguousarray(src.read(j, job.spec))
+
+    g = read(job.gt, i)
+    pi = job.pred_index[i]
+    if pi < 0 or job.pred is None:
+        return g, np.full(g.shape, job.void_value, dtype=np.int64)
+    p = read(job.pred, pi)
+    if p.shape != g.shape:
+        msg = (
+            f"image {job.gt.names[i]!r}: ground truth decodes to shape {g.shape} but the "
+            f"prediction to {p.shape}; predictions must be at ground-truth resolution"
+        )
+        raise ShapeMismatchError(msg)
+    return g, p
+
+
+def _merge_counts(unexp_g: dict[int, int], unexp_p: dict[int, int],
+                  found: tuple[dict[int, int], dict[int, int]]) -> None:  # fmt: skip
+    for src, dst in zip(found, (unexp_g, unexp_p), strict=True):
+        for v, c in src.items():
+            dst[v] = dst.get(v, 0) + c
+
+
+def _store_row(row: np.ndarray, full: IntArray, k: int) -> None:
+    """Per-image row: TP, FP, FN (void included) per class, ignored, unexpected."""
+    cm = full[:k, :k]
+    tp = np.diagonal(cm)
+    row[:k] = tp
+    row[k : 2 * k] = cm.sum(axis=0) - tp
+    row[2 * k : 3 * k] = cm.sum(axis=1) - tp + full[:k, k]
+    row[3 * k] = full[k, :].sum()
+    row[3 * k + 1] = full[k + 1, :].sum() + full[:k, k + 1].sum()
 
 
 def _combine(parts: Iterable[Partial]) -> Partial:
@@ -281,7 +327,7 @@ def plan_groups(
     n = len(ms.names)
     if n == 0:
         return []
-    step = ms.arrays[0].chunks[0] if ms.layout == "stack" else 1
+    step = ms.arrays[0].chunks[0] if isinstance(ms, MaskSet) and ms.layout == "stack" else 1
     units = [list(range(s, min(s + step, n))) for s in range(0, n, step)]
     total = ms.n_pixels()
     target = max(1, min(pixels_per_task, total // max(1, min_tasks)))
@@ -299,7 +345,7 @@ def plan_groups(
     return groups
 
 
-def _pair(gt: MaskSet, pred: MaskSet, missing_pred: MissingPred) -> tuple[int, ...]:
+def _pair(gt: Source, pred: Source, missing_pred: MissingPred) -> tuple[int, ...]:
     where = {n: i for i, n in enumerate(pred.names)}
     gt_names = set(gt.names)
     missing = [n for n in gt.names if n not in where]
@@ -333,7 +379,9 @@ def _pair(gt: MaskSet, pred: MaskSet, missing_pred: MissingPred) -> tuple[int, .
     return index
 
 
-def _check_fits(ms: MaskSet, spec: LabelSpec, ids: IdSpace, side: str) -> None:
+def _check_fits(ms: Source, spec: LabelSpec, ids: IdSpace, side: str) -> None:
+    if not isinstance(ms, MaskSet):
+        return  # image files: the dtype is known only once decoded
     info = np.iinfo(ms.dtype) if ms.dtype.kind in "iu" else np.iinfo(np.uint8)
     needed = spec.gt_map(ids)
     classes = [r for r, c in needed.items() if c != IGNORE]
@@ -371,8 +419,8 @@ def _compute(obj: Any, scheduler: Any, progress: bool) -> Any:
 
 
 def evaluate_zarr(
-    gt: MaskSet | str | Path,
-    pred: MaskSet | str | Path | None,
+    gt: Source | str | Path,
+    pred: Source | str | Path | None,
     *,
     labels: int | str | Path | LabelSpec,
     ignore_index: int | Sequence[int] | None = None,
@@ -390,9 +438,11 @@ def evaluate_zarr(
 
     Parameters
     ----------
-    gt, pred : MaskSet, str or Path
-        Ground-truth and prediction stores (see :func:`segiou.io.zarr.open_masks`). ``pred``
-        may be ``None`` with ``missing_pred="void"`` (every prediction missing).
+    gt, pred : MaskSet, PngSet, str or Path
+        Ground-truth and prediction stores (a path is opened with
+        :func:`segiou.io.zarr.open_masks`), or image files (:class:`segiou.io.png.PngSet`,
+        decoded whole, one image at a time). ``pred`` may be ``None`` with
+        ``missing_pred="void"`` (every prediction missing).
     labels, ignore_index, gt_ids, pred_ids, on_unexpected
         As for :class:`~segiou.confusion.ConfusionMatrix`.
     missing_pred : {"error", "void"}
@@ -432,8 +482,8 @@ def evaluate_zarr(
     """
     import dask.bag as db
 
-    gms = gt if isinstance(gt, MaskSet) else open_masks(gt)
-    pms = pred if isinstance(pred, MaskSet) or pred is None else open_masks(pred)
+    gms = open_masks(gt) if isinstance(gt, str | Path) else gt
+    pms = open_masks(pred) if isinstance(pred, str | Path) else pred
     out = ConfusionMatrix(labels, ignore_index=ignore_index, gt_ids=gt_ids, pred_ids=pred_ids,
                           on_unexpected=on_unexpected, per_image=True)  # fmt: skip
     spec = out.spec
