@@ -64,7 +64,13 @@ __all__ = [
     "recall",
 ]
 
-_LAZY = {"boxes": "segiou.boxes", "sets": "segiou.sets", "synthetic": "segiou.synthetic"}
+_LAZY = {
+    "boxes": "segiou.boxes",
+    "sets": "segiou.sets",
+    "verdicts": "segiou.verdicts",
+    "synthetic": "segiou.synthetic",
+    "parallel": "segiou.parallel",
+}
 
 
 def __getattr__(name: str) -> Any:
