@@ -95,18 +95,24 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--gt", required=True, help="ground truth: Zarr store[/path] or PNG folder")
     ev.add_argument("--pred", required=True, help="predictions: Zarr store[/path] or PNG folder")
     add_eval_options(ev)
+    ev.add_argument(
+        "--layout",
+        choices=["plain", "cityscapes"],
+        default="plain",
+        help="PNG folders only: how files pair up (default: same relative names)",
+    )
+    ev.add_argument("--gt-pattern", help="PNG folders only: glob of ground-truth files")
+    ev.add_argument("--pred-pattern", help="PNG folders only: glob of prediction files")
     ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v1)")
     ev.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
     ev.add_argument("--state", metavar="FILE", help="also save the count state (JSON checkpoint)")
     ev.add_argument("--top", type=int, default=5, help="confusions and worst images to list")
     ev.set_defaults(func=_cmd_eval)
 
-    try:
-        from segiou import _cli_geometry
-    except ImportError:  # pragma: no cover - only while the module is being written
-        pass
-    else:
-        _cli_geometry.register(sub)
+    from segiou import _cli_geometry, _cli_ingest
+
+    _cli_ingest.register(sub)
+    _cli_geometry.register(sub)
     return parser
 
 

@@ -83,7 +83,9 @@ def evaluate_paths(gt: str, pred: str, *, spec: LabelSpec, args: argparse.Namesp
             raise MaskNotFoundError(msg)
     from segiou.io.png import find_pairs
 
-    gsrc, psrc = find_pairs(gt, pred, layout=getattr(args, "layout", None) or "plain")
+    gsrc, psrc = find_pairs(gt, pred, layout=getattr(args, "layout", None) or "plain",
+                            gt_pattern=getattr(args, "gt_pattern", None),
+                            pred_pattern=getattr(args, "pred_pattern", None))  # fmt: skip
     return evaluate_zarr(gsrc, psrc, **kw)
 
 

@@ -8,7 +8,9 @@ Layouts (both Zarr format 3 and 2, any store zarr-python opens: local paths, fss
     by index (``"000000"``, ...).
 ``group``
     A group with one ``H x W`` integer array per image, any sizes (ADE20K); the array's name
-    is the image's name, images in sorted name order.
+    is the image's name (or, when the group attribute ``segiou.original_names`` maps array
+    names to image names, that name: ingest stores ``a/b`` as the array ``a__b``), images in
+    sorted array-name order.
 
 Reading: the bytes of a chunk are read from the store and decoded with numcodecs into a
 reused buffer, which is 2-4x faster than zarr-python's per-chunk machinery for small chunks.
@@ -380,7 +382,10 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
         sub = f"{inner}/{name}" if inner else name
         arrays.append(MaskArray(root, sub, tuple(a.shape), tuple(a.chunks), str(a.dtype),
                                 _read_spec(a)))  # fmt: skip
-    return MaskSet(root, inner, "group", tuple(n for n, _ in members), tuple(arrays))
+    original = dict(node.attrs).get("segiou", {}).get("original_names", {})
+    names = tuple(str(original.get(n, n)) for n, _ in members)  # e.g. "a__b" -> "a/b"
+    _unique(where, names)
+    return MaskSet(root, inner, "group", names, tuple(arrays))
 
 
 def _check_dtype(where: str, dtype: Any) -> None:

@@ -1,0 +1,147 @@
+"""Layer 6: the ``segiou ingest`` subcommand: label images in folders -> one Zarr store."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["register"]
+
+
+def _hw(text: str) -> tuple[int, int]:
+    """Parse ``HxW`` (e.g. ``512x1024``) into two positive integers."""
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        msg = f"{text!r} is not HxW (two integers, e.g. 512x1024)"
+        raise argparse.ArgumentTypeError(msg) from None
+    if h < 1 or w < 1:
+        msg = f"{text!r}: chunk height and width must be at least 1"
+        raise argparse.ArgumentTypeError(msg)
+    return h, w
+
+
+def _positive(text: str) -> int:
+    """Parse a positive integer."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        msg = f"{text!r} is not a positive integer"
+        raise argparse.ArgumentTypeError(msg)
+    return n
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "size unknown"
+    if n < 1000:
+        return f"{n} B"
+    x = float(n)
+    for unit in ("kB", "MB"):
+        x /= 1000
+        if x < 1000:
+            return f"{x:.1f} {unit}"
+    return f"{x / 1000:.1f} GB"
+
+
+def _render(summary: dict[str, Any]) -> list[str]:
+    """Lines describing an ingest summary."""
+    sides = [(k, summary[k]) for k in ("gt", "pred") if summary.get(k)]
+    shape = (
+        "x".join(map(str, summary["shape"]))
+        if summary["layout"] == "stack"
+        else f"{summary['n_shapes']} sizes"
+    )
+    counts = ", ".join(f"{s['images']} {k} ({s['dtype']})" for k, s in sides)
+    head = f"ingested {counts} into {summary['out']}: {summary['layout']} layout, {shape}, "
+    lines = [head + f"{_size(summary['bytes'])}, {summary['seconds']:.1f} s"]
+    for k, s in sides:
+        if s["colour_images"]:
+            lines.append(
+                f"note: {s['colour_images']} {k} image(s) were colour-coded and now hold class "
+                f"ids: evaluate them with --{k}-ids class"
+            )
+    un = summary.get("unmatched") or {}
+    if un.get("gt"):
+        lines.append(f"note: {un['gt']} ground-truth image(s) have no prediction")
+    if un.get("pred"):
+        lines.append(f"note: {un['pred']} prediction(s) match no ground-truth image")
+    return lines
+
+
+def _run(args: argparse.Namespace) -> int:
+    from segiou.io.png import find_pairs, ingest, png_set
+
+    layout = args.layout
+    if args.pred is not None:
+        gt, pred = find_pairs(args.gt, args.pred, gt_pattern=args.gt_pattern,
+                              pred_pattern=args.pred_pattern, layout=layout, regex=args.regex,
+                              pred_regex=args.pred_regex)  # fmt: skip
+    else:
+        default = "*_gtFine_labelIds.png" if layout == "cityscapes" else "*.png"
+        gt = png_set(args.gt, args.gt_pattern or default, layout=layout, regex=args.regex)
+        pred = None
+    summary = ingest(gt, pred, args.out, spec=args.labels, colors=args.colors,
+                     chunks=args.chunks, workers=args.workers, progress=not args.quiet,
+                     overwrite=args.overwrite)  # fmt: skip
+    for line in _render(summary):
+        print(line)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``ingest`` subcommand to an ``argparse`` subparsers object.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers()`` returned.
+
+    Returns
+    -------
+    None
+    """
+    p = subparsers.add_parser(
+        "ingest",
+        help="pack PNG/TIFF/NPY label images into a Zarr store (gt and pred)",
+        description=(
+            "Pair ground-truth and prediction images by name and write them into one Zarr "
+            "store with arrays 'gt' and 'pred' (a stack when all images share one size, else "
+            "a group of images). Grey and palette images hold ids; RGB images are converted "
+            "to class ids through the colours of --labels."
+        ),
+    )
+    p.add_argument("--gt", required=True, metavar="DIR", help="ground-truth folder (recursive)")
+    p.add_argument("--pred", metavar="DIR", help="prediction folder (recursive); optional")
+    p.add_argument("--out", required=True, metavar="STORE.zarr", help="Zarr store to write")
+    p.add_argument(
+        "--layout",
+        choices=["plain", "cityscapes"],
+        default="plain",
+        help="image names: relative path without suffix (plain), or the Cityscapes "
+        "<city>_<seq>_<frame> prefix (default: %(default)s)",
+    )
+    p.add_argument("--gt-pattern", metavar="GLOB", help="ground-truth files (default: *.png, "
+                   "or *_gtFine_labelIds.png with --layout cityscapes)")  # fmt: skip
+    p.add_argument("--pred-pattern", metavar="GLOB", help="prediction files (default: the "
+                   "ground-truth pattern, or *.png with --layout cityscapes)")  # fmt: skip
+    p.add_argument("--regex", metavar="REGEX", help="name images by the group (?P<name>...) "
+                   "of this regex, searched in the relative path")  # fmt: skip
+    p.add_argument("--pred-regex", metavar="REGEX", help="the regex of the prediction side "
+                   "(default: --regex)")  # fmt: skip
+    p.add_argument("--labels", metavar="SPEC", help="cityscapes, pascal_voc, ade20k or a spec "
+                   "file: colours of RGB masks")  # fmt: skip
+    p.add_argument(
+        "--colors",
+        choices=["error", "ignore"],
+        default="error",
+        help="unknown or ambiguous colours: fail, or store the ignore value (default: %(default)s)",
+    )
+    p.add_argument("--chunks", type=_hw, metavar="HxW", help="chunk shape (default: one chunk "
+                   "per image)")  # fmt: skip
+    p.add_argument("--workers", type=_positive, metavar="N", help="decoding threads")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.set_defaults(func=_run)
