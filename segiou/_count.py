@@ -7,6 +7,7 @@ void prediction, unexpected value), so that nothing is ever silently dropped.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -120,7 +121,8 @@ class Lookup:
         if key not in cache:
             mapping = self.gt_map if side == "gt" else self.pred_map
             cache[key] = _byte_codes(mapping, self.num_classes, signed)
-        return cache[key]
+        codes: IntArray = cache[key]
+        return codes
 
     @property
     def table_size(self) -> int:
@@ -195,7 +197,9 @@ def _as_3d(a: LabelArray) -> LabelArray:
         return a
     if a.ndim < 3:
         return a.reshape((1,) * (3 - a.ndim) + a.shape) if a.ndim else a.reshape(1, 1, 1)
-    return a.reshape(-1, a.shape[-2], a.shape[-1])  # copies only if the strides demand it
+    # an explicit image count: -1 is ambiguous for zero-size arrays (e.g. 2 x 3 x 0 x 5)
+    n = math.prod(a.shape[:-2])
+    return a.reshape(n, a.shape[-2], a.shape[-1])  # copies only if the strides demand it
 
 
 def _run_parallel(fn: object, args: tuple[object, ...]) -> None:
@@ -208,7 +212,7 @@ def _run_parallel(fn: object, args: tuple[object, ...]) -> None:
         fn(*args)  # type: ignore[operator]
         import numba
 
-        _layer_threadsafe = numba.threading_layer() != "workqueue"
+        _layer_threadsafe = numba.threading_layer() != "workqueue"  # type: ignore[attr-defined]
 
 
 def _byte_codes(mapping: Mapping[int, int], num_classes: int, signed: bool) -> IntArray:
@@ -461,6 +465,11 @@ class ImageCounter:
         if (g8.dtype.itemsize == 1 and p8.dtype.itemsize == 1 and g8.flags.c_contiguous
                 and p8.flags.c_contiguous and g8.ctypes.data % 8 == 0
                 and p8.ctypes.data % 8 == 0):  # fmt: skip
+            owner = getattr(_scratch, "owner", None)
+            if owner is not self:  # another counter's pixels may be in the shared table:
+                if owner is not None:  # fold them into that counter first
+                    owner._fold_raw()
+                _scratch.owner = self
             types = (g8.dtype, p8.dtype)
             if self._raw_used is not None and self._raw_used != types:
                 self._fold_raw()
@@ -491,7 +500,7 @@ class ImageCounter:
         self._fold_raw()
         width = self.lookup.num_classes + 2
         small = self._small.reshape(width, width, self.lookup.copies).sum(axis=2)
-        out = self._out + small
+        out: IntArray = self._out + small
         self._out[:] = 0
         self._small[:] = 0
         return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,7 +62,8 @@ class ImageTable:
     def iou(self) -> np.ndarray:
         """Per-image, per-class IoU (``nan`` where a class is absent from an image)."""
         den = (self.tp + self.fp + self.fn).astype(np.float64)
-        return np.divide(self.tp, den, out=np.full(den.shape, np.nan), where=den > 0)
+        out: np.ndarray = np.divide(self.tp, den, out=np.full(den.shape, np.nan), where=den > 0)
+        return out
 
 
 class ConfusionMatrix:
@@ -225,7 +226,7 @@ class ConfusionMatrix:
             tally = count_pairs(gt, pred, self._lookup, where=where,
                                 on_unexpected=self.on_unexpected, per_image=self.per_image,
                                 threads=self.threads)  # fmt: skip
-            self._absorb(tally, key=k, names=names, n_images=_n_images(np.shape(gt)))
+            self._absorb(tally, key=k, names=names, n_images=_n_images(np.shape(gt)))  # type: ignore[call-overload]
         finally:
             if k is not None:
                 with self._lock:
@@ -278,7 +279,7 @@ class ConfusionMatrix:
 
     def _check_compatible(self, other: ConfusionMatrix) -> None:
         if not isinstance(other, ConfusionMatrix):
-            msg = f"cannot merge a ConfusionMatrix with {type(other).__name__}"
+            msg = f"cannot merge a ConfusionMatrix with {type(other).__name__}"  # type: ignore[unreachable]
             raise TypeError(msg)
         mine, theirs = self._config(), other._config()
         for name in ("gt_ids", "pred_ids", "per_image"):
@@ -413,7 +414,8 @@ class ConfusionMatrix:
             raise CheckpointError(msg)
         version = d.get("version")
         if version != VERSION:
-            writer = d.get("writer", {}).get("segiou", "?")
+            w = d.get("writer")
+            writer = w.get("segiou", "?") if isinstance(w, Mapping) else "?"
             msg = (
                 f"{source}: state version {version!r} (written by segiou {writer}) is not "
                 f"readable by segiou {_version()}, which reads version {VERSION}; upgrade segiou"
@@ -467,7 +469,9 @@ class ConfusionMatrix:
         """
         target = Path(path)
         text = json.dumps(self.to_dict(), separators=(",", ":"))
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        # not mkstemp, whose files are private (0600): this one gets the mode the umask gives
+        tmp = target.parent / f".{target.name}.{secrets.token_hex(8)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
@@ -516,8 +520,9 @@ class ConfusionMatrix:
 
 
 def _n_images(shape: tuple[int, ...]) -> int:
+    # leading axes are images, as for the per-image rows; an empty H x W mask is one image
     if len(shape) <= 2:
-        return 1 if all(shape) else 0
+        return 1
     return int(np.prod(shape[:-2]))
 
 

@@ -48,9 +48,10 @@ def write_demo_store(path: str | Path, *, images: int, height: int, width: int, 
 
     store = Path(path)
     names = [f"demo_{i:05d}" for i in range(images)]
-    opts = {"n": images, "height": height, "width": width, "names": names, "overwrite": True}
-    gt = create_stack(store, path="gt", **opts)
-    pred = create_stack(store, path="pred", **opts)
+    gt = create_stack(store, path="gt", n=images, height=height, width=width, names=names,
+                      overwrite=True)  # fmt: skip
+    pred = create_stack(store, path="pred", n=images, height=height, width=width, names=names,
+                        overwrite=True)  # fmt: skip
     it = range(images)
     if progress:
         from tqdm import tqdm

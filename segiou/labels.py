@@ -130,10 +130,10 @@ class LabelSpec:
                     "give a category for every class"
                 )
                 raise _fail(self.name, msg)
-            for i, c in enumerate(self.class_categories):
-                if not 0 <= c < len(self.categories):
+            for i, cat in enumerate(self.class_categories):
+                if not 0 <= cat < len(self.categories):
                     msg = (
-                        f"class {self.classes[i]!r} has category index {c}, expected "
+                        f"class {self.classes[i]!r} has category index {cat}, expected "
                         f"0..{len(self.categories) - 1} ({list(self.categories)})"
                     )
                     raise _fail(self.name, msg)
@@ -168,7 +168,7 @@ class LabelSpec:
                 )
                 raise _fail(self.name, msg)
             return {r.id: IGNORE if r.cls is None else r.cls for r in self.raw}
-        msg = f"id space {ids!r} is unknown; expected 'class' or 'raw'"
+        msg = f"id space {ids!r} is unknown; expected 'class' or 'raw'"  # type: ignore[unreachable]
         raise _fail(self.name, msg)
 
     def pred_map(self, ids: IdSpace = "class") -> dict[int, int]:
@@ -238,7 +238,7 @@ class LabelSpec:
         ``raw`` entries name their class by index or by name (``null``: not evaluated).
         """
         if not isinstance(d, Mapping):
-            msg = f"{source}: expected an object with 'classes', got {type(d).__name__}"
+            msg = f"{source}: expected an object with 'classes', got {type(d).__name__}"  # type: ignore[unreachable]
             raise LabelSpecError(msg)
         known = {"name", "classes", "ignore", "colors", "categories", "class_categories", "raw"}
         if unknown := sorted(set(d) - known):
@@ -286,7 +286,7 @@ class LabelSpec:
             raw.append(RawLabel(int(r["id"]), str(r.get("name", r["id"])), target, color))
         ignore = d.get("ignore", [])
         ignore = [ignore] if isinstance(ignore, int) else ignore
-        return cls(name, tuple(names), tuple(int(v) for v in ignore), colors and tuple(colors),
+        return cls(name, tuple(names), tuple(int(v) for v in ignore), tuple(colors) if colors else None,
                    tuple(cats), tuple(class_cats), tuple(raw))  # fmt: skip
 
 
@@ -303,7 +303,10 @@ def _check_color(spec: str, where: str, c: Sequence[int]) -> None:
 
 
 def _color(c: Any) -> Color:
-    return (int(c[0]), int(c[1]), int(c[2])) if len(c) == 3 else tuple(c)  # type: ignore[return-value]
+    if len(c) != 3:
+        msg = f"colour {c!r} is not three integers 0..255"
+        raise LabelSpecError(msg)
+    return (int(c[0]), int(c[1]), int(c[2]))
 
 
 def load_spec(source: str | Path | LabelSpec) -> LabelSpec:

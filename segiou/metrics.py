@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from segiou._typing import CountMatrix, FloatArray, IntArray
 
@@ -63,10 +64,11 @@ def _check(cm: CountMatrix, void: IntArray | None) -> tuple[CountMatrix, IntArra
     return cm.astype(np.int64, copy=False), v
 
 
-def _ratio(num: IntArray | FloatArray, den: IntArray | FloatArray) -> FloatArray:
-    num = np.asarray(num, dtype=np.float64)
-    den = np.asarray(den, dtype=np.float64)
-    return np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
+def _ratio(num: npt.ArrayLike, den: npt.ArrayLike) -> FloatArray:
+    n = np.asarray(num, dtype=np.float64)
+    d = np.asarray(den, dtype=np.float64)
+    out: FloatArray = np.divide(n, d, out=np.full(n.shape, np.nan), where=d > 0)
+    return out
 
 
 def tp_fp_fn(
@@ -169,7 +171,7 @@ def mean(scores: FloatArray, cm: CountMatrix, *, void: IntArray | None = None,
         s = np.nan_to_num(s, nan=0.0)
         sel = np.ones(s.shape, dtype=bool)
     else:
-        msg = f"over={over!r} is unknown; expected 'present', 'gt' or 'all'"
+        msg = f"over={over!r} is unknown; expected 'present', 'gt' or 'all'"  # type: ignore[unreachable]
         raise ValueError(msg)
     vals = s[sel]
     vals = vals[~np.isnan(vals)]

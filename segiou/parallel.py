@@ -411,7 +411,7 @@ def _compute(obj: Any, scheduler: Any, progress: bool) -> Any:
             dist_progress(future)
         return future.result()
     if progress:
-        from dask.diagnostics import ProgressBar
+        from dask.diagnostics.progress import ProgressBar
 
         with ProgressBar():
             return obj.compute(scheduler=scheduler)

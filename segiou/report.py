@@ -124,11 +124,11 @@ def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> s
         conf = sorted(conf, reverse=True)[:top]
         worst = ""
         if img_iou is not None and per_image is not None:
-            col = img_iou[:, c]
+            one = img_iou[:, c]
             idx = [
-                int(i) for i in np.argsort(np.nan_to_num(col, nan=np.inf)) if not np.isnan(col[i])
+                int(i) for i in np.argsort(np.nan_to_num(one, nan=np.inf)) if not np.isnan(one[i])
             ]
-            worst = ", ".join(f"{per_image.names[i]} ({100 * col[i]:.1f})" for i in idx[:top])
+            worst = ", ".join(f"{per_image.names[i]} ({100 * one[i]:.1f})" for i in idx[:top])
         t.add_row(
             names[c], _pct(scores[c]), ", ".join(f"{n} {100 * s:.1f}%" for s, n in conf), worst
         )

@@ -59,7 +59,8 @@ def _field(
     py, px = rng.uniform(0, 2 * np.pi, 2)
     yy = ((y + amp * (1 + np.sin(fx * x + px))) // cell).astype(np.intp)
     xx = ((x + amp * (1 + np.sin(fy * y + py))) // cell).astype(np.intp)
-    return coarse[np.minimum(yy, ch - 1), np.minimum(xx, cw - 1)]
+    out: npt.NDArray[np.int64] = coarse[np.minimum(yy, ch - 1), np.minimum(xx, cw - 1)]
+    return out
 
 
 def cityscapes_like(

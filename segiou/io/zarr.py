@@ -93,7 +93,7 @@ def _v3_codec_configs(codecs: list[dict[str, Any]]) -> tuple[str, list[dict[str,
     endian = (codecs[0].get("configuration") or {}).get("endian") or "little"
     out: list[dict[str, Any]] = []
     for c in codecs[1:]:
-        cfg = c.get("configuration") or {}
+        cfg: dict[str, Any] = c.get("configuration") or {}
         name = c["name"]
         if name == "zstd":
             out.append({"id": "zstd", "level": cfg.get("level", 0),
@@ -101,7 +101,7 @@ def _v3_codec_configs(codecs: list[dict[str, Any]]) -> tuple[str, list[dict[str,
         elif name == "gzip":
             out.append({"id": "gzip", "level": cfg.get("level", 5)})
         elif name == "blosc":
-            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}.get(cfg.get("shuffle"), 1)
+            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}.get(str(cfg.get("shuffle")), 1)
             out.append({"id": "blosc", "cname": cfg.get("cname", "zstd"),
                         "clevel": cfg.get("clevel", 5), "shuffle": shuffle,
                         "blocksize": cfg.get("blocksize", 0)})  # fmt: skip
@@ -163,7 +163,7 @@ class _Decoder:
         self.codecs = (
             None if spec.codecs is None else [numcodecs.get_codec(dict(c)) for c in spec.codecs]
         )
-        self.arr = _open(url, path) if spec.codecs is None or spec.root is None else None
+        self.arr: Any = _open(url, path) if spec.codecs is None or spec.root is None else None
 
     def raw(self, coords: tuple[int, ...]) -> bytes | None:
         key = self.spec.key(coords)
@@ -357,7 +357,7 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
             )
             raise StoreLayoutError(msg)
         _check_dtype(where, node.dtype)
-        meta = dict(node.attrs).get("segiou", {})
+        meta: dict[str, Any] = dict(node.attrs).get("segiou", {})  # type: ignore[assignment]
         names = tuple(meta.get("names") or (f"{i:06d}" for i in range(node.shape[0])))
         if len(names) != node.shape[0]:
             msg = (
