@@ -15,17 +15,13 @@ Memory: a 10,000 x 10,000 float64 result is 800 MB; the broadcast baseline also 
 
 from __future__ import annotations
 
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 import tracemalloc
 from collections.abc import Callable
 
 import numpy as np
 import pytest
+from _timing import first_call_seconds, median_seconds
 
 from segiou.boxes import box_iou
 
@@ -91,16 +87,6 @@ def peak_mb(fn: Callable[[], object]) -> float:
         tracemalloc.stop()
 
 
-def _median_s(fn: Callable[[], object], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def compile_times() -> dict[str, float]:
     """First-call time in a fresh process: empty Numba cache (cold), then populated (warm)."""
     code = (
@@ -108,24 +94,16 @@ def compile_times() -> dict[str, float]:
         "a = np.zeros((3, 4)); box_iou(a, a); box_iou(a.astype(np.float32), a.astype(np.float32)); "
         "print(time.perf_counter() - t0)"
     )
-    out = {}
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        for label in ("cold", "warm"):
-            res = subprocess.run(
-                [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
-            )
-            out[label] = float(res.stdout.strip().splitlines()[-1])
-    return out
+    return first_call_seconds(code)
 
 
 def main() -> int:
     pairs = N * N
     for dtype in (np.float32, np.float64):
         a, b = make_boxes(N, dtype, 0), make_boxes(N, dtype, 1)
-        seg = _median_s(lambda: segiou_iou(a, b), 5)  # noqa: B023
-        chunk = _median_s(lambda: numpy_chunked_iou(a, b), 3)  # noqa: B023
-        base = _median_s(lambda: numpy_broadcast_iou(a, b), 3)  # noqa: B023
+        seg = median_seconds(lambda: segiou_iou(a, b), 5)  # noqa: B023
+        chunk = median_seconds(lambda: numpy_chunked_iou(a, b), 3)  # noqa: B023
+        base = median_seconds(lambda: numpy_broadcast_iou(a, b), 3)  # noqa: B023
         mem_seg = peak_mb(lambda: segiou_iou(a, b))  # noqa: B023
         mem_base = peak_mb(lambda: numpy_broadcast_iou(a, b))  # noqa: B023
         print(

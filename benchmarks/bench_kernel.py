@@ -14,17 +14,12 @@ Data: Cityscapes-like masks (19 classes + 255, 1024 x 2048 uint8, 16 images, coh
 
 from __future__ import annotations
 
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable
 
 import numba as nb
 import numpy as np
 import pytest
+from _timing import first_call_seconds, median_seconds
 
 from segiou import ConfusionMatrix
 from segiou.synthetic import cityscapes_like, iid_labels
@@ -64,16 +59,6 @@ def make_data(kind: str, n: int, h: int, w: int) -> tuple[np.ndarray, np.ndarray
     return iid_labels(n, h, w, num_classes=K, seed=1)
 
 
-def _median_s(fn: Callable[[], object], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def compile_times() -> dict[str, float]:
     """First-call time in a fresh process: empty cache (cold), then populated (warm)."""
     code = (
@@ -83,14 +68,7 @@ def compile_times() -> dict[str, float]:
         "segiou.ConfusionMatrix(19, ignore_index=255, threads=1).update(g[:8], g[:8]); "
         "print(time.perf_counter() - t0)"
     )
-    out = {}
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        for label in ("cold", "warm"):
-            res = subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                                 capture_output=True, text=True)  # fmt: skip
-            out[label] = float(res.stdout.strip().splitlines()[-1])
-    return out
+    return first_call_seconds(code)
 
 
 def main() -> int:
@@ -100,9 +78,9 @@ def main() -> int:
     for kind in ("coherent", "iid"):
         gt, pred = make_data(kind, n, h, w)
         px = gt.size
-        base = _median_s(lambda: bincount_idiom(gt, pred), 5)  # noqa: B023
-        seg = _median_s(lambda: segiou_count(gt, pred), 9)  # noqa: B023
-        floor = _median_s(lambda: read_floor(gt, pred), 9)  # noqa: B023
+        base = median_seconds(lambda: bincount_idiom(gt, pred), 5)  # noqa: B023
+        seg = median_seconds(lambda: segiou_count(gt, pred), 9)  # noqa: B023
+        floor = median_seconds(lambda: read_floor(gt, pred), 9)  # noqa: B023
         ratio, vs_floor = base / seg, seg / floor
         good = ratio >= TARGETS[kind] and vs_floor <= FLOOR_TARGET
         ok &= good

@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _timing import median_seconds
 
 from segiou._count import IGNORE, ImageCounter, Lookup
 from segiou.io.zarr import create_stack
@@ -92,16 +90,6 @@ def segiou_eval(root: Path) -> np.ndarray:
     return cm.counts
 
 
-def _median(fn: Callable[[], object], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 _RSS_CODE = """
 import json, resource, sys, time
 from segiou.parallel import evaluate_zarr
@@ -130,9 +118,9 @@ def main() -> int:
             root = build_store(Path(tmp) / f"c{chunks[0]}", n, h, w, chunks)
             px = n * h * w
             np.testing.assert_array_equal(dask_naive(root)[:K, :K], segiou_eval(root))
-            tz = _median(lambda: zarr_read(root), 3)  # noqa: B023
-            tn = _median(lambda: dask_naive(root), 3)  # noqa: B023
-            ts = _median(lambda: segiou_eval(root), 5)  # noqa: B023
+            tz = median_seconds(lambda: zarr_read(root), 3)  # noqa: B023
+            tn = median_seconds(lambda: dask_naive(root), 3)  # noqa: B023
+            ts = median_seconds(lambda: segiou_eval(root), 5)  # noqa: B023
             good = tn / ts >= 4.0 and ts <= tz
             ok &= good
             print(

@@ -108,11 +108,11 @@ class Lookup:
             object.__setattr__(self, name, value)
 
     def gbytes(self, dtype: np.dtype) -> IntArray:
-        """Code of each byte value of an 8-bit ground-truth dtype (for :func:`fold_raw`)."""
+        """Code of each byte value of an 8-bit ground-truth dtype (for :func:`fold_raw_clear`)."""
         return self._bytes("gt", dtype.kind == "i")
 
     def pbytes(self, dtype: np.dtype) -> IntArray:
-        """Code of each byte value of an 8-bit prediction dtype (for :func:`fold_raw`)."""
+        """Code of each byte value of an 8-bit prediction dtype (for :func:`fold_raw_clear`)."""
         return self._bytes("pred", dtype.kind == "i")
 
     def _bytes(self, side: str, signed: bool) -> IntArray:
@@ -164,6 +164,25 @@ class Tally:
     unexpected_gt: dict[int, int]
     unexpected_pred: dict[int, int]
     images: ImageCounts | None = None
+
+    @classmethod
+    def from_table(
+        cls,
+        table: IntArray,
+        k: int,
+        unexpected_gt: dict[int, int],
+        unexpected_pred: dict[int, int],
+        images: ImageCounts | None = None,
+    ) -> Tally:
+        """Sort a folded ``(K+2) x (K+2)`` code table into counts, void and ignored pixels."""
+        return cls(
+            counts=np.ascontiguousarray(table[:k, :k]),
+            void=table[:k, k].copy(),
+            n_ignored=int(table[k, :].sum()),
+            unexpected_gt=unexpected_gt,
+            unexpected_pred=unexpected_pred,
+            images=images,
+        )
 
     @property
     def n_pixels(self) -> int:
@@ -254,7 +273,8 @@ def _tables(g: LabelArray, p: LabelArray, lk: Lookup, workers: int, per_image: b
             _run_parallel(_kernels.count_words_parallel, (g8, p8, g64, p64, raw))
         _kernels.count_bytes(g8[n64 * 8 :], p8[n64 * 8 :], raw[0])
         out = np.zeros((1, width, width), dtype=np.int64)
-        _kernels.fold_raw(raw, lk.gbytes(g.dtype), lk.pbytes(p.dtype), out[0])
+        for tab in raw:
+            _kernels.fold_raw_clear(tab, lk.gbytes(g.dtype), lk.pbytes(p.dtype), out[0])
         return out
     g3, p3 = _as_3d(g), _as_3d(p)
     n_img = g3.shape[0]
@@ -420,14 +440,7 @@ def count_pairs(
             ignored=full[:, k, :].sum(axis=1),
             unexpected=full[:, k + 1, :].sum(axis=1) + full[:, :k, k + 1].sum(axis=1),
         )
-    return Tally(
-        counts=np.ascontiguousarray(total[:k, :k]),
-        void=total[:k, k].copy(),
-        n_ignored=int(total[k, :].sum()),
-        unexpected_gt=unexpected_gt,
-        unexpected_pred=unexpected_pred,
-        images=images,
-    )
+    return Tally.from_table(total, k, unexpected_gt, unexpected_pred, images)
 
 
 _scratch = threading.local()
@@ -504,14 +517,3 @@ class ImageCounter:
         self._out[:] = 0
         self._small[:] = 0
         return out
-
-
-def split_table(full: IntArray, k: int) -> tuple[CountMatrix, IntArray, int, int, int]:
-    """Split a folded code table into ``(counts, void, ignored, unexpected_gt, unexpected_pred)``."""
-    return (
-        np.ascontiguousarray(full[:k, :k]),
-        full[:k, k].copy(),
-        int(full[k, :].sum()),
-        int(full[k + 1, :].sum()),
-        int(full[:k, k + 1].sum()),
-    )

@@ -78,7 +78,7 @@ def count_parallel(g, p, glut, glo, gunexp, plut, plo, punexp, mask, tabs, per_i
 # --- 8-bit fast path -------------------------------------------------------------------------
 # Both masks are contiguous 8-bit arrays, also read as uint64 words (8 pixels each). A raw pair
 # (g, p) goes to bin ``(g << 8 | p)`` of a 65536-bin table with ``RAW_COPIES`` interleaved
-# counters; the caller folds raw bins into class codes once per call (:func:`fold_raw`).
+# counters; the caller folds raw bins into class codes once per call (:func:`fold_raw_clear`).
 # A word constant in both masks (the common case in real masks, which are mostly uniform
 # regions) is added in one step; other words are counted byte by byte. Measured on
 # Cityscapes-like masks (benchmarks/bench_kernel.py): 1-word blocks beat 2- and 4-word blocks
@@ -136,24 +136,8 @@ def count_bytes(g, p, t):
 
 
 @kernel
-def fold_raw(tabs, gcode, pcode, out):
-    """Add every raw bin of every worker table into ``out[gcode[g], pcode[p]]``."""
-    for w in range(tabs.shape[0]):
-        t = tabs[w]
-        for gv in range(256):
-            a = gcode[gv]
-            for pv in range(256):
-                base = ((gv << 8) | pv) * RAW_COPIES
-                s = 0
-                for c in range(RAW_COPIES):
-                    s += t[base + c]
-                if s:
-                    out[a, pcode[pv]] += s
-
-
-@kernel
 def fold_raw_clear(tab, gcode, pcode, out):
-    """Fold one raw table into ``out`` like :func:`fold_raw`, zeroing it for reuse."""
+    """Add every raw bin ``(g, p)`` of ``tab`` into ``out[gcode[g], pcode[p]]``; zero ``tab``."""
     for gv in range(256):
         a = gcode[gv]
         for pv in range(256):

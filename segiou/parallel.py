@@ -518,14 +518,7 @@ def evaluate_zarr(
     k = spec.num_classes
     images = ImageCounts(tp=rows[:, :k], fp=rows[:, k : 2 * k], fn=rows[:, 2 * k : 3 * k],
                          ignored=rows[:, 3 * k], unexpected=rows[:, 3 * k + 1])  # fmt: skip
-    tally = Tally(
-        counts=np.ascontiguousarray(table[:k, :k]),
-        void=table[:k, k].copy(),
-        n_ignored=int(table[k, :].sum()),
-        unexpected_gt=unexp_g,
-        unexpected_pred=unexp_p,
-        images=images,
-    )
+    tally = Tally.from_table(table, k, unexp_g, unexp_p, images)
     out._absorb(tally, key=f"zarr:{gms.where()}", names=[gms.names[i] for i in idx[order]],
                 n_images=len(gms.names))  # fmt: skip
     return out

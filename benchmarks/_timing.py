@@ -1,0 +1,37 @@
+"""Timing helpers shared by the benchmark scripts (medians; compile time in a fresh process)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+
+def median_seconds(fn: Callable[[], object], repeat: int) -> float:
+    """Median wall time of ``fn()`` over ``repeat`` runs, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def first_call_seconds(code: str) -> dict[str, float]:
+    """Run ``code`` (which prints its own elapsed seconds last) in fresh processes.
+
+    First with an empty Numba cache (``cold``), then with the cache it filled (``warm``).
+    """
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for label in ("cold", "warm"):
+            res = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                 capture_output=True, text=True)  # fmt: skip
+            out[label] = float(res.stdout.strip().splitlines()[-1])
+    return out
