@@ -9,6 +9,7 @@ which raw ids (for example Cityscapes ``labelIds``) map to which class. Masks ma
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -100,6 +101,8 @@ class LabelSpec:
     def __post_init__(self) -> None:
         for name in ("classes", "ignore", "categories", "class_categories", "raw"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        # numpy integers are accepted, but stored as int (states and results are JSON)
+        object.__setattr__(self, "ignore", tuple(operator.index(v) for v in self.ignore))
         if self.colors is not None:
             object.__setattr__(self, "colors", tuple(tuple(c) for c in self.colors))
         self._validate()
@@ -195,7 +198,7 @@ class LabelSpec:
 
     def with_ignore(self, values: int | Iterable[int]) -> LabelSpec:
         """Return a copy whose class-space ignore values are ``values``."""
-        vals = (values,) if isinstance(values, int) else tuple(values)
+        vals = (values,) if isinstance(values, int | np.integer) else tuple(values)
         return replace(self, ignore=vals)
 
     # -- construction and serialisation -------------------------------------------------------
@@ -210,7 +213,11 @@ class LabelSpec:
         if num_classes < 1:
             msg = f"num_classes must be at least 1, got {num_classes}"
             raise LabelSpecError(msg)
-        ign = () if ignore is None else (ignore,) if isinstance(ignore, int) else tuple(ignore)
+        ign: tuple[int, ...] = ()
+        if isinstance(ignore, int | np.integer):
+            ign = (int(ignore),)
+        elif ignore is not None:
+            ign = tuple(ignore)
         return cls(f"{num_classes} classes", tuple(str(i) for i in range(num_classes)), ign)
 
     def to_dict(self) -> dict[str, Any]:
@@ -247,6 +254,9 @@ class LabelSpec:
         if "classes" not in d:
             msg = f"{source}: missing 'classes' (a list of class names)"
             raise LabelSpecError(msg)
+        if isinstance(d["classes"], str | Mapping) or not isinstance(d["classes"], Sequence):
+            msg = f"{source}: 'classes' is {d['classes']!r}; expected a list of class names"
+            raise LabelSpecError(msg)
         name = str(d.get("name", Path(source).stem))
         names: list[str] = []
         colors: list[Color] | None = list(map(_color, d["colors"])) if "colors" in d else None
@@ -272,10 +282,16 @@ class LabelSpec:
                         )
                         raise LabelSpecError(msg)
                     cats.append(str(c["category"]))
-                class_cats.extend([0] * (i + 1 - len(class_cats)))
+                class_cats.extend([-1] * (i + 1 - len(class_cats)))  # -1: no category given
                 class_cats[i] = cats.index(c["category"])
+        if missing := [names[i] for i, g in enumerate(class_cats) if g == -1]:
+            msg = f"{source}: class(es) {missing} have no category; give every class a category"
+            raise LabelSpecError(msg)
         raw = []
         for i, r in enumerate(d.get("raw", [])):
+            if not isinstance(r, Mapping) or "id" not in r:
+                msg = f"{source}: raw[{i}] is {r!r}; expected an object with 'id' (and 'class')"
+                raise LabelSpecError(msg)
             target = r.get("class")
             if isinstance(target, str):
                 if target not in names:
