@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -233,10 +233,12 @@ def _count_group(job: _Job, indices: Sequence[int]) -> Partial:
             both = _walk_image(job, i, gc, pc, None)
             assert both is not None
             _merge_counts(unexp_g, unexp_p, _describe(job, i, *both, n_gt, n_pred))
+        # one array per image of a group, never read again: forget its chunks and buffers
+        # (kept, they would pile up to every image of the task)
         if job.gt.layout == "group":
-            gc.drop()
-            if pc is not None:
-                pc.drop()
+            del gcaches[garr.path]
+        if pc is not None and isinstance(job.pred, MaskSet) and job.pred.layout == "group":
+            del pcaches[pc.arr.path]
         _store_row(rows[r], full, k)
         table += full
     return table, np.asarray(indices, dtype=np.int64), rows, unexp_g, unexp_p
@@ -519,6 +521,13 @@ def evaluate_zarr(
     images = ImageCounts(tp=rows[:, :k], fp=rows[:, k : 2 * k], fn=rows[:, 2 * k : 3 * k],
                          ignored=rows[:, 3 * k], unexpected=rows[:, 3 * k + 1])  # fmt: skip
     tally = Tally.from_table(table, k, unexp_g, unexp_p, images)
-    out._absorb(tally, key=f"zarr:{gms.where()}", names=[gms.names[i] for i in idx[order]],
+    out._absorb(tally, key=_batch_key(gms), names=[gms.names[i] for i in idx[order]],
                 n_images=len(gms.names))  # fmt: skip
     return out
+
+
+def _batch_key(src: Source) -> str:
+    """``zarr:<store>``; a local store by its absolute path, so that one store has one key."""
+    if isinstance(src, MaskSet) and "://" not in src.url:
+        src = replace(src, url=str(Path(src.url).resolve()))
+    return f"zarr:{src.where()}"

@@ -101,7 +101,9 @@ def _v3_codec_configs(codecs: list[dict[str, Any]]) -> tuple[str, list[dict[str,
         elif name == "gzip":
             out.append({"id": "gzip", "level": cfg.get("level", 5)})
         elif name == "blosc":
-            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}.get(str(cfg.get("shuffle")), 1)
+            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}.get(
+                str(cfg.get("shuffle")), 1
+            )
             out.append({"id": "blosc", "cname": cfg.get("cname", "zstd"),
                         "clevel": cfg.get("clevel", 5), "shuffle": shuffle,
                         "blocksize": cfg.get("blocksize", 0)})  # fmt: skip
@@ -178,6 +180,15 @@ class _Decoder:
         buf = sync(self.arr.store.get(key, prototype=default_buffer_prototype()))
         return None if buf is None else buf.to_bytes()
 
+    def exists(self, coords: tuple[int, ...]) -> bool:
+        """Whether the stored object (chunk, or shard) of grid position ``coords`` exists."""
+        key = self.spec.key(coords)
+        if self.spec.root is not None:
+            return (Path(self.spec.root) / key).is_file()
+        from zarr.core.sync import sync
+
+        return bool(sync(self.arr.store.exists(key)))
+
 
 @dataclass(frozen=True)
 class MaskArray:
@@ -220,6 +231,14 @@ class MaskArray:
         for i in range(start // c, (stop - 1) // c + 1 if stop > start else start // c):
             yield i, max(start, i * c), min(stop, (i + 1) * c)
 
+    def _missing(self, coords: tuple[int, ...], images: str) -> ChunkError:
+        msg = (
+            f"{self.where()}: chunk {coords} (images {images}) is missing from the "
+            "store; ground truth must be complete. Re-ingest it, or read missing "
+            "ground-truth chunks as the fill value explicitly (missing_gt_chunks='fill')"
+        )
+        return ChunkError(msg)
+
     def read_chunk(
         self,
         coords: tuple[int, ...],
@@ -235,21 +254,29 @@ class MaskArray:
         """
         dec = self._decoder()
         if dec.codecs is None:  # zarr's own path for chains we do not decode
+            # zarr fills a missing chunk silently: check the stored object (the shard of a
+            # sharded array) first, and name the chunk when zarr cannot decode it
+            shards = getattr(dec.arr, "shards", None) or self.chunks
+            stored = tuple(i * c // s for i, c, s in zip(coords, self.chunks, shards, strict=True))
+            if missing == "error" and not dec.exists(stored):
+                raise self._missing(coords, images)
             sl = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in
                        zip(coords, self.chunks, self.shape, strict=True))  # fmt: skip
-            part = np.asarray(dec.arr[sl])
+            try:
+                part = np.asarray(dec.arr[sl])
+            except Exception as err:
+                msg = (
+                    f"{self.where()}: chunk {coords} (images {images}) is corrupt and cannot be "
+                    f"decoded ({type(err).__name__}: {err}); re-write this chunk or re-ingest"
+                )
+                raise ChunkError(msg) from err
             out = np.full(self.chunks, dec.spec.fill, dtype=part.dtype)
             out[tuple(slice(0, n) for n in part.shape)] = part
             return out
         raw = dec.raw(coords)
         if raw is None:
             if missing == "error":
-                msg = (
-                    f"{self.where()}: chunk {coords} (images {images}) is missing from the "
-                    "store; ground truth must be complete. Re-ingest it, or allow missing "
-                    "ground-truth chunks explicitly"
-                )
-                raise ChunkError(msg)
+                raise self._missing(coords, images)
             return np.full(self.chunks, dec.spec.fill, dtype=dec.dtype)
         size = int(np.prod(self.chunks))
         try:
@@ -455,6 +482,9 @@ def create_stack(
     arr = zarr.create_array(
         store=str(url), name=path, shape=(n, height, width), chunks=(1, *ch), dtype=dtype,
         fill_value=0, zarr_format=zarr_format, overwrite=overwrite,
+        # write every chunk, also those equal to the fill value (zarr skips them by default):
+        # a ground-truth chunk missing from the store is an error, not class 0
+        config={"write_empty_chunks": True},
     )  # fmt: skip
     if names is not None:
         arr.attrs["segiou"] = {"names": list(map(str, names))}
