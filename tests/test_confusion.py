@@ -1,0 +1,646 @@
+"""The accumulator: update, merge, keys, checkpoints, pickling, threads, and its invariants."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import stat
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
+from numpy.testing import assert_array_equal
+from strategies import label_pairs
+
+import segiou
+from segiou import ConfusionMatrix, LabelSpec, builtin_spec
+from segiou.errors import (
+    CheckpointError,
+    DuplicateBatchError,
+    IncompatibleMatrixError,
+    LabelRangeError,
+    SegiouError,
+)
+
+DATA = Path(__file__).parent / "data"
+
+
+def _rng_pair(seed: int, shape=(2, 5, 7), k: int = 4, ignore: int = 255):
+    rng = np.random.default_rng(seed)
+    vals = np.array([*range(k), ignore])
+    gt = vals[rng.integers(0, k + 1, size=shape)].astype(np.uint8)
+    pred = vals[rng.integers(0, k + 1, size=shape)].astype(np.uint8)
+    return gt, pred
+
+
+def _state(cm: ConfusionMatrix) -> dict:
+    d = cm.to_dict()
+    d.pop("writer")
+    return d
+
+
+# --- update, merge, + ------------------------------------------------------------------------
+
+
+def test_update_accumulates_and_returns_self():
+    cm = ConfusionMatrix(4, ignore_index=255)
+    ref = reference.Counts(np.zeros((4, 4), np.int64), np.zeros(4, np.int64))
+    for i in range(3):
+        gt, pred = _rng_pair(i)
+        assert cm.update(gt, pred, key=f"b{i}") is cm
+        ref = reference.add(ref, reference.confusion(gt, pred, 4, ignore=(255,)))
+    reference.assert_same_counts(cm, ref)
+    assert cm.keys == {"b0", "b1", "b2"}
+    assert cm.n_images == 6
+    assert cm.n_pixels == 3 * 70
+
+
+def test_merge_and_plus_equal_one_accumulator():
+    pairs = [_rng_pair(i) for i in range(4)]
+    whole = ConfusionMatrix(4, ignore_index=255)
+    parts = []
+    for i, (gt, pred) in enumerate(pairs):
+        whole.update(gt, pred, key=i)
+        parts.append(ConfusionMatrix(4, ignore_index=255).update(gt, pred, key=i))
+    merged = parts[0].merge(parts[1]).merge(parts[2] + parts[3])
+    assert merged == whole
+    assert _state(merged) == _state(whole)
+    # merge returns a new object and leaves its inputs alone
+    assert parts[0].keys == {"0"}
+    assert merged is not parts[0]
+
+
+def test_duplicate_key_refused_on_update():
+    gt, pred = _rng_pair(0)
+    cm = ConfusionMatrix(4, ignore_index=255).update(gt, pred, key="batch-7")
+    before = _state(cm)
+    with pytest.raises(DuplicateBatchError) as info:
+        cm.update(gt, pred, key="batch-7")
+    assert isinstance(info.value, ValueError)
+    assert "'batch-7'" in str(info.value)
+    assert _state(cm) == before
+    # int and str keys are the same key
+    cm.update(gt, pred, key=3)
+    with pytest.raises(DuplicateBatchError):
+        cm.update(gt, pred, key="3")
+
+
+def test_duplicate_key_refused_on_merge():
+    gt, pred = _rng_pair(0)
+    a = ConfusionMatrix(4, ignore_index=255).update(gt, pred, key="x").update(gt, pred, key="y")
+    b = ConfusionMatrix(4, ignore_index=255).update(gt, pred, key="y").update(gt, pred, key="z")
+    with pytest.raises(DuplicateBatchError) as info:
+        a.merge(b)
+    assert "'y'" in str(info.value)
+    with pytest.raises(DuplicateBatchError):
+        b + a
+    # a key counted in a merged state is refused by update afterwards
+    c = a + ConfusionMatrix(4, ignore_index=255).update(gt, pred, key="z")
+    with pytest.raises(DuplicateBatchError):
+        c.update(gt, pred, key="z")
+
+
+def test_batches_without_key_are_not_deduplicated():
+    gt, pred = _rng_pair(0)
+    cm = ConfusionMatrix(4, ignore_index=255).update(gt, pred).update(gt, pred)
+    ref = reference.confusion(gt, pred, 4, ignore=(255,))
+    assert_array_equal(cm.counts, 2 * ref.counts)
+    assert not cm.keys
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "names"),
+    [
+        (lambda: ConfusionMatrix(3), lambda: ConfusionMatrix(4), ["3 classes", "4 classes"]),
+        (
+            lambda: ConfusionMatrix(3, ignore_index=255),
+            lambda: ConfusionMatrix(3, ignore_index=254),
+            ["255", "254"],
+        ),
+        (
+            lambda: ConfusionMatrix("cityscapes"),
+            lambda: ConfusionMatrix("pascal_voc"),
+            ["cityscapes", "pascal_voc"],
+        ),
+        (
+            lambda: ConfusionMatrix("cityscapes", gt_ids="raw"),
+            lambda: ConfusionMatrix("cityscapes", gt_ids="class"),
+            ["gt_ids", "'raw'", "'class'"],
+        ),
+        (
+            lambda: ConfusionMatrix("cityscapes", gt_ids="raw", pred_ids="raw"),
+            lambda: ConfusionMatrix("cityscapes", gt_ids="raw", pred_ids="class"),
+            ["pred_ids", "'raw'", "'class'"],
+        ),
+        (
+            lambda: ConfusionMatrix(3, per_image=True),
+            lambda: ConfusionMatrix(3, per_image=False),
+            ["per_image", "True", "False"],
+        ),
+        (
+            lambda: ConfusionMatrix(LabelSpec("s", ["a", "b"])),
+            lambda: ConfusionMatrix(LabelSpec("s", ["a", "c"])),
+            ["'b'", "'c'"],
+        ),
+    ],
+    ids=["num_classes", "ignore", "spec", "gt_ids", "pred_ids", "per_image", "class_names"],
+)
+def test_merge_refuses_incompatible_states(a, b, names):
+    x, y = a(), b()
+    for left, right in ((x, y), (y, x)):
+        with pytest.raises(IncompatibleMatrixError) as info:
+            left.merge(right)
+        assert isinstance(info.value, ValueError)
+        for n in names:
+            assert n in str(info.value), (n, str(info.value))
+
+
+def test_merge_refuses_other_types():
+    with pytest.raises(TypeError):
+        ConfusionMatrix(3).merge(np.zeros((3, 3), np.int64))
+
+
+# --- serialisation -------------------------------------------------------------------------------
+
+
+def _full_state(per_image: bool) -> ConfusionMatrix:
+    cm = ConfusionMatrix(4, ignore_index=[255, -1], on_unexpected="count", per_image=per_image)
+    gt, pred = _rng_pair(1)
+    pred = pred.astype(np.int16)
+    pred[0, 0, :3] = [-7, 9, -1]  # unexpected, unexpected, void
+    gt = gt.astype(np.int16)
+    gt[0, 0, :3] = [1, 1, 1]
+    gt[1, 4, 6] = 42  # unexpected gt
+    cm.update(gt, pred, key="a", names=["first", "second"] if per_image else None)
+    cm.update(gt[:1], pred[:1], key="b")
+    return cm
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+def test_to_dict_from_dict_round_trip(per_image):
+    cm = _full_state(per_image)
+    d = cm.to_dict()
+    assert d["format"] == "segiou.confusion"
+    assert d["version"] == 1
+    assert d["writer"] == {"segiou": segiou.__version__}
+    text = json.dumps(d, allow_nan=False)  # JSON-safe, exact integers
+    back = ConfusionMatrix.from_dict(json.loads(text))
+    assert back == cm
+    assert_array_equal(back.counts, cm.counts)
+    assert back.counts.dtype == np.int64
+    assert back.unexpected_gt == cm.unexpected_gt == {42: 1}
+    assert back.unexpected_pred == cm.unexpected_pred
+    assert back.keys == {"a", "b"}
+    if per_image:
+        assert back.images.names == ["first", "second", "b"]
+        assert_array_equal(back.images.tp, cm.images.tp)
+    # a restored state keeps refusing its keys and keeps counting
+    gt, pred = _rng_pair(5)
+    with pytest.raises(DuplicateBatchError):
+        back.update(gt, pred, key="a")
+    back.update(gt, pred, key="c")
+    assert back.n_pixels == cm.n_pixels + gt.size
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+def test_save_load_round_trip_is_atomic(tmp_path, per_image):
+    cm = _full_state(per_image)
+    target = tmp_path / "state.json"
+    assert cm.save(target) == target
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]  # no temporary file left
+    assert ConfusionMatrix.load(target) == cm
+    # overwrite in place
+    cm.update(*_rng_pair(9), key="z")
+    cm.save(str(target))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+    assert ConfusionMatrix.load(target).keys == {"a", "b", "z"}
+
+
+def test_saved_file_gets_the_mode_of_an_ordinary_file(tmp_path):
+    # an atomic write must not make the checkpoint private (tempfile.mkstemp creates 0600)
+    plain = tmp_path / "plain.json"
+    plain.write_text("{}")
+    target = _full_state(False).save(tmp_path / "state.json")
+    assert stat.S_IMODE(target.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
+
+
+def test_failed_save_leaves_old_file_and_no_temp(tmp_path, monkeypatch):
+    cm = _full_state(False)
+    target = tmp_path / "state.json"
+    cm.save(target)
+    old = target.read_bytes()
+    cm.update(*_rng_pair(9), key="z")
+
+    def boom(*args, **kwargs):
+        msg = "disk full"
+        raise OSError(msg)
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        cm.save(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+    assert target.read_bytes() == old
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+def test_pickle_round_trip(per_image):
+    cm = _full_state(per_image)
+    back = pickle.loads(pickle.dumps(cm))
+    assert back == cm
+    assert back.threads == cm.threads
+    with pytest.raises(DuplicateBatchError):
+        back.update(*_rng_pair(0), key="a")
+    assert copy.deepcopy(cm) == cm
+
+
+def _tamper(d: dict, path: tuple, value) -> dict:
+    d = copy.deepcopy(d)
+    node = d
+    for p in path[:-1]:
+        node = node[p]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return d
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "words"),
+    [
+        (("format",), "something.else", ["'something.else'", "segiou.confusion"]),
+        (("format",), KeyError, ["None", "segiou.confusion"]),
+        (("version",), 2, ["version 2", "version 1"]),
+        (("version",), "1", ["'1'"]),
+        (("counts", 0, 0), 10**6, ["pixels", "altered"]),
+        (("counts", 0, 0), -1, ["counts", "non-negative"]),
+        (("counts", 0, 0), 1.5, ["counts"]),
+        (("counts",), [[1, 2], [3, 4]], ["counts", "(4, 4)"]),
+        (("void",), [0, 0, 0], ["void"]),
+        (("ignored",), -3, ["ignored"]),
+        (("ignored",), True, ["ignored"]),
+        (("pixels",), 1, ["pixels"]),
+        (("keys",), KeyError, ["keys"]),
+        (("labels", "classes"), [], ["no classes"]),
+        (("gt_ids",), "pixels", ["id space"]),
+        (("unexpected", "gt", "42"), "x", ["unexpected"]),
+        (("version",), 2, ["segiou"]),
+    ],
+)
+def test_from_dict_refuses_bad_states(path, value, words):
+    d = _full_state(False).to_dict()
+    bad = _tamper(d, path, value)
+    with pytest.raises(CheckpointError) as info:
+        ConfusionMatrix.from_dict(bad, source="ckpt.json")
+    msg = str(info.value)
+    assert isinstance(info.value, SegiouError)
+    assert msg.startswith("ckpt.json: ")
+    for w in words:
+        assert w in msg, (w, msg)
+
+
+@pytest.mark.parametrize("writer", ["segiou 9", None, 3])
+def test_unknown_version_with_odd_writer_field(writer):
+    d = _full_state(False).to_dict()
+    d["version"] = 99
+    d["writer"] = writer
+    with pytest.raises(CheckpointError, match="version 99"):
+        ConfusionMatrix.from_dict(d)
+
+
+@pytest.mark.parametrize("obj", [None, [], "segiou.confusion", 3])
+def test_from_dict_refuses_non_mappings(obj):
+    with pytest.raises(CheckpointError):
+        ConfusionMatrix.from_dict(obj)
+
+
+def test_load_errors_name_the_file(tmp_path):
+    missing = tmp_path / "nope.json"
+    with pytest.raises(CheckpointError, match=r"nope\.json"):
+        ConfusionMatrix.load(missing)
+    broken = tmp_path / "broken.json"
+    _full_state(False).save(broken)
+    broken.write_text(broken.read_text()[:-20])  # truncated
+    with pytest.raises(CheckpointError, match=r"broken\.json"):
+        ConfusionMatrix.load(broken)
+    tampered = tmp_path / "tampered.json"
+    d = _full_state(False).to_dict()
+    d["counts"][1][2] += 1
+    tampered.write_text(json.dumps(d))
+    with pytest.raises(CheckpointError, match=r"tampered\.json"):
+        ConfusionMatrix.load(tampered)
+
+
+# --- golden checkpoints (written once by ConfusionMatrix.save, never edited) ---------------------
+
+# Cityscapes labelIds; 9 = parking (ignored / void), 0 = unlabeled, 250 is no labelId.
+GOLDEN_GT = [
+    np.array([[7, 7, 8, 26, 26, 0], [7, 8, 8, 26, 24, 9], [11, 11, 21, 23, 23, 23]], np.uint8),
+    np.array([[7, 7, 7, 33, 32, 0], [21, 21, 22, 24, 25, 250], [17, 19, 20, 11, 12, 13]], np.uint8),
+]
+GOLDEN_PRED = [
+    np.array([[7, 8, 8, 26, 27, 26], [7, 7, 8, 9, 24, 24], [11, 12, 21, 23, 23, 21]], np.uint8),
+    np.array([[7, 7, 9, 33, 33, 26], [21, 22, 22, 25, 25, 7], [17, 17, 20, 11, 11, 250]], np.uint8),
+]
+
+
+def golden_state(per_image: bool) -> ConfusionMatrix:
+    cm = ConfusionMatrix(
+        "cityscapes", gt_ids="raw", pred_ids="raw", on_unexpected="count", per_image=per_image
+    )
+    for i, (gt, pred) in enumerate(zip(GOLDEN_GT, GOLDEN_PRED, strict=True)):
+        cm.update(gt, pred, key=f"frankfurt_{i:06d}")
+    return cm
+
+
+def _golden_reference(gts, preds) -> reference.Counts:
+    spec = builtin_spec("cityscapes")
+    mapping = {r.id: r.cls for r in spec.raw}
+    total = reference.Counts(np.zeros((19, 19), np.int64), np.zeros(19, np.int64))
+    for gt, pred in zip(gts, preds, strict=True):
+        total = reference.add(total, reference.confusion(gt, pred, 19, gt_map=mapping))
+    return total
+
+
+@pytest.mark.parametrize(
+    ("name", "per_image"), [("confusion_v1.json", False), ("confusion_v1_per_image.json", True)]
+)
+def test_golden_checkpoint_v1(name, per_image):
+    cm = ConfusionMatrix.load(DATA / name)
+    raw = json.loads((DATA / name).read_text())
+    assert raw["version"] == 1
+    ref = _golden_reference(GOLDEN_GT, GOLDEN_PRED)
+    reference.assert_same_counts(cm, ref)
+    # a few numbers by hand: road (trainId 0) gt pixels predicted as road
+    assert cm.counts[0, 0] == 4
+    assert cm.n_ignored == 3  # two unlabeled, one parking
+    assert cm.unexpected_gt == {250: 1}
+    assert cm.unexpected_pred == {250: 1}
+    assert int(cm.void.sum()) == 2  # two predictions of parking at valid pixels
+    assert cm.n_pixels == 36
+    assert cm.keys == {"frankfurt_000000", "frankfurt_000001"}
+    assert cm.spec == builtin_spec("cityscapes")
+    assert (cm.gt_ids, cm.pred_ids, cm.on_unexpected) == ("raw", "raw", "count")
+    assert cm.per_image is per_image
+    if per_image:
+        rows = cm.images
+        assert rows.names == ["frankfurt_000000", "frankfurt_000001"]
+        for i in range(2):
+            r = _golden_reference(GOLDEN_GT[i : i + 1], GOLDEN_PRED[i : i + 1])
+            assert_array_equal(rows.tp[i], r.tp)
+            assert_array_equal(rows.fp[i], r.fp)
+            assert_array_equal(rows.fn[i], r.fn)
+            assert rows.ignored[i] == r.n_ignored
+            assert rows.unexpected[i] == r.n_unexpected
+    # today's writer produces the same state
+    assert cm == golden_state(per_image)
+
+
+# --- threads ---------------------------------------------------------------------------------------
+
+
+def test_concurrent_updates_with_distinct_keys():
+    cm = ConfusionMatrix(4, ignore_index=255, threads=1)
+    pairs = {f"k{i}": _rng_pair(i, shape=(3, 64, 64)) for i in range(16)}
+    cm.update(*_rng_pair(99), key="warm-up")
+    start = threading.Barrier(4)
+    errors = []
+
+    def work(keys):
+        try:
+            start.wait()
+            for k in keys:
+                cm.update(*pairs[k], key=k)
+        except (SegiouError, ValueError) as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    keys = sorted(pairs)
+    threads = [threading.Thread(target=work, args=(keys[i::4],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    total = reference.confusion(*_rng_pair(99), 4, ignore=(255,))
+    for gt, pred in pairs.values():
+        total = reference.add(total, reference.confusion(gt, pred, 4, ignore=(255,)))
+    reference.assert_same_counts(cm, total)
+    assert cm.keys == {*pairs, "warm-up"}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_same_key_from_two_threads_is_counted_once(threads):
+    gt, pred = _rng_pair(3, shape=(8, 256, 256))
+    ref = reference.confusion(gt, pred, 4, ignore=(255,))
+    for attempt in range(5):
+        cm = ConfusionMatrix(4, ignore_index=255, threads=threads)
+        start = threading.Barrier(2)
+        outcome = []
+
+        def work(cm=cm, start=start, outcome=outcome):
+            start.wait()
+            try:
+                cm.update(gt, pred, key="same")
+                outcome.append("ok")
+            except DuplicateBatchError:
+                outcome.append("refused")
+
+        ts = [threading.Thread(target=work) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert sorted(outcome) == ["ok", "refused"], attempt
+        reference.assert_same_counts(cm, ref)
+
+
+def test_failed_update_frees_its_key():
+    cm = ConfusionMatrix(3)
+    with pytest.raises(LabelRangeError):
+        cm.update(np.array([5]), np.array([0]), key="k")
+    cm.update(np.array([2]), np.array([0]), key="k")
+    assert cm.counts[2, 0] == 1
+
+
+# --- properties ------------------------------------------------------------------------------------
+
+
+def _counted(pair, **kw) -> ConfusionMatrix:
+    return ConfusionMatrix(pair.num_classes, ignore_index=list(pair.ignore), **kw)
+
+
+@settings(deadline=None)
+@given(pair=label_pairs(max_classes=40, unexpected=True, max_dims=3), cut=st.integers(min_value=0))
+def test_split_anywhere_equals_whole(pair, cut):
+    g, p = pair.gt.reshape(-1), pair.pred.reshape(-1)
+    cut = cut % (g.size + 1)
+    whole = _counted(pair, on_unexpected="count").update(pair.gt, pair.pred, key="all")
+    a = _counted(pair, on_unexpected="count").update(g[:cut], p[:cut], key="a")
+    b = _counted(pair, on_unexpected="count").update(g[cut:], p[cut:], key="b")
+    merged = a + b
+    for attr in ("counts", "void"):
+        assert_array_equal(getattr(merged, attr), getattr(whole, attr))
+    assert merged.n_ignored == whole.n_ignored
+    assert merged.unexpected_gt == whole.unexpected_gt
+    assert merged.unexpected_pred == whole.unexpected_pred
+    reference.assert_same_counts(
+        whole, reference.confusion(pair.gt, pair.pred, pair.num_classes, ignore=pair.ignore)
+    )
+
+
+@st.composite
+def three_states(draw):
+    k = draw(st.integers(1, 12))
+    states = []
+    for name in "abc":
+        pair = draw(label_pairs(min_classes=k, max_classes=k, unexpected=True, max_dims=3))
+        cm = ConfusionMatrix(k, ignore_index=[255, -1], on_unexpected="count")
+        if draw(st.booleans()):
+            cm.update(pair.gt, pair.pred, key=name)
+        states.append(cm)
+    return states
+
+
+@settings(deadline=None)
+@given(states=three_states())
+def test_merge_associative_commutative_with_identity(states):
+    a, b, c = states
+    assert (a + b) + c == a + (b + c)
+    assert a + b == b + a
+    empty = ConfusionMatrix.empty(a.num_classes, ignore_index=[255, -1], on_unexpected="count")
+    assert a + empty == a == empty + a
+    total = a + b + c
+    assert total.n_pixels == a.n_pixels + b.n_pixels + c.n_pixels
+
+
+@settings(deadline=None)
+@given(pair=label_pairs(max_classes=12, max_dims=3, min_side=1, unexpected=False), data=st.data())
+def test_renumbering_classes_permutes_results(pair, data):
+    k = pair.num_classes
+    perm = np.array(data.draw(st.permutations(range(k))))
+
+    def renumber(a):
+        a64 = reference._values(a)
+        out = a64.copy()
+        inside = (a64 >= 0) & (a64 < k)
+        out[inside] = perm[a64[inside]]
+        return out
+
+    cm = _counted(pair).update(pair.gt, pair.pred)
+    cmp = _counted(pair).update(renumber(pair.gt), renumber(pair.pred))
+    assert_array_equal(cmp.counts[np.ix_(perm, perm)], cm.counts)
+    assert_array_equal(cmp.void[perm], cm.void)
+    for f in (segiou.iou, segiou.dice, segiou.precision, segiou.recall):
+        assert_array_equal(f(cmp.counts, void=cmp.void)[perm], f(cm.counts, void=cm.void))
+    # the class-symmetric summaries do not change (up to summation order)
+    for f in (segiou.mean_iou, segiou.fw_iou, segiou.pixel_accuracy, segiou.cohen_kappa):
+        x, y = f(cm.counts, void=cm.void), f(cmp.counts, void=cmp.void)
+        assert x == pytest.approx(y, nan_ok=True, rel=1e-12, abs=1e-15)
+
+
+# --- streaming: a state machine against a dict of batches -----------------------------------------
+
+K = 3
+IGNORE = 255
+
+
+class Streaming(RuleBasedStateMachine):
+    """Accumulators fed, merged, checkpointed and restored, each with its model: key -> pair."""
+
+    states = Bundle("states")
+    checkpoints = Bundle("checkpoints")
+
+    def __init__(self):
+        super().__init__()
+        self.live: list[tuple[ConfusionMatrix, dict]] = []
+        self.next_key = 0
+
+    @initialize(target=states)
+    def start(self):
+        cm = ConfusionMatrix(K, ignore_index=IGNORE)
+        self.live.append((cm, {}))
+        return len(self.live) - 1
+
+    @rule(
+        target=states,
+        i=states,
+        shape=st.tuples(st.integers(0, 3), st.integers(0, 4)),
+        seed=st.integers(0, 2**16),
+    )
+    def update(self, i, shape, seed):
+        cm, model = self.live[i]
+        rng = np.random.default_rng(seed)
+        vals = np.array([0, 1, 2, IGNORE], np.uint8)
+        gt = vals[rng.integers(0, 4, size=shape)]
+        pred = vals[rng.integers(0, 4, size=shape)]
+        key = f"k{self.next_key}"
+        self.next_key += 1
+        cm.update(gt, pred, key=key)
+        model[key] = (gt, pred)
+        return i
+
+    @rule(target=states, i=states, j=states)
+    def merge(self, i, j):
+        (a, ma), (b, mb) = self.live[i], self.live[j]
+        if set(ma) & set(mb):
+            with pytest.raises(DuplicateBatchError):
+                a.merge(b)
+            return multiple()
+        merged = a + b
+        self.live.append((merged, {**ma, **mb}))
+        return len(self.live) - 1
+
+    @rule(target=checkpoints, i=states)
+    def checkpoint(self, i):
+        cm, model = self.live[i]
+        return json.dumps(cm.to_dict()), dict(model)
+
+    @rule(target=states, ckpt=consumes(checkpoints))
+    def restore(self, ckpt):
+        text, model = ckpt
+        self.live.append((ConfusionMatrix.from_dict(json.loads(text)), model))
+        return len(self.live) - 1
+
+    @precondition(lambda self: any(m for _, m in self.live))
+    @rule(i=states, data=st.data())
+    def replay(self, i, data):
+        cm, model = self.live[i]
+        if not model:
+            return
+        key = data.draw(st.sampled_from(sorted(model)))
+        before = _state(cm)
+        with pytest.raises(DuplicateBatchError):
+            cm.update(*model[key], key=key)
+        assert _state(cm) == before
+
+    @invariant()
+    def counts_match_model(self):
+        for cm, model in self.live:
+            assert cm.keys == set(model)
+            total = reference.Counts(np.zeros((K, K), np.int64), np.zeros(K, np.int64))
+            for gt, pred in model.values():
+                total = reference.add(total, reference.confusion(gt, pred, K, ignore=(IGNORE,)))
+            reference.assert_same_counts(cm, total)
+            assert cm.n_pixels == sum(g.size for g, _ in model.values())
+
+
+Streaming.TestCase.settings = settings(
+    Streaming.TestCase.settings, max_examples=25, stateful_step_count=15, deadline=None
+)
+TestStreaming = Streaming.TestCase
