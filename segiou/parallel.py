@@ -1,7 +1,8 @@
 """Layer 5: evaluate Zarr mask stores with Dask. Counting only; no metric math.
 
-The graph is built from public Dask APIs: a :class:`dask.bag.Bag` of image groups and
-``Bag.reduction`` with ``split_every``. Each task reads its own chunks (bytes from the store,
+The graph is built from public Dask APIs (``dask.delayed``): the job description is one key,
+one counting task per group of whole images depends on it, and a tree of sums with fan-in
+``split_every`` reduces the partials. Each task reads its own chunks (bytes from the store,
 decoded into fresh buffers), counts them single-threaded with the Numba kernels (Dask owns
 the cores; the kernels release the GIL), folds one small table per image, and returns plain
 ``int64`` arrays: the dataset table and one row of TP/FP/FN per image. Partials are summed in
@@ -302,8 +303,34 @@ def _combine(parts: Iterable[Partial]) -> Partial:
             unexp_g, unexp_p)  # fmt: skip
 
 
-def _count_partition(job: _Job, groups: Iterable[Sequence[int]]) -> Partial:
-    return _combine([_count_group(job, g) for g in groups])
+def _graph(job: _Job, groups: Sequence[Sequence[int]], split_every: int) -> Any:
+    """One counting task per group of images, then a tree of sums with fan-in ``split_every``.
+
+    The job (image names, pairing, label spec) is one key of the graph that every counting task
+    depends on: it is tokenized and shipped once, not once per task (which grew as images x
+    tasks). Keys are named (``segiou-count-...``, ``segiou-sum-...``) for progress and tests.
+    """
+    import uuid
+
+    from dask import delayed
+
+    if split_every < 2:
+        msg = f"split_every must be at least 2 (the fan-in of the tree of sums), got {split_every}"
+        raise ValueError(msg)
+    run = uuid.uuid4().hex
+    job_d = delayed(job, name=f"segiou-job-{run}", traverse=False)
+    count, combine = delayed(_count_group, pure=True), delayed(_combine, pure=True)
+    level = [
+        count(job_d, list(g), dask_key_name=f"segiou-count-{run}-{i}") for i, g in enumerate(groups)
+    ]
+    depth = 0
+    while len(level) > 1:
+        level = [
+            combine(level[j : j + split_every], dask_key_name=f"segiou-sum-{run}-{depth}-{j}")
+            for j in range(0, len(level), split_every)
+        ]
+        depth += 1
+    return level[0]
 
 
 # -- planning ---------------------------------------------------------------------------------
@@ -482,8 +509,6 @@ def evaluate_zarr(
     segiou.io.zarr.ChunkError
         A missing ground-truth chunk or a corrupt chunk (store, array, chunk, images named).
     """
-    import dask.bag as db
-
     gms = open_masks(gt) if isinstance(gt, str | Path) else gt
     pms = open_masks(pred) if isinstance(pred, str | Path) else pred
     out = ConfusionMatrix(labels, ignore_index=ignore_index, gt_ids=gt_ids, pred_ids=pred_ids,
@@ -511,9 +536,7 @@ def evaluate_zarr(
     groups = plan_groups(gms, pixels_per_task=pixels_per_task)
     if not groups:
         return out
-    bag = db.from_sequence(groups, npartitions=len(groups))
-    reduced = bag.reduction(functools.partial(_count_partition, job), _combine,
-                            split_every=split_every)  # fmt: skip
+    reduced = _graph(job, groups, split_every)
     table, idx, rows, unexp_g, unexp_p = _compute(reduced, scheduler, progress)
     order = np.argsort(idx, kind="stable")
     rows = rows[order]

@@ -138,7 +138,7 @@ class _KillWorker(SchedulerPlugin):
         self.killed: str | None = None
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
-        if self.killed or finish != self.when or "_count_partition" not in str(key):
+        if self.killed or finish != self.when or "segiou-count" not in str(key):
             return
         self.seen += 1
         if self.seen < self.nth:

@@ -588,6 +588,45 @@ def test_plan_groups_covers_every_image_once_aligned_to_chunks(tmp_path):
     assert len(plan_groups(ms, pixels_per_task=10**9, min_tasks=1)) == 1
 
 
+def test_the_job_is_one_key_and_counting_tasks_stay_small(tmp_path, monkeypatch):
+    # the job (every image name, the pairing) is shipped once, not once per task
+    import pickle
+
+    import segiou.parallel as par
+
+    n = 300
+    names = [f"a-rather-long-image-name-{i:06d}" for i in range(n)]
+    data = np.zeros((n, 4, 4), np.uint8)
+    g = _stack(tmp_path / "gt.zarr", data, names=names)
+    p = _stack(tmp_path / "pred.zarr", data, names=names)
+    seen: dict[str, Any] = {}
+    real = par._compute
+
+    def spy(obj: Any, scheduler: Any, progress: bool) -> Any:
+        seen["graph"] = dict(obj.__dask_graph__())
+        return real(obj, scheduler, progress)
+
+    monkeypatch.setattr(par, "_compute", spy)
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, pixels_per_task=1, split_every=4,
+                       scheduler="synchronous")  # fmt: skip
+    assert cm.counts[0, 0] == n * 16
+    graph = seen["graph"]
+    jobs = [k for k in graph if str(k).startswith("segiou-job")]
+    counts = [k for k in graph if str(k).startswith("segiou-count")]
+    assert len(jobs) == 1
+    assert len(counts) == n  # one image per task here
+    assert len(pickle.dumps(graph[jobs[0]])) > n * len(names[0])  # the names are in the job
+    assert max(len(pickle.dumps(graph[k])) for k in counts) < 1000  # and in no task
+
+
+def test_split_every_below_two_is_refused(tmp_path):
+    data = np.zeros((2, 4, 4), np.uint8)
+    g = _stack(tmp_path / "gt.zarr", data)
+    p = _stack(tmp_path / "pred.zarr", data)
+    with pytest.raises(ValueError, match="split_every must be at least 2.*got 1"):
+        evaluate_zarr(g, p, labels=K, split_every=1, scheduler="synchronous")
+
+
 # -- memory -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("layout", ["stack", "group"])
 def test_memory_stays_far_below_the_dataset(tmp_path, layout):
