@@ -184,6 +184,23 @@ def test_matches_an_independent_add_at_confusion(tmp_path):
         assert_array_equal(cm.images.fn[i], c.sum(axis=1) - tp + v)
 
 
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+def test_fsspec_url_store_equals_eager(tmp_path, scheduler):
+    # a store behind a URL is read through zarr's store API (no local fast path)
+    fsspec = pytest.importorskip("fsspec")
+    n = 5
+    gt, pred = cityscapes_like(n, 20, 24, seed=8)
+    names = _names(n)
+    url = f"memory://{tmp_path.name}-{scheduler}"
+    g = _stack(f"{url}/gt.zarr", gt, chunks=(8, 10), names=names)
+    p = _stack(f"{url}/pred.zarr", pred, chunks=(20, 7), names=names, zarr_format=2)
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=scheduler, pixels_per_task=1)
+    _assert_same(cm, _eager(gt, pred, names))
+    fsspec.filesystem("memory").rm(f"/{tmp_path.name}-{scheduler}/gt.zarr/c/2/1/1")
+    with pytest.raises(ChunkError, match=r"chunk \(2, 1, 1\) \(images 'frankfurt_000002'\)"):
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=scheduler)
+
+
 def test_chunks_along_n_and_predictions_in_another_order(tmp_path):
     n = 7
     gt, pred = cityscapes_like(n, 20, 24, seed=3)
