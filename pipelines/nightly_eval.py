@@ -30,7 +30,7 @@ from segiou.report import render_analysis, write_per_image_csv
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 
 _EVAL_KEYS = {"gt", "pred", "labels", "preset", "scheduler", "gt_ids", "pred_ids", "ignore",
-              "missing_pred", "on_unexpected", "split_every", "layout"}  # fmt: skip
+              "missing_pred", "missing_gt_chunks", "on_unexpected", "split_every", "layout"}  # fmt: skip
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -64,6 +64,7 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         gt_ids=ev.get("gt_ids"), pred_ids=ev.get("pred_ids"), ignore=ev.get("ignore"),
         on_unexpected=ev.get("on_unexpected", "raise"), missing_pred=ev.get("missing_pred", "error"),
         split_every=ev.get("split_every", 8), layout=ev.get("layout"),
+        missing_gt_chunks=ev.get("missing_gt_chunks", "error"),
     )  # fmt: skip
     spec = spec_from_arg(str(ev.get("labels", "cityscapes")))
     out = Path(cfg["report"]["dir"]) / date

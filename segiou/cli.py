@@ -60,6 +60,13 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
         help="a ground-truth image without prediction: error, or score it all-void",
     )
     p.add_argument(
+        "--missing-gt-chunks",
+        choices=["error", "fill"],
+        default="error",
+        help="a ground-truth chunk missing from a Zarr store: error (default), or read it as "
+        "the fill value (for stores written by zarr without write_empty_chunks)",
+    )
+    p.add_argument(
         "--on-unexpected",
         choices=["raise", "count"],
         default="raise",

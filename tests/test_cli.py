@@ -150,3 +150,30 @@ def test_nightly_pipeline_bad_config_exits_2(
     cfg.write_text('[eval]\ngt = "x"\n')
     assert job.main([str(cfg)]) == 2
     assert "'gt' and 'pred' is required" in capsys.readouterr().err
+
+
+def test_eval_of_ground_truth_written_by_plain_zarr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # zarr skips chunks equal to the fill value by default: refused, with the way out named
+    import zarr
+
+    gt = np.full((2, 8, 8), 7, np.uint8)  # Cityscapes labelId 7 = road
+    gt[1, :4, :4] = 0  # labelId 0 ("unlabeled", ignored): this chunk equals the fill value
+    pred = np.full((2, 8, 8), 7, np.uint8)
+    for name, data in (("gt", gt), ("pred", pred)):
+        zarr.create_array(str(tmp_path / f"{name}.zarr"), shape=data.shape, chunks=(1, 4, 4),
+                          dtype=np.uint8, fill_value=0)[:] = data  # fmt: skip
+    argv = ["eval", "--gt", str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"),
+            "--labels", "cityscapes", "--gt-ids", "raw", "--quiet", "--scheduler", "synchronous",
+            "--json", str(tmp_path / "r.json")]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "chunk (1, 0, 0) (images '000001') is missing" in err
+    assert "write_empty_chunks" in err
+    assert "--missing-gt-chunks fill" in err
+    assert main([*argv, "--missing-gt-chunks", "fill"]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["pixels"]["ignored"] == 16
+    road = next(c for c in report["classes"] if c["name"] == "road")
+    assert (road["tp"], road["fp"], road["fn"]) == (112, 0, 0)

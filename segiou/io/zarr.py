@@ -234,8 +234,11 @@ class MaskArray:
     def _missing(self, coords: tuple[int, ...], images: str) -> ChunkError:
         msg = (
             f"{self.where()}: chunk {coords} (images {images}) is missing from the "
-            "store; ground truth must be complete. Re-ingest it, or read missing "
-            "ground-truth chunks as the fill value explicitly (missing_gt_chunks='fill')"
+            "store; ground truth must be complete. Re-ingest it (segiou ingest and "
+            "create_stack write every chunk). If the store was written by zarr with its default "
+            "write_empty_chunks=False, chunks equal to the fill value "
+            f"({self._decoder().spec.fill}) were never written: read them as the fill value "
+            "with missing_gt_chunks='fill' (--missing-gt-chunks fill)"
         )
         return ChunkError(msg)
 
