@@ -312,7 +312,7 @@ def _graph(job: _Job, groups: Sequence[Sequence[int]], split_every: int) -> Any:
     """
     import uuid
 
-    from dask import delayed
+    from dask.delayed import delayed
 
     if split_every < 2:
         msg = f"split_every must be at least 2 (the fan-in of the tree of sums), got {split_every}"
