@@ -35,3 +35,28 @@ def first_call_seconds(code: str) -> dict[str, float]:
                                  capture_output=True, text=True)  # fmt: skip
             out[label] = float(res.stdout.strip().splitlines()[-1])
     return out
+
+
+def interleaved_seconds(
+    fns: dict[str, Callable[[], object]], rounds: int
+) -> dict[str, list[float]]:
+    """Wall times of each ``fn()``, run in turn once per round (after one warm-up call each).
+
+    On a shared, noisy machine every round sees the same conditions for every method, so the
+    median of per-round ratios (:func:`median_ratio`) is steadier than a ratio of medians taken
+    one method after another.
+    """
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def median_ratio(num: list[float], den: list[float]) -> float:
+    """Median over rounds of ``num[i] / den[i]``."""
+    return statistics.median(a / b for a, b in zip(num, den, strict=True))

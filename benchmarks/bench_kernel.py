@@ -14,12 +14,13 @@ Data: Cityscapes-like masks (19 classes + 255, 1024 x 2048 uint8, 16 images, coh
 
 from __future__ import annotations
 
+import statistics
 import sys
 
 import numba as nb
 import numpy as np
 import pytest
-from _timing import first_call_seconds, median_seconds
+from _timing import first_call_seconds, interleaved_seconds, median_ratio
 
 from segiou import ConfusionMatrix
 from segiou.synthetic import cityscapes_like, iid_labels
@@ -78,10 +79,17 @@ def main() -> int:
     for kind in ("coherent", "iid"):
         gt, pred = make_data(kind, n, h, w)
         px = gt.size
-        base = median_seconds(lambda: bincount_idiom(gt, pred), 5)  # noqa: B023
-        seg = median_seconds(lambda: segiou_count(gt, pred), 9)  # noqa: B023
-        floor = median_seconds(lambda: read_floor(gt, pred), 9)  # noqa: B023
-        ratio, vs_floor = base / seg, seg / floor
+        t = interleaved_seconds(
+            {
+                "bincount": lambda: bincount_idiom(gt, pred),  # noqa: B023
+                "segiou": lambda: segiou_count(gt, pred),  # noqa: B023
+                "floor": lambda: read_floor(gt, pred),  # noqa: B023
+            },
+            rounds=9,
+        )
+        base, seg, floor = (statistics.median(t[m]) for m in ("bincount", "segiou", "floor"))
+        ratio = median_ratio(t["bincount"], t["segiou"])
+        vs_floor = median_ratio(t["segiou"], t["floor"])
         good = ratio >= TARGETS[kind] and vs_floor <= FLOOR_TARGET
         ok &= good
         print(
