@@ -264,7 +264,11 @@ def _check_format(fmt: str, inclusive: bool) -> None:
 
 
 def _check_empty(empty: float) -> float:
-    value = float(empty)
+    try:
+        value = float(empty)
+    except (TypeError, ValueError) as err:
+        msg = f"empty={empty!r} is not a number; pass 0.0 (default), 1.0 or nan"
+        raise BoxError(msg) from err
     if not (math.isnan(value) or 0.0 <= value <= 1.0):
         msg = f"empty={empty!r} is outside [0, 1]; pass 0.0 (default), 1.0 or nan"
         raise BoxError(msg)

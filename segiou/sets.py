@@ -118,7 +118,11 @@ def _labels(values: Iterable[Hashable], name: str, lower: bool) -> list[Hashable
 
 
 def _check_empty(empty: float, choices: str = "1.0 (default), 0.0 or nan") -> float:
-    value = float(empty)
+    try:
+        value = float(empty)
+    except (TypeError, ValueError) as err:
+        msg = f"empty={empty!r} is not a number; pass {choices}"
+        raise SetOptionError(msg) from err
     if not (math.isnan(value) or 0.0 <= value <= 1.0):
         msg = f"empty={empty!r} is outside [0, 1]; pass {choices}"
         raise SetOptionError(msg)
@@ -158,7 +162,7 @@ def set_overlap(
         A collection is a bare ``str``/``bytes``, is not iterable, or holds an unhashable
         label (its position is named).
     SetOptionError
-        ``empty`` is outside ``[0, 1]``.
+        ``empty`` is not a number or is outside ``[0, 1]``.
 
     Notes
     -----
@@ -228,7 +232,7 @@ def set_jaccard(
     LabelSetError
         A collection is a bare string, not iterable, or holds an unhashable label.
     SetOptionError
-        ``empty`` is outside ``[0, 1]``.
+        ``empty`` is not a number or is outside ``[0, 1]``.
 
     Notes
     -----
@@ -279,7 +283,7 @@ def set_dice(
     LabelSetError
         A collection is a bare string, not iterable, or holds an unhashable label.
     SetOptionError
-        ``empty`` is outside ``[0, 1]``.
+        ``empty`` is not a number or is outside ``[0, 1]``.
 
     Notes
     -----
@@ -404,7 +408,7 @@ def multilabel_jaccard(
     ShapeMismatchError
         ``gt`` and ``pred`` have different shapes.
     SetOptionError
-        Unknown ``average``, or ``empty`` outside ``[0, 1]``.
+        Unknown ``average``, or ``empty`` not a number or outside ``[0, 1]``.
 
     Notes
     -----
@@ -475,7 +479,7 @@ def multilabel_dice(
     ShapeMismatchError
         ``gt`` and ``pred`` have different shapes.
     SetOptionError
-        Unknown ``average``, or ``empty`` outside ``[0, 1]``.
+        Unknown ``average``, or ``empty`` not a number or outside ``[0, 1]``.
 
     Notes
     -----

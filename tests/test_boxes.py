@@ -451,6 +451,14 @@ def test_bad_inputs_and_options():
         box_overlap([0, 0, 1, 1], [[0, 0, 1, 1], [0, 0, 1, 1]])
 
 
+@pytest.mark.parametrize("empty", ["x", None, [0.5]])
+def test_non_numeric_empty_option(empty):
+    with pytest.raises(
+        BoxError, match=r"empty=.* is not a number; pass 0.0 \(default\), 1.0 or nan"
+    ):
+        box_iou([0, 0, 1, 1], [0, 0, 1, 1], empty=empty)
+
+
 def test_elementwise_length_mismatch():
     with pytest.raises(ShapeMismatchError, match=r"boxes1 holds 3 boxes and boxes2 holds 2"):
         box_iou(np.zeros((3, 4)), np.zeros((2, 4)), pairwise=False)

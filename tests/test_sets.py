@@ -143,6 +143,14 @@ def test_label_set_errors():
         set_jaccard("ab", ["a"])
 
 
+@pytest.mark.parametrize("empty", ["one", None, [1.0]])
+def test_non_numeric_empty_option(empty):
+    with pytest.raises(SetOptionError, match=r"empty=.* is not a number; pass 1.0 \(default\)"):
+        set_jaccard([], [], empty=empty)
+    with pytest.raises(SetOptionError, match=r"empty=.* is not a number; pass nan \(default\)"):
+        multilabel_jaccard(GT, PRED, empty=empty)
+
+
 # --------------------------------------------------------------------------------------------
 # Label sets: properties
 # --------------------------------------------------------------------------------------------
@@ -266,6 +274,29 @@ def test_multilabel_against_sklearn(average, zero_division):
         got_f = multilabel_dice(gt, pred, average=average, empty=zero_division)
         assert_allclose(got_j, want_j, rtol=1e-12, atol=1e-15)
         assert_allclose(got_f, want_f, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("average", [None, *AVERAGES])
+def test_nan_default_equals_sklearn_f1_zero_division_nan(average):
+    # scikit-learn's f1_score takes zero_division=nan and, like segiou, leaves nan out of means
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(13)
+    for n, k in [(5, 2), (30, 6)]:
+        gt, pred = random_indicators(rng, n, k)
+        want = metrics.f1_score(gt, pred, average=average, zero_division=np.nan)
+        assert_allclose(multilabel_dice(gt, pred, average=average), want, equal_nan=True)
+
+
+def test_weighted_without_support_against_sklearn():
+    metrics = pytest.importorskip("sklearn.metrics")
+    gt, pred = np.zeros((2, 3), dtype=int), np.array([[1, 0, 0], [0, 0, 0]])
+    for zero_division in (0.0, 1.0):
+        for ours, theirs in (
+            (multilabel_jaccard, metrics.jaccard_score),
+            (multilabel_dice, metrics.f1_score),
+        ):
+            want = theirs(gt, pred, average="weighted", zero_division=zero_division)
+            assert ours(gt, pred, average="weighted", empty=zero_division) == pytest.approx(want)
 
 
 def test_nan_default_equals_sklearn_on_present_classes():
