@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
@@ -74,11 +75,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "the match verdicts at your threshold, PASCAL VOC 0.5, COCO 0.75 / 0.95 and the "
             "COCO 0.50:0.95 sweep. Image coordinates: origin top-left, y downward."
         ),
-        epilog=(
-            "A box whose first number is negative looks like an option: give the options "
-            "first, then --, then the boxes, e.g. segiou box --threshold 0.7 -- -5,0,10,10 "
-            "0,0,10,10"
-        ),
+        epilog="Boxes may start with a negative number: segiou box -5,0,10,10 0,0,10,10",
     )
     box.add_argument("box1", metavar="BOX1", help="first box, e.g. 50,50,150,150")
     box.add_argument("box2", metavar="BOX2", help="second box, e.g. 80,80,180,180")
@@ -133,7 +130,40 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 # --------------------------------------------------------------------------------------------
 
 
+#: A box given with a negative first number, e.g. ``-5,0,10,10`` (argparse takes it for an option).
+_NEGATIVE_BOX = re.compile(r"^-[\d.][\d.eE+-]*(\s*,\s*[-+]?[\d.eE+-]+){3}$")
+
+
+def shield_negative_boxes(argv: Sequence[str]) -> list[str]:
+    """Mark ``segiou box`` arguments such as ``-5,0,10,10`` as positional, anywhere on the line.
+
+    argparse reads a leading ``-`` as an option; a leading space keeps the box positional (the
+    box parser ignores it). Arguments after ``--`` and other commands are left as they are.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        Command-line arguments without the program name.
+
+    Returns
+    -------
+    list of str
+        The arguments to parse.
+
+    Examples
+    --------
+    >>> shield_negative_boxes(["box", "-5,0,10,10", "0,0,10,10", "--threshold", "0.7"])
+    ['box', ' -5,0,10,10', '0,0,10,10', '--threshold', '0.7']
+    """
+    args = list(argv)
+    if not args or args[0] != "box":
+        return args
+    end = args.index("--") if "--" in args else len(args)
+    return [" " + a if 0 < i < end and _NEGATIVE_BOX.match(a) else a for i, a in enumerate(args)]
+
+
 def _parse_box(text: str, name: str, fmt: str) -> list[float]:
+    text = text.strip()
     fields = _BOX_FIELDS[fmt]
     parts = [p for p in re.split(r"[,\s]+", text.strip().strip("[]()")) if p]
     if len(parts) != 4:
@@ -150,6 +180,23 @@ def _parse_box(text: str, name: str, fmt: str) -> list[float]:
             msg = f"{name} {text!r}: {part!r} is not a number; expected 4 numbers as {fields}"
             raise _InputError(msg) from None
     return values
+
+
+# The library names its keyword arguments; the command line names the matching options.
+_OPTION_NAMES = (
+    (r"\bfmt='(\w+)'", r"--format \1"),
+    (r"\binclusive=True\b", "--inclusive"),
+    (r"\bthreshold=", "--threshold "),
+    (r"\bempty=", "--empty "),
+)
+
+
+def _cli_terms(err: SegiouError) -> str:
+    """Return the library's error message with its keyword arguments named as options."""
+    message = str(err)
+    for pattern, option in _OPTION_NAMES:
+        message = re.sub(pattern, option, message)
+    return message
 
 
 def _fail(command: str, message: str) -> int:
@@ -177,8 +224,10 @@ def _cmd_box(args: argparse.Namespace) -> int:
         b2 = _parse_box(args.box2, "BOX2", fmt)
         overlap = box_overlap(b1, b2, fmt=fmt, inclusive=args.inclusive)
         verdict = verdicts(overlap.iou, threshold=args.threshold)
-    except (_InputError, SegiouError) as err:  # say it in command-line terms
-        return _fail("box", re.sub(r"fmt='(\w+)'", r"--format \1", str(err)))
+    except _InputError as err:
+        return _fail("box", str(err))
+    except SegiouError as err:
+        return _fail("box", _cli_terms(err))
 
     yes_no = {True: "match", False: "no match"}
     inter_box = (
@@ -292,7 +341,7 @@ def _cmd_sets(args: argparse.Namespace) -> int:
             gt, pred, lower=args.lower, dedupe=not args.keep_duplicates, empty=args.empty
         )
     except SegiouError as err:
-        return _fail("sets", str(err))
+        return _fail("sets", _cli_terms(err))
 
     def show(items: tuple[object, ...] | list[str], size: int) -> str:
         return f"{', '.join(map(str, items)) or '(none)'}  ({size})"

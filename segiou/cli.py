@@ -125,8 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``segiou`` command; return its exit code (0 ok, 2 bad input)."""
+    from segiou._cli_geometry import shield_negative_boxes
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(shield_negative_boxes(sys.argv[1:] if argv is None else argv))
     try:
         return int(args.func(args))
     except SegiouError as err:

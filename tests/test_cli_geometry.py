@@ -11,13 +11,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from segiou._cli_geometry import register
+from segiou._cli_geometry import register, shield_negative_boxes
 
 
 def run(argv, capsys):
     parser = argparse.ArgumentParser(prog="segiou")
     register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
+    args = parser.parse_args(shield_negative_boxes(argv))  # as segiou.cli.main does
     code = args.func(args)
     out, err = capsys.readouterr()
     return code, out, err
@@ -100,6 +100,18 @@ def test_box_accepts_brackets_spaces_and_negative_numbers(capsys):
     code, out, _ = run(["box", "--threshold", "0.1", "--", "-10,-10,0,0", "-5,-5,5,5"], capsys)
     assert code == 0
     assert field(out, "IoU") == f"{25 / 175:.6f}"
+    # without --, before or after the options, in order (box 1 stays box 1)
+    for argv in (["box", "-10,-10,0,0", "-5,-5,5,5", "--threshold", "0.1"],
+                 ["box", "--threshold", "0.1", "-10,-10,0,0", "-5,-5,5,5"],
+                 ["box", "-10,-10,0,0", "--threshold", "0.1", "-5,-5,5,5"]):  # fmt: skip
+        code, out, _ = run(argv, capsys)
+        assert code == 0
+        assert field(out, "IoU") == f"{25 / 175:.6f}"
+        assert field(out, "box 1").startswith("-10, -10, 0, 0")
+    from segiou.cli import main
+
+    assert main(["box", "-10,-10,0,0", "-5,-5,5,5", "--threshold", "0.1"]) == 0
+    assert field(capsys.readouterr().out, "IoU") == f"{25 / 175:.6f}"
 
 
 def test_box_inclusive(capsys):
@@ -125,6 +137,21 @@ def test_box_svg(capsys, tmp_path):
     assert "IoU 0.3245" in root.find("s:title", ns).text
 
 
+def test_box_svg_wide_view_keeps_aspect_and_y_downward(capsys, tmp_path):
+    # enclosing box 250 x 100: one scale 400 / 250 = 1.6 for both axes; box 2 is lower (y 50)
+    path = tmp_path / "wide.svg"
+    code, _, _ = run(["box", "0,0,200,100", "150,50,250,100", "--svg", str(path)], capsys)
+    assert code == 0
+    root = ET.parse(path).getroot()
+    assert (root.get("width"), root.get("height")) == ("440", "224")  # 250 x 100 scaled + margins
+    d = [p.get("d") for p in root.findall("{http://www.w3.org/2000/svg}path")]
+    assert d == [
+        "M20.00,20.00 H340.00 V180.00 H20.00 Z",
+        "M260.00,100.00 H420.00 V180.00 H260.00 Z",
+        "M260.00,100.00 H340.00 V180.00 H260.00 Z",
+    ]
+
+
 def test_box_svg_without_overlap_and_degenerate(capsys, tmp_path):
     path = tmp_path / "o.svg"
     code, _, _ = run(["box", "0,0,1,1", "3,0,4,1", "--svg", str(path)], capsys)
@@ -144,11 +171,12 @@ def test_box_svg_without_overlap_and_degenerate(capsys, tmp_path):
         (["0,0,1,1", "5,5,4,9"], "swap the corners, or pass --format xywh"),
         (["0,0,1,1", "0,0,nan,1"], "box2 = [0, 0, nan, 1] has a non-finite coordinate"),
         (["0,0,1,1", "0,0,-1,1", "--format", "xywh"], "negative width (-1)"),
-        (["0,0,1,1", "0,0,1,1", "--threshold", "1.5"], "threshold=1.5 is outside [0, 1]"),
+        (["0,0,1,1", "0,0,1,1", "--threshold", "1.5"], "--threshold 1.5 is outside [0, 1]"),
         (
             ["0,0,1,1", "0,0,1,1", "--format", "xywh", "--inclusive"],
-            "inclusive=True applies to xyxy",
+            "--inclusive applies to xyxy pixel-index corners only, got --format xywh",
         ),
+        (["0,0,1,1", "0,0,1,1", "--format", "cxcywh", "--inclusive"], "drop --inclusive"),
         (["0,0,1,1", "0,0,1,1", "--svg", "/nonexistent-dir/o.svg"], "cannot write the SVG"),
     ],
 )
@@ -203,7 +231,7 @@ def test_sets_empty(capsys):
 @pytest.mark.parametrize(
     ("argv", "pattern"),
     [
-        (["a", "b", "--empty", "2"], "empty=2.0 is outside [0, 1]"),
+        (["a", "b", "--empty", "2"], "--empty 2.0 is outside [0, 1]"),
         (["a", "b", "--sep", ""], "--sep is empty"),
     ],
 )
