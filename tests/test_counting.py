@@ -558,3 +558,21 @@ def test_uint64_values_above_int64_range_are_unexpected():
     cm = ConfusionMatrix(3, ignore_index=-1, on_unexpected="count")
     cm.update(np.array([0, 2**64 - 1], np.uint64), np.array([0, 1], np.uint64))
     assert cm.unexpected_gt == {2**64 - 1: 1}
+
+
+def test_word_path_scratch_tables_after_an_interrupted_call():
+    # the raw tables of the 8-bit word path are kept per thread; counts left in them by a call
+    # that never folded (interrupted) must not reach the next count
+    import numba
+
+    from segiou.synthetic import cityscapes_like
+
+    g, p = cityscapes_like(1, 1024, 1024, seed=1)  # >= 1 Mpx: the word path
+    ref = reference.confusion(g, p, 19, ignore=(255,))
+    for threads in (1, numba.get_num_threads()):
+        tabs = _count._raw_tables(threads)
+        tabs[:, ::7] = 3
+        _count._scratch.raw_tables_dirty = True
+        cm = ConfusionMatrix(19, ignore_index=255, threads=threads).update(g, p)
+        assert_array_equal(cm.counts, ref.counts)
+        assert not _count._raw_tables(threads).any()  # left zeroed for the next call
