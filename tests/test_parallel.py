@@ -665,3 +665,33 @@ def test_memory_stays_far_below_the_dataset(tmp_path, layout):
         tracemalloc.stop()
     assert cm.n_pixels == gt.size
     assert peak < 0.25 * gt.nbytes, f"peak {peak:,} B for a {gt.nbytes:,} B dataset"
+
+
+def test_decode_buffer_pool_reuses_per_thread_within_its_budget():
+    import threading
+
+    from segiou.parallel import _BufferPool
+
+    pool = _BufferPool(max_bytes=3000)
+    a = pool.take((10, 100), np.dtype(np.uint8))
+    pool.give(a)
+    assert pool.take((10, 100), np.dtype(np.int8)) is not a  # dtype must match
+    assert pool.take((10, 100), np.dtype(np.uint8)) is a
+    bufs = [np.empty(1000, np.uint8) for _ in range(4)]
+    pool2 = _BufferPool(max_bytes=3000)
+    for b in bufs:
+        pool2.give(b)  # the oldest is evicted beyond 3000 bytes
+    kept = {id(pool2.take((1000,), np.dtype(np.uint8))) for _ in range(3)}
+    assert kept == {id(b) for b in bufs[1:]}
+    big = np.empty(4000, np.uint8)
+    pool2.give(big)  # larger than the budget: not kept
+    assert pool2.take((4000,), np.dtype(np.uint8)) is not big
+    pool2.give(bufs[0])
+    seen: list[bool] = []
+    t = threading.Thread(
+        target=lambda: seen.append(pool2.take((1000,), np.dtype(np.uint8)) is bufs[0])
+    )
+    t.start()
+    t.join()
+    assert seen == [False]  # another thread has its own pool
+    assert pool2.take((1000,), np.dtype(np.uint8)) is bufs[0]
