@@ -213,6 +213,25 @@ def as_labels(a: object, name: str, where: str) -> LabelArray:
     return arr
 
 
+def _kernel_values(a: LabelArray, mapping: Mapping[int, int]) -> LabelArray:
+    """Return ``a`` as the kernels may read it: values >= 2**63 of a uint64 mask never alias an id.
+
+    Kernels read values as int64, so a uint64 value >= 2**63 wraps to a negative number and
+    could pass for a negative id of the spec (for example ignore value -1). Only then (uint64
+    data, a spec with negative ids, such values present) the kernels get an int64 copy in which
+    those values are an id no spec has: they are reported as unexpected, with their true value,
+    by the caller's slow path, which reads ``a`` itself.
+    """
+    if a.dtype != np.uint64 or a.size == 0 or not mapping or min(mapping) >= 0:
+        return a
+    big = a >= np.uint64(1 << 63)
+    if not big.any():
+        return a
+    safe = a.astype(np.int64)
+    safe[big] = max(mapping) + 1  # outside the lookup table: unexpected
+    return safe
+
+
 def _as_3d(a: LabelArray) -> LabelArray:
     if a.ndim == 3:
         return a
@@ -417,7 +436,8 @@ def count_pairs(
         import numba
 
         threads = numba.get_num_threads() if g.size >= _PARALLEL_MIN_PIXELS else 1
-    full = _tables(g, p, lookup, max(1, int(threads)), per_image)
+    gk, pk = _kernel_values(g, lookup.gt_map), _kernel_values(p, lookup.pred_map)
+    full = _tables(gk, pk, lookup, max(1, int(threads)), per_image)
     n_unexp_gt = int(full[:, k + 1, :].sum())
     n_unexp_pred = int(full[:, :k, k + 1].sum())
     unexpected_gt: dict[int, int] = {}
@@ -513,6 +533,7 @@ class ImageCounter:
             _kernels.count_bytes(gf[n64 * 8 :], pf[n64 * 8 :], raw)
             return
         lk = self.lookup
+        g8, p8 = _kernel_values(g8, lk.gt_map), _kernel_values(p8, lk.pred_map)
         _kernels.count_serial(_as_3d(g8), _as_3d(p8), lk.glut, lk.glo, lk.gunexp, lk.plut,
                               lk.plo, lk.punexp, lk.copies - 1, self._small, False)  # fmt: skip
 

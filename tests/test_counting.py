@@ -549,15 +549,24 @@ def test_far_away_ignore_value():
     assert cm.n_ignored == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: kernels read values as int64, so uint64 values >= 2**63 wrap to negative ids "
-    "(2**64 - 1 is taken for ignore value -1); uint64 is not a documented mask dtype",
-)
 def test_uint64_values_above_int64_range_are_unexpected():
-    cm = ConfusionMatrix(3, ignore_index=-1, on_unexpected="count")
-    cm.update(np.array([0, 2**64 - 1], np.uint64), np.array([0, 1], np.uint64))
-    assert cm.unexpected_gt == {2**64 - 1: 1}
+    # kernels read int64: 2**64 - 1 must not pass for the ignore value -1 (nor 2**63 for a class)
+    big = [2**64 - 1, 2**63, 2**64 - 2]
+    gt = np.array([0, big[0], 1, big[1], 2, 0], np.uint64)
+    pred = np.array([0, 1, big[2], 2, 2, big[0]], np.uint64)
+    cm = ConfusionMatrix(3, ignore_index=-1, on_unexpected="count").update(gt, pred)
+    assert cm.unexpected_gt == {2**64 - 1: 1, 2**63: 1}
+    assert cm.unexpected_pred == {2**64 - 2: 1, 2**64 - 1: 1}
+    assert cm.n_ignored == 0
+    assert cm.counts.sum() == 2  # (0, 0) and (2, 2)
+    assert cm.n_pixels == gt.size
+    with pytest.raises(LabelRangeError, match=r"18446744073709551615 \(1 px, first at \(1,\)\)"):
+        ConfusionMatrix(3, ignore_index=-1).update(gt, pred)
+    counter = _count.ImageCounter(_count.Lookup(3, {0: 0, 1: 1, 2: 2, -1: _count.IGNORE},
+                                                {0: 0, 1: 1, 2: 2, -1: _count.IGNORE}))  # fmt: skip
+    counter.add(gt.reshape(1, -1), pred.reshape(1, -1))
+    table = counter.finish()  # the engine's counter: 2 gt and 2 pred pixels unexpected
+    assert (table[4, :].sum(), table[:3, 4].sum(), table[3, :].sum()) == (2, 2, 0)
 
 
 def test_word_path_scratch_tables_after_an_interrupted_call():
