@@ -283,7 +283,7 @@ def _raw_tables(workers: int) -> IntArray:
     """Return this thread's zeroed raw tables of the 8-bit word path, one per kernel worker.
 
     Kept across calls: :func:`_kernels.fold_raw_clear` zeroes what it folds, so a call pays
-    neither for allocating nor for zeroing ``workers`` x 4 MiB (measured ~10% of a 32 Mpx
+    neither for allocating nor for zeroing ``workers`` x 4 MiB (measured ~5% of a 32 Mpx
     batch). Per thread, so that concurrent ``update`` calls never share a table.
     """
     tabs: IntArray | None = getattr(_scratch, "raw_tables", None)

@@ -3,8 +3,8 @@
 The graph is built from public Dask APIs (``dask.delayed``): the job description is one key,
 one counting task per group of whole images depends on it, and a tree of sums with fan-in
 ``split_every`` reduces the partials. Each task reads its own chunks (bytes from the store,
-decoded into buffers each thread reuses), counts them single-threaded with the Numba kernels (Dask owns
-the cores; the kernels release the GIL), folds one small table per image, and returns plain
+decoded into buffers each thread reuses), counts them single-threaded with the Numba kernels
+(Dask owns the cores; the kernels release the GIL), folds one small table per image, and returns plain
 ``int64`` arrays: the dataset table and one row of TP/FP/FN per image. Partials are summed in
 a tree. Nothing image-sized leaves a task. Integer sums make results bit-identical across
 schedulers, chunkings and ``split_every``.
@@ -36,7 +36,13 @@ from segiou._count import (
 )
 from segiou._typing import IntArray
 from segiou.confusion import ConfusionMatrix
-from segiou.errors import LabelRangeError, MaskNotFoundError, ShapeMismatchError, StoreLayoutError
+from segiou.errors import (
+    LabelRangeError,
+    MaskNotFoundError,
+    ShapeMismatchError,
+    StoreLayoutError,
+    UsageError,
+)
 from segiou.io.zarr import MaskArray, MaskSet, Missing, open_masks
 from segiou.labels import IdSpace, LabelSpec
 
@@ -358,8 +364,11 @@ def _graph(job: _Job, groups: Sequence[Sequence[int]], split_every: int) -> Any:
     from dask.delayed import delayed
 
     if split_every < 2:
-        msg = f"split_every must be at least 2 (the fan-in of the tree of sums), got {split_every}"
-        raise ValueError(msg)
+        msg = (
+            f"split_every must be at least 2 (the fan-in of the tree of sums), got "
+            f"{split_every}; the default is 8"
+        )
+        raise UsageError(msg)
     run = uuid.uuid4().hex
     job_d = delayed(job, name=f"segiou-job-{run}", traverse=False)
     count, combine = delayed(_count_group, pure=True), delayed(_combine, pure=True)
@@ -551,6 +560,8 @@ def evaluate_zarr(
         Unexpected values (store, image, values, counts and first position listed).
     segiou.io.zarr.ChunkError
         A missing ground-truth chunk or a corrupt chunk (store, array, chunk, images named).
+    UsageError
+        ``split_every`` below 2.
     """
     gms = open_masks(gt) if isinstance(gt, str | Path) else gt
     pms = open_masks(pred) if isinstance(pred, str | Path) else pred

@@ -27,6 +27,7 @@ from segiou.errors import (
     MaskNotFoundError,
     ShapeMismatchError,
     StoreLayoutError,
+    UsageError,
 )
 from segiou.io.zarr import ChunkError, create_stack, open_masks
 from segiou.parallel import evaluate_zarr, plan_groups
@@ -640,7 +641,7 @@ def test_split_every_below_two_is_refused(tmp_path):
     data = np.zeros((2, 4, 4), np.uint8)
     g = _stack(tmp_path / "gt.zarr", data)
     p = _stack(tmp_path / "pred.zarr", data)
-    with pytest.raises(ValueError, match=r"split_every must be at least 2.*got 1"):
+    with pytest.raises(UsageError, match=r"split_every must be at least 2.*got 1"):
         evaluate_zarr(g, p, labels=K, split_every=1, scheduler="synchronous")
 
 
