@@ -74,7 +74,7 @@ def evaluate_paths(gt: str, pred: str, *, spec: LabelSpec, args: argparse.Namesp
     kw: dict[str, Any] = {"labels": spec, "ignore_index": args.ignore, "gt_ids": gt_ids,
                           "pred_ids": args.pred_ids, "on_unexpected": args.on_unexpected,
                           "missing_pred": args.missing_pred, "scheduler": scheduler,
-                          "missing_gt_chunks": getattr(args, "missing_gt_chunks", "error"),
+                          "missing_gt_chunks": args.missing_gt_chunks,
                           "split_every": args.split_every, "progress": progress}  # fmt: skip
     if _is_zarr(gt) and _is_zarr(pred):
         return evaluate_zarr(gt, pred, **kw)
