@@ -16,6 +16,7 @@ create clusters.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -124,16 +125,28 @@ _buffers = _BufferPool(64 << 20)
 class _ChunkCache:
     """Decoded chunks of one array, kept while a task walks one chunk row of images."""
 
-    def __init__(self, arr: MaskArray, missing: Missing) -> None:
+    def __init__(self, arr: MaskArray, missing: Missing, ms: MaskSet, image: int) -> None:
         self.arr = arr
         self.missing = missing
         self.cache: dict[tuple[int, ...], np.ndarray] = {}
+        # images a chunk covers, for error messages: a stack chunk may hold several images
+        self._names = ms.names
+        self._stack = ms.layout == "stack"
+        self._name = ms.names[image]  # a group's array holds one image
 
-    def get(self, coords: tuple[int, ...], images: str) -> np.ndarray:
+    def images(self, coords: tuple[int, ...]) -> str:
+        """Return the names of the images chunk ``coords`` covers (for messages)."""
+        if not self._stack:
+            return repr(self._name)
+        c0 = self.arr.chunks[0]
+        return ", ".join(repr(n) for n in self._names[coords[0] * c0 : (coords[0] + 1) * c0])
+
+    def get(self, coords: tuple[int, ...]) -> np.ndarray:
         c = self.cache.get(coords)
         if c is None:
             buf = _buffers.take(tuple(self.arr.chunks), np.dtype(self.arr.dtype))
-            c = self.arr.read_chunk(coords, missing=self.missing, images=images, out=buf)
+            c = self.arr.read_chunk(coords, missing=self.missing, images=self.images(coords),
+                                    out=buf)  # fmt: skip
             if c is not buf and c.base is not buf:  # not decoded into it: pool it again
                 _buffers.give(buf)
             self.cache[coords] = c
@@ -141,7 +154,17 @@ class _ChunkCache:
 
     def drop(self, keep: int | None = None) -> None:
         """Forget chunks (all, or those outside chunk row ``keep``); pool their buffers."""
-        gone = [k for k in self.cache if keep is None or k[0] != keep]
+        self._forget([k for k in self.cache if keep is None or k[0] != keep])
+
+    def drop_above(self, y: int) -> None:
+        """Forget the chunks that end at or above image row ``y`` (a walk never goes back)."""
+        if self._stack and self.arr.chunks[0] > 1:
+            return  # the next images of the stack chunk need them again: keep (decode once)
+        ax = 1 if self._stack else 0
+        ch = self.arr.chunks[ax]
+        self._forget([k for k in self.cache if (k[ax] + 1) * ch <= y])
+
+    def _forget(self, gone: list[tuple[int, ...]]) -> None:
         for k in gone:
             c = self.cache.pop(k)
             base = c.base if isinstance(c.base, np.ndarray) else c  # numpy: the owner
@@ -154,8 +177,8 @@ def _image_array(ms: MaskSet, i: int) -> tuple[MaskArray, int | None]:
     return (ms.arrays[0], i) if ms.layout == "stack" else (ms.arrays[i], None)
 
 
-def _read_region(cache: _ChunkCache, n: int | None, y0: int, y1: int, x0: int, x1: int,
-                 label: str) -> np.ndarray:  # fmt: skip
+def _read_region(cache: _ChunkCache, n: int | None, y0: int, y1: int, x0: int,
+                 x1: int) -> np.ndarray:  # fmt: skip
     """Image region ``[y0:y1, x0:x1]`` of image ``n``; a view of one chunk when aligned."""
     arr = cache.arr
     ax = 0 if n is None else 1
@@ -164,14 +187,14 @@ def _read_region(cache: _ChunkCache, n: int | None, y0: int, y1: int, x0: int, x
     lead = () if n is None else (n // arr.chunks[0],)
     if len(ys) == 1 and len(xs) == 1:
         (cy, _, _), (cx, _, _) = ys[0], xs[0]
-        chunk = cache.get((*lead, cy, cx), label)
+        chunk = cache.get((*lead, cy, cx))
         sub = chunk if n is None else chunk[n % arr.chunks[0]]
         oy, ox = cy * arr.chunks[ax], cx * arr.chunks[ax + 1]
         return sub[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
     out = None
     for cy, ya, yb in ys:
         for cx, xa, xb in xs:
-            chunk = cache.get((*lead, cy, cx), label)
+            chunk = cache.get((*lead, cy, cx))
             sub = chunk if n is None else chunk[n % arr.chunks[0]]
             if out is None:
                 out = np.empty((y1 - y0, x1 - x0), dtype=sub.dtype)
@@ -190,19 +213,18 @@ def _walk_image(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | No
     """
     garr, gn = _image_array(job.gt, i)
     h, w = job.gt.image_shape(i)
-    name = job.gt.names[i]
     pi = job.pred_index[i]
     ax = 0 if gn is None else 1
     whole_g = np.empty((h, w), dtype=np.dtype(garr.dtype)) if counter is None else None
     whole_p: np.ndarray | None = None
     for _, y0, y1 in garr.chunk_ranges(ax, 0, h):
         for _, x0, x1 in garr.chunk_ranges(ax + 1, 0, w):
-            g = _read_region(gcache, gn, y0, y1, x0, x1, repr(name))
+            g = _read_region(gcache, gn, y0, y1, x0, x1)
             if pi < 0 or pcache is None:
                 p = np.full(g.shape, job.void_value, dtype=np.int64)
             else:
                 _, pn = _image_array(job.pred, pi)  # type: ignore[arg-type]
-                p = _read_region(pcache, pn, y0, y1, x0, x1, repr(name))
+                p = _read_region(pcache, pn, y0, y1, x0, x1)
             if counter is not None:
                 counter.add(g, p)
             else:
@@ -211,6 +233,11 @@ def _walk_image(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | No
                 if whole_p is None:
                     whole_p = np.empty((h, w), dtype=p.dtype)
                 whole_p[y0:y1, x0:x1] = p
+        # the walk never goes back up: decoded chunks above this row are done (so a task
+        # holds about one chunk row of each array, not a whole image)
+        gcache.drop_above(y1)
+        if pcache is not None:
+            pcache.drop_above(y1)
     if counter is None:
         assert whole_g is not None
         assert whole_p is not None
@@ -268,11 +295,13 @@ def _count_group(job: _Job, indices: Sequence[int] | IntArray) -> Partial:
             table += full
             continue
         garr, gn = _image_array(job.gt, i)
-        gc = gcaches.setdefault(garr.path, _ChunkCache(garr, job.missing_gt_chunks))
+        gc = gcaches.setdefault(garr.path, _ChunkCache(garr, job.missing_gt_chunks, job.gt, i))
         pc = None
         if job.pred is not None and job.pred_index[i] >= 0:
             parr, pn = _image_array(job.pred, job.pred_index[i])
-            pc = pcaches.setdefault(parr.path, _ChunkCache(parr, "fill"))
+            pc = pcaches.setdefault(
+                parr.path, _ChunkCache(parr, "fill", job.pred, job.pred_index[i])
+            )
             if pn is not None:
                 pc.drop(keep=pn // parr.chunks[0])
         if gn is not None:
@@ -301,9 +330,9 @@ def _whole_image(job: _Job, i: int) -> tuple[np.ndarray, np.ndarray]:
     def read(src: Source, j: int) -> np.ndarray:
         if isinstance(src, MaskSet):
             arr, n = _image_array(src, j)
-            cache = _ChunkCache(arr, job.missing_gt_chunks if src is job.gt else "fill")
+            cache = _ChunkCache(arr, job.missing_gt_chunks if src is job.gt else "fill", src, j)
             h, w = src.image_shape(j)
-            return np.ascontiguousarray(_read_region(cache, n, 0, h, 0, w, repr(src.names[j])))
+            return np.ascontiguousarray(_read_region(cache, n, 0, h, 0, w))
         return np.ascontiguousarray(src.read(j, job.spec))
 
     g = read(job.gt, i)
@@ -441,19 +470,29 @@ def _pair(gt: Source, pred: Source, missing_pred: MissingPred) -> tuple[int, ...
     gt_names = set(gt.names)
     missing = [n for n in gt.names if n not in where]
     extra = [n for n in pred.names if n not in gt_names]
+    problems = []
     if extra:
-        msg = (
+        problems.append(
             f"{len(extra)} prediction(s) in {pred.where()} have no ground truth in "
             f"{gt.where()}, e.g. {extra[:5]}; remove them or evaluate against the right split"
         )
-        raise MaskNotFoundError(msg)
-    if missing and missing_pred == "error":
-        msg = (
-            f"{len(missing)} of {len(gt.names)} ground-truth image(s) have no prediction in "
-            f"{pred.where()}, e.g. {missing[:5]}; add them, or score missing predictions as "
-            "all-void (false negatives) with missing_pred='void' (--missing-pred void)"
+    if missing and (missing_pred == "error" or extra):
+        fix = (
+            "add them, or score missing predictions as all-void (false negatives) with "
+            "missing_pred='void' (--missing-pred void)"
+            if missing_pred == "error"
+            else "they would be scored as all-void (missing_pred='void')"
         )
-        raise MaskNotFoundError(msg)
+        problems.append(
+            f"{len(missing)} of {len(gt.names)} ground-truth image(s) have no prediction in "
+            f"{pred.where()}, e.g. {missing[:5]}; {fix}"
+        )
+    if problems:
+        if extra and missing:  # both at once usually means mismatched names, not lost files
+            problems.append(
+                "names differ on both sides: check that both stores name images the same way"
+            )
+        raise MaskNotFoundError("; ".join(problems))
     index = tuple(where.get(n, -1) for n in gt.names)
     bad = [
         (gt.names[i], gt.image_shape(i), pred.image_shape(j))
@@ -496,15 +535,18 @@ def _compute(obj: Any, scheduler: Any, progress: bool) -> Any:
             scheduler = "threads"
     if client is not None:
         future = client.compute(obj)
-        if progress:
+        if progress:  # on stderr: stdout carries the results (tables, JSON, redirected files)
+            from contextlib import redirect_stdout
+
             from distributed import progress as dist_progress
 
-            dist_progress(future)
+            with redirect_stdout(sys.stderr):  # distributed's text bar writes to stdout
+                dist_progress(future)
         return future.result()
     if progress:
         from dask.diagnostics.progress import ProgressBar
 
-        with ProgressBar():
+        with ProgressBar(out=sys.stderr):
             return obj.compute(scheduler=scheduler)
     return obj.compute(scheduler=scheduler)
 

@@ -339,7 +339,9 @@ def test_progress_bar(small_stores, capsys):
     g, p, ref = small_stores
     cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous", progress=True)
     _assert_same(cm, ref)
-    assert "100%" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "100%" in out.err  # stderr: stdout carries results (redirected tables, JSON)
+    assert "100%" not in out.out
 
 
 # -- missing and corrupt chunks -----------------------------------------------------------------
@@ -696,3 +698,59 @@ def test_decode_buffer_pool_reuses_per_thread_within_its_budget():
     t.join()
     assert seen == [False]  # another thread has its own pool
     assert pool2.take((1000,), np.dtype(np.uint8)) is bufs[0]
+
+
+def test_corrupt_chunk_names_every_image_it_covers(tmp_path):
+    import zarr
+
+    gt, pred = cityscapes_like(4, 8, 8, seed=2)
+    names = ["img0", "img1", "img2", "img3"]
+    for side, data in (("gt", gt), ("pred", pred)):
+        a = zarr.create_array(store=str(tmp_path / f"{side}.zarr"), shape=data.shape,
+                              chunks=(2, 8, 8), dtype=data.dtype, fill_value=0,
+                              config={"write_empty_chunks": True})  # fmt: skip
+        a.attrs["segiou"] = {"names": names}
+        a[:] = data
+    (tmp_path / "gt.zarr" / "c" / "1" / "0" / "0").write_bytes(b"garbage" * 9)
+    with pytest.raises(ChunkError, match=r"chunk \(1, 0, 0\) \(images 'img2', 'img3'\)"):
+        evaluate_zarr(str(tmp_path / "gt.zarr"), str(tmp_path / "pred.zarr"), labels=K,
+                      ignore_index=255, scheduler="synchronous")  # fmt: skip
+
+
+@pytest.mark.parametrize("layout", ["stack", "group"])
+def test_a_task_holds_one_chunk_row_not_a_whole_image(tmp_path, monkeypatch, layout):
+    import segiou.parallel as par
+
+    gt, pred = cityscapes_like(2, 64, 64, seed=4)
+    if layout == "stack":
+        g = _stack(tmp_path / "gt.zarr", gt, chunks=(8, 8))
+        p = _stack(tmp_path / "pred.zarr", pred, chunks=(8, 16))  # another grid
+    else:
+        g = _group(tmp_path / "gt.zarr", {"a": gt[0], "b": gt[1]}, (8, 8))
+        p = _group(tmp_path / "pred.zarr", {"a": pred[0], "b": pred[1]}, (8, 16))
+    peak = {"n": 0}
+    real = par._ChunkCache.get
+
+    def spy(self: Any, coords: tuple[int, ...]) -> np.ndarray:
+        out = real(self, coords)
+        peak["n"] = max(peak["n"], len(self.cache))
+        return out
+
+    monkeypatch.setattr(par._ChunkCache, "get", spy)
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous")
+    ref = ConfusionMatrix(K, ignore_index=255).update(gt, pred)
+    np.testing.assert_array_equal(cm.counts, ref.counts)
+    assert peak["n"] <= 8  # one row of 8 chunks (64 would be the whole image)
+
+
+def test_missing_and_extra_predictions_are_both_reported(tmp_path):
+    data = np.zeros((2, 4, 4), np.uint8)
+    g = _stack(tmp_path / "gt.zarr", data, names=["a", "b"])
+    p = _stack(tmp_path / "pred.zarr", data, names=["a", "c"])
+    for missing_pred in ("error", "void"):
+        with pytest.raises(MaskNotFoundError) as info:
+            evaluate_zarr(g, p, labels=K, missing_pred=missing_pred, scheduler="synchronous")
+        msg = str(info.value)
+        assert "1 prediction(s)" in msg and "['c']" in msg
+        assert "1 of 2 ground-truth image(s)" in msg and "['b']" in msg
+        assert "names differ on both sides" in msg
