@@ -5,7 +5,10 @@ Usage::
     python pipelines/nightly_eval.py pipelines/nightly.example.toml [--date YYYY-MM-DD]
 
 Exit codes: 0 evaluated and no regression; 1 a regression against the baseline; 2 bad
-configuration or input (the message says what to fix). Writes into ``<report_dir>/<date>/``:
+configuration or input (the message says what to fix); 3 the run failed for another reason
+(a crashed cluster, a full disk: the traceback is printed). Nothing but a regression exits 1, so
+a scheduler can tell "the model got worse" from "the job broke". The dated folder is created
+only once the evaluation succeeded. Writes into ``<report_dir>/<date>/``:
 ``report.json`` (segiou.result v1), ``report.txt`` (tables), ``per_image.csv``, ``state.json``
 (the count state, to merge or re-score later) and, with a baseline, ``comparison.json``.
 ``--update-baseline`` copies the new report over the baseline after a run without regression.
@@ -19,15 +22,16 @@ import json
 import shutil
 import sys
 import tomllib
+import traceback
 from pathlib import Path
 from typing import Any
 
 from segiou.compare import compare_reports
 from segiou.errors import SegiouError, UsageError
-from segiou.evaluation import evaluate_paths, scheduler_context, spec_from_arg
+from segiou.evaluation import check_eval_args, evaluate_paths, scheduler_context, spec_from_arg
 from segiou.report import render_analysis, write_per_image_csv
 
-EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
 
 _EVAL_KEYS = {"gt", "pred", "labels", "preset", "scheduler", "gt_ids", "pred_ids", "ignore",
               "missing_pred", "missing_gt_chunks", "on_unexpected", "split_every", "layout"}  # fmt: skip
@@ -51,6 +55,9 @@ def load_config(path: Path) -> dict[str, Any]:
     for key in ("gt", "pred"):  # relative paths are relative to the config file
         if "://" not in ev[key] and not Path(ev[key]).is_absolute():
             ev[key] = str(base / ev[key])
+    labels = str(ev.get("labels", "cityscapes"))
+    if not Path(labels).is_absolute() and (base / labels).is_file():  # a spec file next to it
+        ev["labels"] = str(base / labels)
     report = cfg.setdefault("report", {})
     report["dir"] = str(base / report.get("dir", "reports"))
     if "baseline" in cfg and "path" in cfg["baseline"]:
@@ -65,14 +72,16 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         on_unexpected=ev.get("on_unexpected", "raise"), missing_pred=ev.get("missing_pred", "error"),
         split_every=ev.get("split_every", 8), layout=ev.get("layout"),
         missing_gt_chunks=ev.get("missing_gt_chunks", "error"),
+        preset=ev.get("preset", "segiou"), json=None, per_image=None,
     )  # fmt: skip
+    check_eval_args(args)
     spec = spec_from_arg(str(ev.get("labels", "cityscapes")))
     out = Path(cfg["report"]["dir"]) / date
-    out.mkdir(parents=True, exist_ok=True)
     with scheduler_context(ev.get("scheduler", "threads")) as scheduler:
         cm = evaluate_paths(ev["gt"], ev["pred"], spec=spec, args=args, scheduler=scheduler,
                             progress=not quiet and sys.stderr.isatty())  # fmt: skip
-    result = cm.result(ev.get("preset", "segiou"))
+    result = cm.result(args.preset)
+    out.mkdir(parents=True, exist_ok=True)
     report = result.to_dict()
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     text = result.table() + "\n" + render_analysis(cm)
@@ -124,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     except SegiouError as err:
         print(f"nightly: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception:  # noqa: BLE001 -- any other failure is not a regression: never exit 1
+        traceback.print_exc()
+        print("nightly: error: the run failed (traceback above)", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

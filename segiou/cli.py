@@ -26,10 +26,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return run_eval(args)
 
 
-def _progress_default(args: argparse.Namespace) -> bool:
-    return not args.quiet and sys.stderr.isatty()
-
-
 def add_eval_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``segiou eval`` and the pipelines."""
     p.add_argument("--labels", default="cityscapes",

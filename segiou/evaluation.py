@@ -17,7 +17,32 @@ from segiou.confusion import ConfusionMatrix
 from segiou.errors import MaskNotFoundError, UsageError
 from segiou.labels import LabelSpec, load_spec
 
-__all__ = ["evaluate_paths", "run_eval", "scheduler_context", "spec_from_arg"]
+__all__ = ["check_eval_args", "evaluate_paths", "run_eval", "scheduler_context", "spec_from_arg"]
+
+
+def check_eval_args(args: argparse.Namespace) -> None:
+    """Refuse what would fail only after the evaluation: an unknown preset, unwritable outputs.
+
+    Raises
+    ------
+    UsageError
+        Naming the option, the value and what to do.
+    """
+    from segiou.conventions import PRESETS
+
+    if args.preset not in PRESETS:
+        msg = f"--preset {args.preset!r} is not a preset; choose one of {sorted(PRESETS)}"
+        raise UsageError(msg)
+    for opt, value in (("--json", args.json), ("--per-image", args.per_image)):
+        if not value:
+            continue
+        target = Path(value)
+        if target.is_dir():
+            msg = f"{opt} {value!r} is a folder; give a file path"
+            raise UsageError(msg)
+        if not target.parent.is_dir():
+            msg = f"{opt} {value!r}: folder {str(target.parent)!r} does not exist; create it first"
+            raise UsageError(msg)
 
 
 def spec_from_arg(text: str) -> LabelSpec:
@@ -44,7 +69,16 @@ def scheduler_context(name: str) -> Iterator[Any]:
             ):
                 yield c
         else:
-            with Client(name) as c:
+            try:
+                client = Client(name, timeout="10s")
+            except (OSError, TimeoutError) as err:
+                msg = (
+                    f"--scheduler {name!r}: cannot connect to a dask scheduler there "
+                    f"({type(err).__name__}: {err}); check the address and that the scheduler "
+                    "runs, or use --scheduler threads"
+                )
+                raise UsageError(msg) from err
+            with client as c:
                 yield c
         return
     if name not in ("threads", "synchronous", "sync", "processes", "single-threaded"):
@@ -94,6 +128,7 @@ def run_eval(args: argparse.Namespace) -> int:
     """Run the ``segiou eval`` command."""
     from segiou.report import render_analysis, write_per_image_csv
 
+    check_eval_args(args)
     spec = spec_from_arg(args.labels)
     progress = not args.quiet and sys.stderr.isatty()
     with scheduler_context(args.scheduler) as scheduler:

@@ -73,6 +73,9 @@ def test_eval_matches_eager_and_writes_outputs(demo_store: Path, tmp_path: Path,
         (["--labels", "pascal_voc"], "unexpected value"),
         (["--scheduler", "fastest"], "--scheduler 'fastest'"),
         (["--labels", "nope.json"], "neither a built-in spec"),
+        (["--preset", "bogus"], "--preset 'bogus' is not a preset; choose one of"),
+        (["--json", "/nonexistent/dir/r.json"], "folder '/nonexistent/dir' does not exist"),
+        (["--per-image", "/"], "--per-image '/' is a folder"),
     ],
 )
 def test_eval_bad_input_exits_2_with_a_message(demo_store: Path, argv: list[str], needle: str,
@@ -177,3 +180,83 @@ def test_eval_of_ground_truth_written_by_plain_zarr(
     assert report["pixels"]["ignored"] == 16
     road = next(c for c in report["classes"] if c["name"] == "road")
     assert (road["tp"], road["fp"], road["fn"]) == (112, 0, 0)
+
+
+def test_eval_reads_png_folders_directly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from PIL import Image
+
+    from segiou.synthetic import cityscapes_like
+
+    gt, pred = cityscapes_like(3, 32, 48, seed=8, label_ids=True)
+    for side, data in (("gt", gt), ("pred", pred)):
+        (tmp_path / side).mkdir()
+        for i, img in enumerate(data):
+            Image.fromarray(img).save(tmp_path / side / f"img{i}.png")
+    js = tmp_path / "r.json"
+    argv = ["eval", "--gt", str(tmp_path / "gt"), "--pred", str(tmp_path / "pred"),
+            "--labels", "cityscapes", "--scheduler", "threads", "--json", str(js),
+            "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    eager = ConfusionMatrix("cityscapes", gt_ids="raw").update(gt, pred)
+    report = json.loads(js.read_text())
+    assert report["images"] == 3
+    assert [c["tp"] for c in report["classes"]] == np.diagonal(eager.counts).tolist()
+    assert [c["fp"] for c in report["classes"]] == (
+        eager.counts.sum(axis=0) - np.diagonal(eager.counts)
+    ).tolist()
+    assert report["pixels"]["void"] == int(eager.void.sum())
+    assert report["pixels"]["ignored"] == eager.n_ignored
+
+
+def _nightly_config(tmp_path: Path, demo_store: Path, extra: str = "") -> Path:
+    data = tmp_path / "data.zarr"
+    if not data.exists():
+        shutil.copytree(demo_store, data)
+    cfg = tmp_path / "job.toml"
+    cfg.write_text(
+        '[eval]\ngt = "data.zarr/gt"\npred = "data.zarr/pred"\ngt_ids = "raw"\n'
+        'scheduler = "synchronous"\n' + extra + '[report]\ndir = "reports"\n'
+    )
+    return cfg
+
+
+def test_nightly_spec_file_is_found_next_to_the_config(
+    demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from segiou.labels import load_spec
+
+    job = _load_pipeline()
+    (tmp_path / "my_spec.json").write_text(json.dumps(load_spec("cityscapes").to_dict()))
+    cfg = _nightly_config(tmp_path, demo_store, 'labels = "my_spec.json"\n')
+    monkeypatch.chdir("/")  # relative to the config file, not to where the job runs
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 0
+    assert (tmp_path / "reports" / "d1" / "report.json").is_file()
+
+
+def test_nightly_bad_preset_exits_2_before_evaluating(
+    demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store, 'preset = "bogus"\n')
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    assert "--preset 'bogus' is not a preset" in capsys.readouterr().err
+    assert not (tmp_path / "reports" / "d1").exists()  # no empty dated folder
+
+
+def test_nightly_failure_that_is_no_regression_exits_3(
+    demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store)
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("worker lost")
+
+    monkeypatch.setattr(job, "evaluate_paths", boom)
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 3
+    err = capsys.readouterr().err
+    assert "RuntimeError: worker lost" in err
+    assert "the run failed" in err
