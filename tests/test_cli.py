@@ -253,7 +253,8 @@ def test_nightly_failure_that_is_no_regression_exits_3(
     cfg = _nightly_config(tmp_path, demo_store)
 
     def boom(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("worker lost")
+        msg = "worker lost"
+        raise RuntimeError(msg)
 
     monkeypatch.setattr(job, "evaluate_paths", boom)
     assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 3

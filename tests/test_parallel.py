@@ -751,6 +751,8 @@ def test_missing_and_extra_predictions_are_both_reported(tmp_path):
         with pytest.raises(MaskNotFoundError) as info:
             evaluate_zarr(g, p, labels=K, missing_pred=missing_pred, scheduler="synchronous")
         msg = str(info.value)
-        assert "1 prediction(s)" in msg and "['c']" in msg
-        assert "1 of 2 ground-truth image(s)" in msg and "['b']" in msg
+        assert "1 prediction(s)" in msg
+        assert "['c']" in msg
+        assert "1 of 2 ground-truth image(s)" in msg
+        assert "['b']" in msg
         assert "names differ on both sides" in msg
