@@ -327,3 +327,11 @@ def test_group_mask_set_survives_pickle(tmp_path):
     back = pickle.loads(pickle.dumps(ms))
     assert back == ms
     assert_array_equal(back.arrays[0].read_chunk((1, 1), missing="error", images="x")[:1], 5)
+
+
+def test_pointing_at_a_store_root_names_its_mask_sets(tmp_path):
+    from segiou.demo import write_demo_store
+
+    st = write_demo_store(tmp_path / "d.zarr", images=2, height=8, width=8, seed=1)
+    with pytest.raises(StoreLayoutError, match=r"point at one of them, e\.g\. .*d\.zarr/gt"):
+        open_masks(st)

@@ -401,12 +401,21 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
         return MaskSet(root, inner, "stack", names, (arr,))
     members = sorted(node.arrays(), key=lambda kv: kv[0])
     if not members:
+        subs = sorted(k for k, _ in node.groups())
         msg = f"{where}: group holds no arrays; expected one H x W array per image"
+        if subs:
+            msg += f" (it holds groups {subs[:5]}: point at one of them, e.g. {where}/{subs[0]})"
         raise StoreLayoutError(msg)
     arrays = []
     for name, a in members:
         if a.ndim != 2:
-            msg = f"{where}: image {name!r} has shape {a.shape}; expected H x W"
+            hint = (
+                f"; this looks like a store with several mask sets: point at one of them, e.g. "
+                f"{root}/{inner + '/' if inner else ''}{name}"
+                if a.ndim == 3
+                else ""
+            )
+            msg = f"{where}: image {name!r} has shape {a.shape}; expected H x W{hint}"
             raise StoreLayoutError(msg)
         _check_dtype(f"{where} image {name!r}", a.dtype)
         sub = f"{inner}/{name}" if inner else name
