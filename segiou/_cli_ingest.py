@@ -33,6 +33,17 @@ def _positive(text: str) -> int:
     return n
 
 
+def _codec(text: str) -> str:
+    """Check a ``--codec`` value; return its canonical name."""
+    from segiou.errors import UsageError
+    from segiou.io.png import parse_codec
+
+    try:
+        return parse_codec(text)[0]
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _size(n: int | None) -> str:
     if n is None:
         return "size unknown"
@@ -55,13 +66,18 @@ def _render(summary: dict[str, Any]) -> list[str]:
         else f"{summary['n_shapes']} sizes"
     )
     counts = ", ".join(f"{s['images']} {k} ({s['dtype']})" for k, s in sides)
-    head = f"ingested {counts} into {summary['out']}: {summary['layout']} layout, {shape}, "
+    head = (
+        f"ingested {counts} into {summary['out']}: {summary['layout']} layout, {shape}, "
+        f"{summary['codec']}, "
+    )
     lines = [head + f"{_size(summary['bytes'])}, {summary['seconds']:.1f} s"]
+    ids = summary.get("ids")
     for k, s in sides:
         if s["colour_images"]:
             lines.append(
-                f"note: {s['colour_images']} {k} image(s) were colour-coded and now hold class "
-                f"ids: evaluate them with --{k}-ids class"
+                f"note: {s['colour_images']} {k} image(s) were colour-coded and now hold {ids} "
+                f"ids of {summary['labels']} (store attribute segiou.ids): evaluate them with "
+                f"--{k}-ids {ids}"
             )
     un = summary.get("unmatched") or {}
     if un.get("gt"):
@@ -83,9 +99,9 @@ def _run(args: argparse.Namespace) -> int:
         default = "*_gtFine_labelIds.png" if layout == "cityscapes" else "*.png"
         gt = png_set(args.gt, args.gt_pattern or default, layout=layout, regex=args.regex)
         pred = None
-    summary = ingest(gt, pred, args.out, spec=args.labels, colors=args.colors,
-                     chunks=args.chunks, workers=args.workers, progress=not args.quiet,
-                     overwrite=args.overwrite)  # fmt: skip
+    summary = ingest(gt, pred, args.out, spec=args.labels, colors=args.colors, ids=args.ids,
+                     chunks=args.chunks, codec=args.codec, workers=args.workers,
+                     progress=not args.quiet, overwrite=args.overwrite)  # fmt: skip
     for line in _render(summary):
         print(line)
     return 0
@@ -110,7 +126,9 @@ def register(subparsers: Any) -> None:
             "Pair ground-truth and prediction images by name and write them into one Zarr "
             "store with arrays 'gt' and 'pred' (a stack when all images share one size, else "
             "a group of images). Grey and palette images hold ids; RGB images are converted "
-            "to class ids through the colours of --labels."
+            "through the colours of --labels to the id space segiou eval assumes for that spec "
+            "(raw ids when it has them, e.g. Cityscapes labelIds; else class ids), recorded in "
+            "the store. Every chunk is written, also chunks of 0s."
         ),
     )
     p.add_argument("--gt", required=True, metavar="DIR", help="ground-truth folder (recursive)")
@@ -139,8 +157,22 @@ def register(subparsers: Any) -> None:
         default="error",
         help="unknown or ambiguous colours: fail, or store the ignore value (default: %(default)s)",
     )
+    p.add_argument(
+        "--ids",
+        choices=["raw", "class"],
+        help="id space RGB masks are decoded to (default: raw when --labels has raw ids, as "
+        "segiou eval assumes; else class)",
+    )
     p.add_argument("--chunks", type=_hw, metavar="HxW", help="chunk shape (default: one chunk "
                    "per image)")  # fmt: skip
+    p.add_argument(
+        "--codec",
+        type=_codec,
+        default="zstd",
+        metavar="CODEC",
+        help="chunk compression: zstd (default, zarr's default level), zstd:LEVEL (1-22), "
+        "blosc-lz4 or lz4, blosc-lz4:LEVEL (0-9), gzip, gzip:LEVEL (0-9), or none",
+    )
     p.add_argument("--workers", type=_positive, metavar="N", help="decoding threads")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")

@@ -327,19 +327,22 @@ def _count_group(job: _Job, indices: Sequence[int] | IntArray) -> Partial:
 def _whole_image(job: _Job, i: int) -> tuple[np.ndarray, np.ndarray]:
     """Ground truth and prediction of image ``i`` as whole 2-D arrays (any source kind)."""
 
-    def read(src: Source, j: int) -> np.ndarray:
+    def read(src: Source, j: int, side: Literal["gt", "pred"]) -> np.ndarray:
+        # by side, not by identity: gt and pred may be the same source object
         if isinstance(src, MaskSet):
             arr, n = _image_array(src, j)
-            cache = _ChunkCache(arr, job.missing_gt_chunks if src is job.gt else "fill", src, j)
+            missing: Missing = job.missing_gt_chunks if side == "gt" else "fill"
+            cache = _ChunkCache(arr, missing, src, j)
             h, w = src.image_shape(j)
             return np.ascontiguousarray(_read_region(cache, n, 0, h, 0, w))
-        return np.ascontiguousarray(src.read(j, job.spec))
+        ids = job.gt_ids if side == "gt" else job.pred_ids  # colour masks decode into it
+        return np.ascontiguousarray(src.read(j, job.spec, ids=ids))
 
-    g = read(job.gt, i)
+    g = read(job.gt, i, "gt")
     pi = job.pred_index[i]
     if pi < 0 or job.pred is None:
         return g, np.full(g.shape, job.void_value, dtype=np.int64)
-    p = read(job.pred, pi)
+    p = read(job.pred, pi, "pred")
     if p.shape != g.shape:
         msg = (
             f"image {job.gt.names[i]!r}: ground truth decodes to shape {g.shape} but the "

@@ -15,7 +15,7 @@ from PIL import Image
 
 from segiou import ConfusionMatrix
 from segiou._cli_ingest import register
-from segiou.errors import MaskNotFoundError, SegiouError, StoreLayoutError
+from segiou.errors import MaskNotFoundError, SegiouError, StoreLayoutError, UsageError
 from segiou.io.png import (
     ImageDecodeError,
     NamingError,
@@ -213,6 +213,62 @@ def test_rgb_raw_colours_cityscapes_map_to_class_ids(tmp_path):
     want = np.vectorize(lambda v: 255 if spec.gt_map("raw")[v] < 0 else spec.gt_map("raw")[v])(raw)
     out = _one(_save(tmp_path / "c.png", rgb)).read(0, spec)
     assert_array_equal(out, want)  # (0, 0, 0) is raw ids 0..4, all ignored: 255
+
+
+def test_rgb_raw_colours_cityscapes_decode_to_raw_ids(tmp_path):
+    spec = builtin_spec("cityscapes")
+    raw = np.random.default_rng(4).integers(0, 34, (10, 12))
+    raw[(raw == 17) | (raw == 18)] = 7  # pole and polegroup share a colour (ambiguous)
+    colours = {r.id: r.color for r in spec.raw}
+    rgb = np.array([colours[i] for i in range(34)], dtype=np.uint8)[raw]
+    out = _one(_save(tmp_path / "c.png", rgb)).read(0, spec, ids="raw")
+    assert out.dtype == np.uint8
+    # (0, 0, 0) is raw ids 0..4, all ignored: the smallest, 0 ('unlabeled')
+    assert_array_equal(out, np.where(raw <= 4, 0, raw))
+    gt_map = spec.gt_map("raw")
+    assert_array_equal(np.vectorize(gt_map.get)(out), np.vectorize(gt_map.get)(raw))
+    amb = rgb.copy()
+    amb[0, 0] = colours[17]
+    path = _save(tmp_path / "amb.png", amb)
+    with pytest.raises(ImageDecodeError, match="raw id 18 'polegroup'"):
+        _one(path).read(0, spec, ids="raw")
+    ignored = _one(path).read(0, spec, colors="ignore", ids="raw")
+    assert ignored[0, 0] == 0  # the smallest ignored raw id
+    assert_array_equal(ignored[1:], out[1:])
+
+
+def test_raw_ids_from_class_colours_and_negative_raw_ids(tmp_path):
+    spec = LabelSpec(
+        "c", ("a", "b", "c"), ignore=(255,), colors=((10, 0, 0), (0, 10, 0), (0, 0, 10)),
+        raw=(RawLabel(-1, "plate", None), RawLabel(5, "a1", 0), RawLabel(3, "a0", 0),
+             RawLabel(9, "b", 1)),
+    )  # fmt: skip
+    rgb = np.array([[(10, 0, 0), (0, 10, 0)]], dtype=np.uint8)
+    ps = _one(_save(tmp_path / "c.png", rgb))
+    assert_array_equal(ps.read(0, spec, ids="raw"), [[3, 9]])  # the class's smallest raw id
+    assert_array_equal(ps.read(0, spec), [[0, 1]])
+    odd = _one(_save(tmp_path / "odd.png", np.array([[(10, 0, 0), (1, 1, 1)]], np.uint8)))
+    out = odd.read(0, spec, colors="ignore", ids="raw")
+    assert out.dtype == np.int8  # the ignored raw id -1 needs a signed type
+    assert_array_equal(out, [[3, -1]])
+    no_raw = _one(_save(tmp_path / "n.png", np.array([[(0, 0, 10)]], np.uint8)))
+    with pytest.raises(ImageDecodeError, match=r"class 2 'c'.*ids='class'"):
+        no_raw.read(0, spec, ids="raw")
+    with pytest.raises(ImageDecodeError, match=r"no raw id of .*ids='class'"):
+        no_raw.read(0, spec, colors="ignore", ids="raw")  # a known colour is never ignored
+
+
+def test_raw_ids_need_a_spec_with_raw_ids(tmp_path):
+    spec = builtin_spec("pascal_voc")
+    ps = _one(_save(tmp_path / "voc.png", np.array(spec.colors, np.uint8)[np.eye(3, dtype=int)]))
+    with pytest.raises(ImageDecodeError, match=r"voc\.png.*'pascal_voc' has no raw ids"):
+        ps.read(0, spec, ids="raw")
+    with pytest.raises(UsageError, match="ids='trainIds' is unknown"):
+        ps.read(0, spec, ids="trainIds")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="colors='skip' is unknown"):
+        ps.read(0, spec, colors="skip")  # type: ignore[arg-type]
+    grey = _one(_save(tmp_path / "g.png", np.full((2, 2), 7, np.uint8)))
+    assert_array_equal(grey.read(0, spec, ids="raw"), np.full((2, 2), 7))  # ids: colours only
 
 
 def test_unknown_colours_are_listed_most_frequent_first(tmp_path):

@@ -9,18 +9,27 @@ file                   values
 ``L`` / ``1``          ``uint8`` grey values are the labels
 ``P`` (palette)        ``uint8`` palette *index* is the label (PASCAL VOC ``SegmentationClass``)
 ``I;16``               ``uint16``; ``I`` (32-bit TIFF): ``int32``
-``RGB`` / ``RGBA``     colour-coded: converted to **class ids** through the label spec's colours
+``RGB`` / ``RGBA``     colour-coded: converted to ids (``ids="class"`` or ``"raw"``) by colours
 ``.npy``               a 2-D integer or bool array, memory-mapped (``np.load(mmap_mode="r")``)
 =====================  ========================================================================
 
 TIFF files are read with Pillow, or with ``tifffile`` (when installed) if Pillow cannot.
 
 Colour-coded masks use the spec's raw-id colours when its raw table has colours (Cityscapes),
-else its class colours (PASCAL VOC). Each colour decodes to the class its ids map to, or to the
-spec's first ignore value when they are all ignored; a colour shared by ids of different classes
-(Cityscapes ``pole`` and ``polegroup``) is ambiguous and raises when an image holds it, as does
-an unknown colour (``colors="ignore"`` maps both to the ignore value instead). So a colour mask
-always holds class ids: evaluate it with ``gt_ids="class"`` / ``pred_ids="class"``.
+else its class colours (PASCAL VOC), and decode to the id space the mask is evaluated in
+(``read(..., ids=...)``, default ``"class"``):
+
+* ``ids="class"``: each colour becomes the class its ids map to, or the spec's first ignore
+  value when they are all ignored.
+* ``ids="raw"`` (specs with raw ids): each colour becomes a raw id that owns it. When several
+  raw ids share a colour and map the same way, the smallest of them is chosen (Cityscapes
+  ``(0, 0, 0)``, raw ids 0-4, all ignored, becomes 0 ``unlabeled``); a class colour becomes
+  the smallest raw id of its class; "the ignore value" is the smallest ignored raw id.
+
+A colour shared by ids of different classes (Cityscapes ``pole`` and ``polegroup``) is
+ambiguous and raises when an image holds it, as does an unknown colour (``colors="ignore"``
+maps both to the ignore value instead). Evaluate a mask in the id space it was decoded to:
+``segiou eval`` assumes raw ids when the spec has them (``gt_ids="raw"``).
 
 Image names (what pairs a prediction with its ground truth) come from the file's path relative
 to the folder, with ``/`` separators: by default the path without its suffix
@@ -33,7 +42,10 @@ searched in the relative path.
 :func:`ingest` packs one or two sets into a Zarr store (``gt`` and ``pred``, see
 :mod:`segiou.io.zarr`): the ``stack`` layout when every image has one size, else the ``group``
 layout, where each array is named by its image name with ``/`` replaced by ``__`` (the
-original names are kept in the group attribute ``segiou.original_names``).
+original names are kept in the group attribute ``segiou.original_names``). Ingest decodes
+colour images to the id space ``segiou eval`` assumes for the spec (raw ids when it has them),
+records it in the root attribute ``segiou.ids``, writes every chunk (also chunks of 0s), and
+compresses chunks with zstd unless told otherwise (``codec``, see :func:`parse_codec`).
 """
 
 from __future__ import annotations
@@ -55,16 +67,18 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from segiou.errors import MaskNotFoundError, SegiouError, StoreLayoutError
-from segiou.labels import LabelSpec, load_spec
+from segiou.errors import MaskNotFoundError, SegiouError, StoreLayoutError, UsageError
+from segiou.labels import IdSpace, LabelSpec, load_spec
 
 __all__ = [
+    "CODEC_CHOICES",
     "ImageDecodeError",
     "NamingError",
     "PngSet",
     "StoreExistsError",
     "find_pairs",
     "ingest",
+    "parse_codec",
     "png_set",
 ]
 
@@ -100,7 +114,7 @@ class _Header:
     """What a file's header says: size, and the widest dtype its values can need."""
 
     shape: tuple[int, int]
-    dtype: np.dtype[Any] | None  # None: colour-coded (class ids through the spec)
+    dtype: np.dtype[Any] | None  # None: colour-coded (ids through the spec's colours)
 
 
 def _decode_failed(path: str, err: BaseException) -> ImageDecodeError:
@@ -250,19 +264,25 @@ def _decode(path: str) -> np.ndarray:
 
 
 # -- colours ----------------------------------------------------------------------------------
-_UNKNOWN, _AMBIGUOUS, _NO_IGNORE = -1, -2, -3
+# what a colour decodes to: a value (code _OK), or why it cannot be decoded
+_OK, _UNKNOWN, _AMBIGUOUS, _NO_IGNORE, _NO_RAW = 0, 1, 2, 3, 4
+#: Who decodes: ``PngSet.read`` (Python, or ``segiou eval`` on folders) or ``ingest``.
+_Via = Literal["read", "ingest"]
 
 
 @dataclass(frozen=True)
 class _ColorTable:
-    """Packed ``0xRRGGBB`` colours (sorted) and the class-space value (or a code < 0) of each."""
+    """Packed ``0xRRGGBB`` colours (sorted), the value of each in one id space, and codes."""
 
     spec: str
     source: str  # "raw-id colours" or "class colours"
+    ids: IdSpace  # the id space of ``values`` and ``ignore``
     keys: np.ndarray  # uint32, sorted
-    values: np.ndarray  # int64: class id, ignore value, or _AMBIGUOUS / _NO_IGNORE
+    values: np.ndarray  # int64: class or raw id, or ignore value (where codes == _OK)
+    codes: np.ndarray  # int8: _OK, _AMBIGUOUS, _NO_IGNORE or _NO_RAW
     owners: tuple[str, ...]  # who has each colour, for messages
-    ignore: int | None
+    ignore: int | None  # what colors="ignore" stores (class: first ignore value; raw: see below)
+    low: int  # smallest value a converted image can hold (raw ids may be negative)
     top: int  # largest value a converted image can hold
     dtype: np.dtype[Any]
 
@@ -275,42 +295,83 @@ def _unpack(v: int) -> tuple[int, int, int]:
     return (v >> 16) & 255, (v >> 8) & 255, v & 255
 
 
-@functools.lru_cache(maxsize=16)
-def _color_table(spec: LabelSpec) -> _ColorTable | None:
-    """Build the colour -> class-space value table of a spec (None: the spec has no colours)."""
-    entries: list[tuple[int, int | None, str]] = []  # (packed colour, class or None, owner)
+def _check_ids(ids: object) -> None:
+    if ids not in ("class", "raw"):
+        msg = f"ids={ids!r} is unknown; expected 'raw' (the spec's raw ids) or 'class'"
+        raise UsageError(msg)
+
+
+def _check_colors(colors: object) -> None:
+    if colors not in ("error", "ignore"):
+        msg = f"colors={colors!r} is unknown; expected 'error' or 'ignore'"
+        raise UsageError(msg)
+
+
+@functools.lru_cache(maxsize=32)
+def _color_table(spec: LabelSpec, ids: IdSpace = "class") -> _ColorTable | None:
+    """Build the colour -> value table of a spec in id space ``ids`` (None: no colours).
+
+    ``ids="raw"`` needs a spec with raw ids (the caller checks). A colour decodes to the
+    smallest raw id among those owning it (they map the same way, else it is ambiguous); a
+    class colour to the smallest raw id of that class; ``ignore`` is the smallest ignored
+    raw id.
+    """
+    # (packed colour, class or None, raw id or None, owner)
+    entries: list[tuple[int, int | None, int | None, str]] = []
     if any(r.color is not None for r in spec.raw):
         source = "raw-id colours"
         for r in spec.raw:
             if r.color is not None:
                 target = "ignored" if r.cls is None else f"class {r.cls}"
-                entries.append((_pack(r.color), r.cls, f"raw id {r.id} {r.name!r} -> {target}"))
+                owner = f"raw id {r.id} {r.name!r} -> {target}"
+                entries.append((_pack(r.color), r.cls, r.id, owner))
     elif spec.colors is not None:
         source = "class colours"
-        entries = [(_pack(c), i, f"class {i} {spec.classes[i]!r}") for i, c in
+        entries = [(_pack(c), i, None, f"class {i} {spec.classes[i]!r}") for i, c in
                    enumerate(spec.colors)]  # fmt: skip
     else:
         return None
-    ignore = spec.ignore[0] if spec.ignore else None
-    by_color: dict[int, list[tuple[int | None, str]]] = {}
-    for packed, cls, owner in entries:
-        by_color.setdefault(packed, []).append((cls, owner))
+    first_raw: dict[int, int] = {}  # class -> its smallest raw id
+    if ids == "raw":
+        ignored = [r.id for r in spec.raw if r.cls is None]
+        ignore = min(ignored) if ignored else None
+        for r in sorted(spec.raw, key=lambda r: r.id):
+            if r.cls is not None:
+                first_raw.setdefault(r.cls, r.id)
+    else:
+        ignore = spec.ignore[0] if spec.ignore else None
+    by_color: dict[int, list[tuple[int | None, int | None, str]]] = {}
+    for packed, cls, raw_id, owner in entries:
+        by_color.setdefault(packed, []).append((cls, raw_id, owner))
     keys = sorted(by_color)
     values: list[int] = []
+    codes: list[int] = []
     owners: list[str] = []
     for k in keys:
-        targets = {cls for cls, _ in by_color[k]}
-        owners.append(", ".join(o for _, o in by_color[k]))
+        group = by_color[k]
+        owners.append(", ".join(o for _, _, o in group))
+        targets = {cls for cls, _, _ in group}
+        goal = next(iter(targets))
+        raws = [r for _, r, _ in group if r is not None]
         if len(targets) > 1:
-            values.append(_AMBIGUOUS)
-        elif None in targets:
-            values.append(_NO_IGNORE if ignore is None else ignore)
+            value, code = 0, _AMBIGUOUS
+        elif ids == "raw" and raws:
+            value, code = min(raws), _OK
+        elif ids == "raw":  # a class colour: the class's smallest raw id
+            found = None if goal is None else first_raw.get(goal)
+            value, code = (0, _NO_RAW) if found is None else (found, _OK)
+        elif goal is None:
+            value, code = (0, _NO_IGNORE) if ignore is None else (ignore, _OK)
         else:
-            values.append(next(t for t in targets if t is not None))
-    top = max([v for v in values if v >= 0] + [0 if ignore is None else ignore])
-    return _ColorTable(spec.name, source, np.array(keys, dtype=np.uint32),
-                       np.array(values, dtype=np.int64), tuple(owners), ignore, top,
-                       _smallest_dtype(min(0, ignore or 0), top))  # fmt: skip
+            value, code = goal, _OK
+        values.append(value)
+        codes.append(code)
+    held = [v for v, c in zip(values, codes, strict=True) if c == _OK]
+    held += [0] if ignore is None else [ignore]
+    low, top = min(0, *held), max(0, *held)
+    return _ColorTable(spec.name, source, ids, np.array(keys, dtype=np.uint32),
+                       np.array(values, dtype=np.int64), np.array(codes, dtype=np.int8),
+                       tuple(owners), ignore, low, top, _smallest_dtype(low, top))  # fmt: skip
 
 
 def _fmt_color(v: int) -> str:
@@ -325,11 +386,33 @@ def _ranked(packed: np.ndarray) -> list[tuple[int, int]]:
     return [(int(u[i]), int(c[i])) for i in order]
 
 
+def _ignore_hint(via: _Via) -> str:
+    """How to map unknown or ambiguous colours to the ignore value, in the caller's terms."""
+    if via == "ingest":
+        return "colors='ignore' (segiou ingest --colors ignore)"
+    return (
+        "colors='ignore' (PngSet.read in Python; 'segiou eval' on image folders has no such "
+        "option: pack the folders with 'segiou ingest --colors ignore' and evaluate the store)"
+    )
+
+
+def _class_ids_hint(via: _Via) -> str:
+    """How to decode colours to class ids instead, in the caller's terms."""
+    if via == "ingest":
+        return "ids='class' (segiou ingest --ids class)"
+    return "ids='class' (segiou eval --gt-ids class / --pred-ids class)"
+
+
 def _colors_to_classes(
-    rgb: np.ndarray, spec: LabelSpec | None, colors: Colors, path: str
+    rgb: np.ndarray,
+    spec: LabelSpec | None,
+    colors: Colors,
+    path: str,
+    ids: IdSpace = "class",
+    via: _Via = "read",
 ) -> np.ndarray:
-    """Vectorised colour -> class-space conversion of an H x W x 3/4 ``uint8`` image."""
-    table = None if spec is None else _color_table(spec)
+    """Vectorised colour -> id conversion (id space ``ids``) of an H x W x 3/4 ``uint8`` image."""
+    table = None if spec is None else _color_table(spec, ids)
     if table is None:
         what = (
             "no label spec was given"
@@ -341,29 +424,52 @@ def _colors_to_classes(
             "(labels=/--labels, e.g. cityscapes or pascal_voc), or save masks as grey/palette ids"
         )
         raise ImageDecodeError(msg)
+    if ids == "raw" and spec is not None and not spec.has_raw:
+        msg = (
+            f"{path}: colour image to be decoded to raw ids, but label spec {spec.name!r} has "
+            f"no raw ids; decode it to class ids with {_class_ids_hint(via)}"
+        )
+        raise ImageDecodeError(msg)
     packed = rgb[..., 0].astype(np.uint32) << 16
     packed |= rgb[..., 1].astype(np.uint32) << 8
     packed |= rgb[..., 2]
     idx = np.searchsorted(table.keys, packed)
     np.minimum(idx, len(table.keys) - 1, out=idx)
     vals = table.values[idx]
-    vals[table.keys[idx] != packed] = _UNKNOWN
-    bad = vals < 0
+    codes = table.codes[idx]
+    codes[table.keys[idx] != packed] = _UNKNOWN
+    bad = codes != _OK
     if not bad.any():
         return vals.astype(table.dtype)
     if colors == "ignore":
-        if table.ignore is None:
+        soft = bad & ((codes == _UNKNOWN) | (codes == _AMBIGUOUS))
+        if soft.any() and table.ignore is None:
+            what = (
+                "has no ignored raw id (one whose class is null); add one (e.g. 0 'unlabeled')"
+                if table.ids == "raw"
+                else "has no ignore value; add one (e.g. 255)"
+            )
             msg = (
                 f"{path}: colors='ignore' maps unknown or ambiguous colours to the ignore value, "
-                f"but label spec {table.spec!r} has no ignore value; add one (e.g. 255)"
+                f"but label spec {table.spec!r} {what}"
             )
             raise ImageDecodeError(msg)
-        vals[bad] = table.ignore
-        return vals.astype(table.dtype)
-    codes = vals[bad]
+        if table.ignore is not None:
+            vals[soft] = table.ignore
+            bad &= ~soft
+        if not bad.any():
+            return vals.astype(table.dtype)
+    raise _color_error(table, rgb, packed[bad], codes[bad], path, via)
+
+
+def _color_error(
+    table: _ColorTable, rgb: np.ndarray, packed: np.ndarray, codes: np.ndarray, path: str,
+    via: _Via,
+) -> ImageDecodeError:  # fmt: skip
+    """Build the error for the pixels (colours ``packed``) that cannot be decoded (``codes``)."""
     where_ = f"label spec {table.spec!r} ({table.source})"
     if (codes == _UNKNOWN).any():
-        ranked = _ranked(packed[bad][codes == _UNKNOWN])
+        ranked = _ranked(packed[codes == _UNKNOWN])
         shown = ", ".join(f"{_fmt_color(v)}: {n:,} px" for v, n in ranked[:_SHOWN])
         more = ""
         if len(ranked) > _SHOWN:
@@ -375,27 +481,35 @@ def _colors_to_classes(
         msg = (
             f"{path}: {len(ranked)} colour(s) are not in {where_}: {shown}{more}; expected "
             f"one of its {len(table.keys)} colours{hint}. Use the dataset's label spec "
-            "(--labels), or colors='ignore' (--colors ignore) to map unknown colours to the "
-            "ignore value"
+            f"(--labels), or map unknown colours to the ignore value with {_ignore_hint(via)}"
         )
-        raise ImageDecodeError(msg)
+        return ImageDecodeError(msg)
+    owners = dict(zip(table.keys.tolist(), table.owners, strict=True))
     if (codes == _AMBIGUOUS).any():
-        ranked = _ranked(packed[bad][codes == _AMBIGUOUS])
-        owners = dict(zip(table.keys.tolist(), table.owners, strict=True))
+        ranked = _ranked(packed[codes == _AMBIGUOUS])
         shown = "; ".join(f"{_fmt_color(v)} ({n:,} px) is {owners[v]}" for v, n in ranked)
         msg = (
             f"{path}: colour(s) shared by ids of different classes in {where_}: {shown}; such "
             "pixels cannot be decoded to one class. Save the masks as ids (grey/palette), use a "
-            "spec whose colours are unique, or colors='ignore' to ignore these pixels"
+            f"spec whose colours are unique, or ignore these pixels with {_ignore_hint(via)}"
         )
-        raise ImageDecodeError(msg)
-    ranked = _ranked(packed[bad])
+        return ImageDecodeError(msg)
+    if (codes == _NO_RAW).any():
+        ranked = _ranked(packed[codes == _NO_RAW])
+        shown = "; ".join(f"{_fmt_color(v)} ({n:,} px) is {owners[v]}" for v, n in ranked)
+        msg = (
+            f"{path}: colour(s) of classes that no raw id of {where_} maps to: {shown}; they "
+            f"cannot be stored as raw ids. Add the raw ids to the spec, or decode colours to "
+            f"class ids with {_class_ids_hint(via)}"
+        )
+        return ImageDecodeError(msg)
+    ranked = _ranked(packed)
     shown = ", ".join(f"{_fmt_color(v)}: {n:,} px" for v, n in ranked)
     msg = (
         f"{path}: colour(s) {shown} map to ignored ids in {where_}, which has no ignore value "
         "to store them as; add an ignore value to the spec (e.g. 255)"
     )
-    raise ImageDecodeError(msg)
+    return ImageDecodeError(msg)
 
 
 # -- the set ----------------------------------------------------------------------------------
@@ -475,7 +589,12 @@ class PngSet:
         return sum(h * w for h, w in map(self.image_shape, range(len(self.names))))
 
     def read(
-        self, i: int, spec: LabelSpec | str | Path | None = None, colors: Colors = "error"
+        self,
+        i: int,
+        spec: LabelSpec | str | Path | None = None,
+        colors: Colors = "error",
+        *,
+        ids: IdSpace = "class",
     ) -> np.ndarray:
         """Decode image ``i`` to a 2-D integer mask.
 
@@ -484,17 +603,22 @@ class PngSet:
         i : int
             Image index.
         spec : LabelSpec, str or Path, optional
-            Label spec, only used for colour (RGB/RGBA) images: each colour becomes its class
-            id, or the spec's first ignore value (see the module docstring).
+            Label spec, only used for colour (RGB/RGBA) images: each colour becomes an id of
+            the spec in id space ``ids`` (see the module docstring).
         colors : {"error", "ignore"}
             An unknown or ambiguous colour raises (default) or becomes the ignore value.
+        ids : {"class", "raw"}
+            Id space colour images are decoded to: class ids (default), or the spec's raw ids
+            (e.g. Cityscapes ``labelIds``; the spec needs a raw table). Pass the id space the
+            mask is evaluated in (``gt_ids`` / ``pred_ids``). Grey, palette and array images
+            are returned as stored, whatever ``ids`` says.
 
         Returns
         -------
         numpy.ndarray
             ``H x W``: ``uint8`` for grey and palette images (the palette index is the label),
             ``uint16`` / ``int32`` for 16/32-bit images, the file's dtype for ``.npy`` (a
-            read-only memory map), class ids in the smallest unsigned type for colour images.
+            read-only memory map), ids in the smallest integer type for colour images.
 
         Raises
         ------
@@ -502,18 +626,26 @@ class PngSet:
             The file is gone.
         ImageDecodeError
             Undecodable file, unsupported mode, not 2-D, float values, colour image without a
-            spec with colours, unknown colours (each listed with its pixel count, most frequent
-            first) or ambiguous colours (with the ids sharing them).
+            spec with colours (or without raw ids, for ``ids="raw"``), unknown colours (each
+            listed with its pixel count, most frequent first) or ambiguous colours (with the
+            ids sharing them).
+        UsageError
+            ``colors`` or ``ids`` is not one of the values above.
         """
-        if colors not in ("error", "ignore"):
-            msg = f"colors={colors!r} is unknown; expected 'error' or 'ignore'"
-            raise ValueError(msg)
-        path = self.paths[i]
-        arr = _decode(path)
-        if arr.ndim == 3:
-            sp = None if spec is None else load_spec(spec)
-            return _colors_to_classes(arr, sp, colors, path)
-        return arr
+        return _read_file(self.paths[i], spec, colors, ids, "read")
+
+
+def _read_file(
+    path: str, spec: LabelSpec | str | Path | None, colors: Colors, ids: IdSpace, via: _Via
+) -> np.ndarray:
+    """Decode one file (see :meth:`PngSet.read`); ``via`` words the colour errors."""
+    _check_colors(colors)
+    _check_ids(ids)
+    arr = _decode(path)
+    if arr.ndim == 3:
+        sp = None if spec is None else load_spec(spec)
+        return _colors_to_classes(arr, sp, colors, path, ids, via)
+    return arr
 
 
 # -- finding files ----------------------------------------------------------------------------
@@ -773,6 +905,10 @@ class _Side:
     chunks: tuple[int, int] | None = None
 
 
+#: How ingest decodes colour images: spec, colours policy, id space.
+_Decoding = tuple[LabelSpec | None, Colors, IdSpace]
+
+
 def _bounded(pool: ThreadPoolExecutor, fn: Callable[..., Any], items: Sequence[Any],
              window: int) -> Iterator[Any]:  # fmt: skip
     """Results of ``fn(*item)`` as they complete, with at most ``window`` tasks in flight."""
@@ -795,8 +931,8 @@ def _bounded(pool: ThreadPoolExecutor, fn: Callable[..., Any], items: Sequence[A
             f.cancel()
 
 
-def _range_of(src: PngSet, i: int, spec: LabelSpec | None, colors: Colors) -> tuple[int, int]:
-    arr = src.read(i, spec, colors)
+def _range_of(src: PngSet, i: int, dec: _Decoding) -> tuple[int, int]:
+    arr = _read_file(src.paths[i], *dec, "ingest")
     return (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
 
 
@@ -819,6 +955,85 @@ def _cast(arr: np.ndarray, dtype: np.dtype[Any], where: str) -> np.ndarray:
     return arr.astype(dtype)
 
 
+#: ``--codec`` values: name, and the range of ``NAME:LEVEL`` (None: no level).
+_CODEC_LEVELS: dict[str, tuple[int, int] | None] = {
+    "zstd": (1, 22),
+    "blosc-lz4": (0, 9),
+    "gzip": (0, 9),
+    "none": None,
+}
+_CODEC_ALIASES = {"lz4": "blosc-lz4"}
+#: The codec choices, for help texts and messages.
+CODEC_CHOICES = (
+    "zstd (default: zstd at zarr's default level), zstd:LEVEL (1-22), blosc-lz4 (alias lz4; "
+    "LZ4 inside Blosc, level 5), blosc-lz4:LEVEL (0-9), gzip (level 5), gzip:LEVEL (0-9), "
+    "none (uncompressed)"
+)
+
+
+def parse_codec(codec: str) -> tuple[str, tuple[Any, ...]]:
+    """Parse a chunk codec name into its canonical name and the Zarr v3 compressors.
+
+    Parameters
+    ----------
+    codec : str
+        ``"zstd"`` (zarr's default compressor and level), ``"zstd:LEVEL"`` (1-22),
+        ``"blosc-lz4"`` or ``"lz4"`` (LZ4 inside Blosc, level 5), ``"blosc-lz4:LEVEL"``
+        (0-9), ``"gzip"`` (level 5), ``"gzip:LEVEL"`` (0-9) or ``"none"``
+        (uncompressed). Case-insensitive.
+
+    Returns
+    -------
+    (str, tuple)
+        The canonical name (``"lz4"`` becomes ``"blosc-lz4"``) and the ``compressors``
+        argument of ``zarr.create_array`` (empty for ``"none"``).
+
+    Raises
+    ------
+    UsageError
+        An unknown name, or a level that is not an integer in the codec's range.
+
+    Examples
+    --------
+    >>> parse_codec("gzip:9")[0]
+    'gzip:9'
+    >>> parse_codec("none")
+    ('none', ())
+    """
+    text = str(codec).strip().lower()
+    name, sep, level_text = text.partition(":")
+    name = _CODEC_ALIASES.get(name, name)
+    if name not in _CODEC_LEVELS:
+        msg = f"codec {codec!r} is unknown; expected one of: {CODEC_CHOICES}"
+        raise UsageError(msg)
+    bounds = _CODEC_LEVELS[name]
+    level: int | None = None
+    if sep:
+        if bounds is None:
+            msg = f"codec {codec!r}: {name!r} takes no level; expected one of: {CODEC_CHOICES}"
+            raise UsageError(msg)
+        try:
+            level = int(level_text)
+        except ValueError:
+            level = None
+        if level is None or not bounds[0] <= level <= bounds[1]:
+            msg = (
+                f"codec {codec!r}: the level must be an integer from {bounds[0]} to "
+                f"{bounds[1]}; expected one of: {CODEC_CHOICES}"
+            )
+            raise UsageError(msg)
+    canonical = name if level is None else f"{name}:{level}"
+    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+
+    if name == "none":
+        return canonical, ()
+    if name == "zstd":
+        return canonical, (ZstdCodec(level=0 if level is None else level),)
+    if name == "gzip":
+        return canonical, (GzipCodec(level=5 if level is None else level),)
+    return canonical, (BloscCodec(cname="lz4", clevel=5 if level is None else level),)
+
+
 def ingest(
     gt_src: PngSet,
     pred_src: PngSet | None,
@@ -826,12 +1041,17 @@ def ingest(
     *,
     spec: LabelSpec | str | Path | None = None,
     colors: Colors = "error",
+    ids: IdSpace | None = None,
     chunks: tuple[int, int] | None = None,
+    codec: str = "zstd",
     workers: int | None = None,
     progress: bool = True,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Pack label images into a Zarr store with arrays (or groups) ``gt`` and ``pred``.
+
+    Every chunk is written, also chunks that hold only 0 (the fill value), so the store
+    passes the default ``missing_gt_chunks="error"`` check of the evaluation.
 
     Parameters
     ----------
@@ -843,11 +1063,19 @@ def ingest(
         Store to create. A local store is written to a temporary sibling folder and moved into
         place at the end, so a failed ingest leaves nothing at ``out``.
     spec : LabelSpec, str or Path, optional
-        Label spec whose colours decode colour (RGB) images to class ids.
+        Label spec whose colours decode colour (RGB) images.
     colors : {"error", "ignore"}
         Unknown or ambiguous colours raise (default) or become the ignore value.
+    ids : {"raw", "class"}, optional
+        Id space colour images are decoded to. Default: the one ``segiou eval`` assumes for
+        the spec, ``"raw"`` when it has raw ids (Cityscapes: ``labelIds``), else ``"class"``;
+        so colour images and grey images of that id space can share a folder. Grey, palette
+        and array images are stored as they are.
     chunks : (int, int), optional
         Spatial chunk shape; default one chunk per image.
+    codec : str
+        Chunk compression (see :func:`parse_codec`): ``"zstd"`` (default), ``"zstd:LEVEL"``,
+        ``"blosc-lz4"`` (``"lz4"``), ``"gzip[:LEVEL]"`` or ``"none"``.
     workers : int, optional
         Threads decoding images (default: Python's thread-pool default).
     progress : bool
@@ -859,11 +1087,13 @@ def ingest(
     -------
     dict
         ``out``; ``layout`` (``"stack"`` when all images share one size, else ``"group"``);
-        ``shape`` (``[H, W]``, stack only) and ``n_shapes``; per side (``gt``, ``pred``, or
-        ``None``): ``images``, ``dtype`` (smallest unsigned type holding the values, signed
-        only for negative values), ``colour_images`` (decoded to class ids), ``source``;
-        ``unmatched`` (images without a partner, per side; the evaluation decides about
-        them); ``bytes`` written (``None`` for remote stores); ``seconds``.
+        ``shape`` (``[H, W]``, stack only) and ``n_shapes``; ``labels`` (the spec's name or
+        ``None``); ``ids`` (as recorded in the store, see below); ``codec`` (canonical
+        name); per side (``gt``, ``pred``, or ``None``): ``images``, ``dtype`` (smallest
+        unsigned type holding the values, signed only for negative values),
+        ``colour_images`` (decoded to ``ids``), ``source``; ``unmatched`` (images without a
+        partner, per side; the evaluation decides about them); ``bytes`` written (``None``
+        for remote stores); ``seconds``.
 
     Raises
     ------
@@ -876,20 +1106,41 @@ def ingest(
         ``out`` exists (without ``overwrite``), or is not a Zarr store.
     NamingError
         Two image names that become the same array name in the group layout.
+    UsageError
+        An unknown ``colors``, ``ids`` or ``codec``; ``ids="raw"`` without a spec with raw
+        ids; bad ``chunks`` or ``workers``.
+
+    Notes
+    -----
+    The root group's attribute ``segiou`` records ``ingest`` (the source folder of each
+    side), ``labels`` (the spec's name, or ``None``) and ``ids``: the id space colour images
+    were decoded to (``"raw"`` or ``"class"``), which is also the id space the other images
+    are assumed to hold; ``None`` when neither ``spec`` nor ``ids`` was given (unknown).
     """
     import zarr
 
     t0 = time.perf_counter()
-    if colors not in ("error", "ignore"):
-        msg = f"colors={colors!r} is unknown; expected 'error' or 'ignore'"
-        raise ValueError(msg)
+    _check_colors(colors)
+    if ids is not None:
+        _check_ids(ids)
     if workers is not None and workers < 1:
         msg = f"workers={workers} must be at least 1"
-        raise ValueError(msg)
+        raise UsageError(msg)
     if chunks is not None and (len(chunks) != 2 or min(chunks) < 1):
         msg = f"chunks={chunks!r} must be two positive integers (height, width)"
-        raise ValueError(msg)
+        raise UsageError(msg)
+    codec_name, compressors = parse_codec(codec)
     sp = None if spec is None else load_spec(spec)
+    if ids == "raw" and (sp is None or not sp.has_raw):
+        what = "no label spec was given" if sp is None else f"{sp.name!r} has no raw ids"
+        msg = (
+            f"ids='raw' decodes colour images to the spec's raw ids, but {what}; pass a spec "
+            "with a raw table (--labels cityscapes), or ids='class' (--ids class)"
+        )
+        raise UsageError(msg)
+    space: IdSpace = ids or ("raw" if sp is not None and sp.has_raw else "class")
+    recorded = space if (ids is not None or sp is not None) else None
+    dec: _Decoding = (sp, colors, space)
     srcs = [("gt", gt_src)] + ([("pred", pred_src)] if pred_src is not None else [])
     for side, src in srcs:
         if not len(src):
@@ -912,15 +1163,14 @@ def ingest(
         shapes = {h.shape for s in sides for h in s.headers}
         layout = "stack" if len(shapes) == 1 else "group"
         # dtypes from headers; decode the wider images once more to find their value range
-        table = None if sp is None else _color_table(sp)
+        table = None if sp is None else _color_table(sp, space)
         for s in sides:
             colour = [i for i, h in enumerate(s.headers) if h.dtype is None]
             s.n_color = len(colour)
             if colour and table is None:
-                s.src.read(colour[0], sp, colors)  # raises, naming the file
-            hi = table.top if colour and table is not None else 0
-            lo = 0
-            wide = [(s.src, i, sp, colors) for i, h in enumerate(s.headers) if _wide(h)]
+                _read_file(s.src.paths[colour[0]], *dec, "ingest")  # raises, naming the file
+            lo, hi = (table.low, table.top) if colour and table is not None else (0, 0)
+            wide = [(s.src, i, dec) for i, h in enumerate(s.headers) if _wide(h)]
             for a, b in _bounded(pool, _range_of, wide, window):
                 lo, hi = min(lo, a), max(hi, b)
             s.dtype = _smallest_dtype(lo, hi)
@@ -941,18 +1191,22 @@ def ingest(
             tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
             target = str(tmp)
             root = zarr.open_group(target, mode="w", zarr_format=3)
-        _create_arrays(root, target, sides, layout, chunks)
+        _create_arrays(root, sides, layout, compressors)
 
         total = sum(len(s.src) for s in sides)
         show = progress and sys.stderr.isatty()
         tqdm = importlib.import_module("tqdm").tqdm  # untyped
 
-        items = [(s, i, sp, colors) for s in sides for i in range(len(s.src))]
+        items = [(s, i, dec, compressors) for s in sides for i in range(len(s.src))]
         with tqdm(total=total, unit="img", desc="ingest", disable=not show) as bar:
             for _ in _bounded(pool, _write_one, items, window):
                 bar.update(1)
 
-        root.attrs["segiou"] = {"ingest": {s.name: s.src.root or s.src.where() for s in sides}}
+        root.attrs["segiou"] = {
+            "ingest": {s.name: s.src.root or s.src.where() for s in sides},
+            "labels": None if sp is None else sp.name,
+            "ids": recorded,
+        }
         nbytes = None
         if tmp is not None:
             nbytes = _dir_bytes(tmp)
@@ -970,6 +1224,9 @@ def ingest(
         "layout": layout,
         "shape": list(next(iter(shapes))) if layout == "stack" else None,
         "n_shapes": len(shapes),
+        "labels": None if sp is None else sp.name,
+        "ids": recorded,
+        "codec": codec_name,
     }
     for side in ("gt", "pred"):
         found = [x for x in sides if x.name == side]
@@ -985,16 +1242,24 @@ def ingest(
     return summary
 
 
-def _create_arrays(
-    root: Any, target: str, sides: list[_Side], layout: str, chunks: tuple[int, int] | None
-) -> None:
-    from segiou.io.zarr import create_stack
+#: Array creation options shared by both layouts: fill 0, and write every chunk (zarr skips
+#: chunks equal to the fill value by default; a ground-truth chunk missing from the store is
+#: an error for the evaluation, not class 0).
+_ARRAY_OPTIONS: dict[str, Any] = {"fill_value": 0, "config": {"write_empty_chunks": True}}
 
+
+def _chunk_shape(s: _Side, h: int, w: int) -> tuple[int, int]:
+    return (h, w) if s.chunks is None else (min(s.chunks[0], h), min(s.chunks[1], w))
+
+
+def _create_arrays(root: Any, sides: list[_Side], layout: str, compressors: Any) -> None:
     for s in sides:
         if layout == "stack":
             h, w = s.headers[0].shape
-            s.array = create_stack(target, n=len(s.src), height=h, width=w, dtype=s.dtype,
-                                   names=s.src.names, chunks=chunks, path=s.name)  # fmt: skip
+            s.array = root.create_array(s.name, shape=(len(s.src), h, w), dtype=s.dtype,
+                                        chunks=(1, *_chunk_shape(s, h, w)),
+                                        compressors=compressors, **_ARRAY_OPTIONS)  # fmt: skip
+            s.array.attrs["segiou"] = {"names": list(s.src.names)}
             continue
         s.array_names = tuple(n.replace("/", _GROUP_SEP) for n in s.src.names)
         bad = [n for n in s.array_names if n in ("", ".", "..") or n.startswith(_GROUP_SEP)]
@@ -1013,9 +1278,9 @@ def _create_arrays(
             }
 
 
-def _write_one(s: _Side, i: int, spec: LabelSpec | None, colors: Colors) -> None:
+def _write_one(s: _Side, i: int, dec: _Decoding, compressors: Any) -> None:
     """Decode image ``i`` of one side and write it (runs in a worker thread)."""
-    arr = s.src.read(i, spec, colors)
+    arr = _read_file(s.src.paths[i], *dec, "ingest")
     where = s.src.image_where(i)
     if arr.shape != s.headers[i].shape:
         msg = (
@@ -1026,9 +1291,9 @@ def _write_one(s: _Side, i: int, spec: LabelSpec | None, colors: Colors) -> None
     arr = _cast(arr, s.dtype, where)
     if s.array_names:
         h, w = arr.shape
-        ch = (h, w) if s.chunks is None else (min(s.chunks[0], h), min(s.chunks[1], w))
         a = s.array.create_array(s.array_names[i], shape=(h, w), dtype=s.dtype,
-                                 chunks=ch, fill_value=0)  # fmt: skip
+                                 chunks=_chunk_shape(s, h, w), compressors=compressors,
+                                 **_ARRAY_OPTIONS)  # fmt: skip
         a[...] = arr
     else:
         s.array[i] = arr
