@@ -204,20 +204,22 @@ def _read_region(cache: _ChunkCache, n: int | None, y0: int, y1: int, x0: int,
     return out
 
 
-def _walk_image(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | None,
+def _walk_image(job: _Job, i: int, rows: tuple[int, int], gcache: _ChunkCache,
+                pcache: _ChunkCache | None,
                 counter: ImageCounter | None) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
-    """Count image ``i`` chunk by chunk into ``counter``.
+    """Count rows ``rows[0]:rows[1]`` of image ``i`` chunk by chunk into ``counter``.
 
-    With ``counter=None``, return the whole image pair instead (the slow path that describes
-    unexpected values).
+    With ``counter=None``, return that band of the image pair instead (the slow path that
+    describes unexpected values).
     """
     garr, gn = _image_array(job.gt, i)
-    h, w = job.gt.image_shape(i)
+    _, w = job.gt.image_shape(i)
+    top, bottom = rows
     pi = job.pred_index[i]
     ax = 0 if gn is None else 1
-    whole_g = np.empty((h, w), dtype=np.dtype(garr.dtype)) if counter is None else None
+    whole_g = np.empty((bottom - top, w), dtype=np.dtype(garr.dtype)) if counter is None else None
     whole_p: np.ndarray | None = None
-    for _, y0, y1 in garr.chunk_ranges(ax, 0, h):
+    for _, y0, y1 in garr.chunk_ranges(ax, top, bottom):
         for _, x0, x1 in garr.chunk_ranges(ax + 1, 0, w):
             g = _read_region(gcache, gn, y0, y1, x0, x1)
             if pi < 0 or pcache is None:
@@ -229,10 +231,10 @@ def _walk_image(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | No
                 counter.add(g, p)
             else:
                 assert whole_g is not None
-                whole_g[y0:y1, x0:x1] = g
+                whole_g[y0 - top : y1 - top, x0:x1] = g
                 if whole_p is None:
-                    whole_p = np.empty((h, w), dtype=p.dtype)
-                whole_p[y0:y1, x0:x1] = p
+                    whole_p = np.empty((bottom - top, w), dtype=p.dtype)
+                whole_p[y0 - top : y1 - top, x0:x1] = p
         # the walk never goes back up: decoded chunks above this row are done (so a task
         # holds about one chunk row of each array, not a whole image)
         gcache.drop_above(y1)
@@ -245,15 +247,18 @@ def _walk_image(job: _Job, i: int, gcache: _ChunkCache, pcache: _ChunkCache | No
     return None
 
 
-def _describe(job: _Job, i: int, g: np.ndarray, p: np.ndarray, n_gt: int,
-              n_pred: int) -> tuple[dict[int, int], dict[int, int]]:  # fmt: skip
-    """Find each unexpected value of image ``i``; raise or return the per-value counts."""
+def _describe(job: _Job, i: int, g: np.ndarray, p: np.ndarray, n_gt: int, n_pred: int,
+              top: int = 0) -> tuple[dict[int, int], dict[int, int]]:  # fmt: skip
+    """Find each unexpected value of image ``i`` (rows from ``top``); raise or return counts."""
     lk = job.lookup
     bad_g = _describe_unexpected(g, None, lk.gt_map, g.shape) if n_gt else {}
     bad_p = {}
     if n_pred:
         classes = [r for r, c in lk.gt_map.items() if c != IGNORE]
         bad_p = _describe_unexpected(p, np.isin(g, classes), lk.pred_map, g.shape)
+    if top:  # a band of the image: positions in the image
+        bad_g = {v: (c, (y + top, x)) for v, (c, (y, x)) in bad_g.items()}
+        bad_p = {v: (c, (y + top, x)) for v, (c, (y, x)) in bad_p.items()}
     if job.on_unexpected == "raise":
         parts = []
         if bad_g:
@@ -270,9 +275,15 @@ def _describe(job: _Job, i: int, g: np.ndarray, p: np.ndarray, n_gt: int,
     return {v: c for v, (c, _) in bad_g.items()}, {v: c for v, (c, _) in bad_p.items()}
 
 
-def _count_group(job: _Job, indices: Sequence[int] | IntArray) -> Partial:
-    """Count the images ``indices`` (one Dask task): a partial of plain int64 arrays."""
-    indices = [int(i) for i in indices]
+def _count_group(job: _Job, units: IntArray) -> Partial:
+    """Count ``units`` (one Dask task): a partial of plain int64 arrays.
+
+    A unit is ``(image, first row, end row)``: a whole image, or a band of whole chunk rows of a
+    large one (:func:`plan_tasks`). The partial has one per-image row per unit; the caller sums
+    the rows of an image split over several units.
+    """
+    bands = [(int(i), int(a), int(b)) for i, a, b in np.asarray(units).reshape(-1, 3)]
+    indices = [i for i, _, _ in bands]
     k = job.spec.num_classes
     width = k + 2
     counter = ImageCounter(job.lookup)
@@ -283,8 +294,8 @@ def _count_group(job: _Job, indices: Sequence[int] | IntArray) -> Partial:
     gcaches: dict[str, _ChunkCache] = {}
     pcaches: dict[str, _ChunkCache] = {}
     chunked = isinstance(job.gt, MaskSet) and (job.pred is None or isinstance(job.pred, MaskSet))
-    for r, i in enumerate(indices):
-        if not chunked:  # image files: decode whole images
+    for r, (i, top, bottom) in enumerate(bands):
+        if not chunked:  # image files: decode whole images (never split)
             g, p = _whole_image(job, i)
             counter.add(g, p)
             full = counter.finish()
@@ -306,13 +317,13 @@ def _count_group(job: _Job, indices: Sequence[int] | IntArray) -> Partial:
                 pc.drop(keep=pn // parr.chunks[0])
         if gn is not None:
             gc.drop(keep=gn // garr.chunks[0])
-        _walk_image(job, i, gc, pc, counter)
+        _walk_image(job, i, (top, bottom), gc, pc, counter)
         full = counter.finish()
         n_gt, n_pred = int(full[k + 1, :].sum()), int(full[:k, k + 1].sum())
         if n_gt or n_pred:
-            both = _walk_image(job, i, gc, pc, None)
+            both = _walk_image(job, i, (top, bottom), gc, pc, None)
             assert both is not None
-            _merge_counts(unexp_g, unexp_p, _describe(job, i, *both, n_gt, n_pred))
+            _merge_counts(unexp_g, unexp_p, _describe(job, i, *both, n_gt, n_pred, top))
         # one array per image of a group, never read again: forget its chunks and buffers
         # (kept, they would pile up to every image of the task)
         if job.gt.layout == "group":
@@ -385,7 +396,7 @@ def _combine(parts: Iterable[Partial]) -> Partial:
             unexp_g, unexp_p)  # fmt: skip
 
 
-def _graph(job: _Job, groups: Sequence[Sequence[int]], split_every: int) -> Any:
+def _graph(job: _Job, groups: Sequence[IntArray], split_every: int) -> Any:
     """One counting task per group of images, then a tree of sums with fan-in ``split_every``.
 
     The job (image names, pairing, label spec) is one key of the graph that every counting task
@@ -412,7 +423,7 @@ def _graph(job: _Job, groups: Sequence[Sequence[int]], split_every: int) -> Any:
     level = []
     for i, g in enumerate(groups):
         key = f"segiou-count-{run}-{i}"
-        # indices as an array: a literal that dask neither scans for keys nor unpacks
+        # units as an array: a literal that dask neither scans for keys nor unpacks
         dsk[key] = (_count_group, job_key, np.asarray(g, dtype=np.int64))
         level.append(key)
     depth = 0
@@ -466,6 +477,60 @@ def plan_groups(
     if cur:
         groups.append(cur)
     return groups
+
+
+def plan_tasks(
+    ms: Source,
+    *,
+    pixels_per_task: int = _TASK_PIXELS,
+    min_tasks: int = 4,
+    split_images: bool = True,
+) -> list[IntArray]:
+    """Plan the counting tasks: images grouped, large ones split into bands of chunk rows.
+
+    Whole images are grouped as :func:`plan_groups` does; an image larger than a task's share is
+    split into bands of whole chunk rows, so a dataset of a few large images (one satellite scene, a 3-image test) still runs on every
+    worker. Only chunked stores with one image per chunk along N (or a group of 2-D arrays) are
+    split, and only with ``split_images``.
+
+    Parameters
+    ----------
+    ms : MaskSet or image-file source
+        Ground-truth masks.
+    pixels_per_task : int
+        Target pixels per task.
+    min_tasks : int
+        Make at least this many tasks when the data allows it (parallelism).
+    split_images : bool
+        Allow bands (the engine allows them when both sides are chunked stores).
+
+    Returns
+    -------
+    list of ndarray of int64, shape (units, 3)
+        Per task, its units ``(image, first row, end row)``.
+    """
+    groups = plan_groups(ms, pixels_per_task=pixels_per_task, min_tasks=min_tasks)
+    if not groups:
+        return []
+    target = max(1, min(pixels_per_task, ms.n_pixels() // max(1, min_tasks)))
+    splittable = (
+        split_images
+        and isinstance(ms, MaskSet)
+        and (ms.layout == "group" or ms.arrays[0].chunks[0] == 1)
+    )
+    tasks: list[IntArray] = []
+    for grp in groups:
+        h, w = ms.image_shape(grp[0])
+        if splittable and len(grp) == 1 and h * w > target:
+            arr, n = _image_array(ms, grp[0])
+            step = arr.chunks[0 if n is None else 1]  # rows of a chunk row
+            band = max(step, target // max(1, w) // step * step)
+            tasks += [np.array([[grp[0], y, min(h, y + band)]], dtype=np.int64)
+                      for y in range(0, h, band)]  # fmt: skip
+            continue
+        units = [(i, 0, ms.image_shape(i)[0]) for i in grp]
+        tasks.append(np.array(units, dtype=np.int64).reshape(-1, 3))
+    return tasks
 
 
 def _pair(gt: Source, pred: Source, missing_pred: MissingPred) -> tuple[int, ...]:
@@ -642,18 +707,21 @@ def evaluate_zarr(
         raise MaskNotFoundError(msg)
     job = _Job(gms, pms, index, spec, out.gt_ids, out.pred_ids, on_unexpected,
                missing_gt_chunks, void_value)  # fmt: skip
-    groups = plan_groups(gms, pixels_per_task=pixels_per_task)
+    chunked = isinstance(gms, MaskSet) and (pms is None or isinstance(pms, MaskSet))
+    groups = plan_tasks(gms, pixels_per_task=pixels_per_task, split_images=chunked)
     if not groups:
         return out
     reduced = _graph(job, groups, split_every)
     table, idx, rows, unexp_g, unexp_p = _compute(reduced, scheduler, progress)
-    order = np.argsort(idx, kind="stable")
-    rows = rows[order]
+    order, inverse = np.unique(idx, return_inverse=True)  # an image split in bands: sum them
+    summed = np.zeros((len(order), rows.shape[1]), dtype=np.int64)
+    np.add.at(summed, inverse, rows)
+    rows = summed
     k = spec.num_classes
     images = ImageCounts(tp=rows[:, :k], fp=rows[:, k : 2 * k], fn=rows[:, 2 * k : 3 * k],
                          ignored=rows[:, 3 * k], unexpected=rows[:, 3 * k + 1])  # fmt: skip
     tally = Tally.from_table(table, k, unexp_g, unexp_p, images)
-    out._absorb(tally, key=_batch_key(gms), names=[gms.names[i] for i in idx[order]],
+    out._absorb(tally, key=_batch_key(gms), names=[gms.names[i] for i in order],
                 n_images=len(gms.names))  # fmt: skip
     return out
 

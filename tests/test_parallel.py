@@ -6,6 +6,7 @@ in-memory arrays, plus an independent ``np.add.at`` confusion for one case.
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 import tracemalloc
 from collections.abc import Sequence
@@ -756,3 +757,43 @@ def test_missing_and_extra_predictions_are_both_reported(tmp_path):
         assert "1 of 2 ground-truth image(s)" in msg
         assert "['b']" in msg
         assert "names differ on both sides" in msg
+
+
+# -- large images split into bands of chunk rows ------------------------------------------------
+def test_plan_tasks_splits_a_large_image_into_bands_of_chunk_rows(tmp_path):
+    from segiou.parallel import plan_tasks
+
+    gt, _ = cityscapes_like(1, 70, 32, seed=1)
+    ms = open_masks(_stack(tmp_path / "g.zarr", gt, chunks=(8, 8)))
+    tasks = plan_tasks(ms, pixels_per_task=24 * 32)
+    rows = [tuple(u) for t in tasks for u in t.tolist()]
+    assert len(tasks) == len(rows) > 1  # one band per task
+    assert rows[0][1] == 0
+    assert rows[-1][2] == 70
+    for (_, _, end), (_, start, _) in itertools.pairwise(rows):
+        assert end == start  # contiguous, no overlap
+    assert all(start % 8 == 0 for _, start, _ in rows)  # whole chunk rows
+    whole = plan_tasks(ms, pixels_per_task=24 * 32, split_images=False)
+    assert [t.tolist() for t in whole] == [[[0, 0, 70]]]
+
+
+@pytest.mark.parametrize("layout", ["stack", "group"])
+@pytest.mark.parametrize("ppt", [1, 200, 10**6])
+def test_images_split_into_bands_count_exactly(tmp_path, layout, ppt):
+    gt, pred = cityscapes_like(2, 40, 24, seed=6)
+    gt[1, 30, 5] = 77  # an unexpected value in a late band of image 1
+    names = ["first", "second"]
+    if layout == "stack":
+        g = _stack(tmp_path / "g.zarr", gt, chunks=(8, 8), names=names)
+        p = _stack(tmp_path / "p.zarr", pred, chunks=(16, 24), names=names)  # another grid
+    else:
+        g = _group(tmp_path / "g.zarr", dict(zip(names, gt, strict=True)), (8, 8))
+        p = _group(tmp_path / "p.zarr", dict(zip(names, pred, strict=True)), (16, 24))
+    with pytest.raises(LabelRangeError, match=r"'second'.*77.*\(30, 5\)"):  # image position
+        evaluate_zarr(g, p, labels=K, ignore_index=255, pixels_per_task=ppt,
+                      scheduler="synchronous")  # fmt: skip
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, pixels_per_task=ppt,
+                       on_unexpected="count", scheduler="threads")  # fmt: skip
+    ref = ConfusionMatrix(K, ignore_index=255, per_image=True, on_unexpected="count")
+    ref.update(gt, pred, names=names)
+    _assert_same(cm, ref)
