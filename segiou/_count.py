@@ -53,16 +53,36 @@ def _lut(
         return np.zeros(0, dtype=np.int64), 0, unexpected
     lo, hi = min(mapping), max(mapping)
     if hi - lo + 1 > _MAX_LUT:
-        msg = (
-            f"{side} label ids span {lo}..{hi}, more than {_MAX_LUT:,} values; renumber the raw "
-            "ids of the label spec into a compact range"
-        )
-        raise LabelSpecError(msg)
+        raise LabelSpecError(_span_message(mapping, lo, hi, side))
     lut = np.full(hi - lo + 1, unexpected, dtype=np.int64)
     for raw, cls in mapping.items():
         code = num_classes if cls == IGNORE else cls
         lut[raw - lo] = code * scale
     return lut, lo, unexpected
+
+
+def _span_message(mapping: Mapping[int, int], lo: int, hi: int, side: str) -> str:
+    """Why ids spanning ``lo..hi`` are refused, and what to do, for class-space and raw ids."""
+    classes = sorted(r for r, c in mapping.items() if c != IGNORE)
+    ignored = sorted(r for r, c in mapping.items() if c == IGNORE)
+    limit = f"a lookup table spans the smallest to the largest id, at most {_MAX_LUT:,} values"
+    if classes and all(mapping[r] == r for r in classes):
+        # class space: the class ids are compact, so an ignore value is what lies far away
+        clo, chi = classes[0], classes[-1]
+        far = [v for v in ignored if max(chi, v) - min(clo, v) + 1 > _MAX_LUT] or ignored
+        shown = ", ".join(map(str, far))
+        what = f"ignore value {shown} is" if len(far) == 1 else f"ignore values {shown} are"
+        return (
+            f"{side} {what} too far from the class ids {clo}..{chi}: "
+            f"together they span {lo}..{hi} ({hi - lo + 1:,} values), but {limit}. Use an "
+            "ignore value near the class ids instead (for example 255 or -1): map it in the "
+            f"masks first (np.where(mask == {far[0]}, 255, mask)) and pass that value as "
+            "ignore_index (or list it in the spec's ignore values)"
+        )
+    return (
+        f"{side} raw label ids of the spec span {lo}..{hi} ({hi - lo + 1:,} values), but "
+        f"{limit}; renumber the raw ids of the label spec (and the masks) into a compact range"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,7 +219,17 @@ class Tally:
 
 
 def as_labels(a: object, name: str, where: str) -> LabelArray:
-    """Return ``a`` as an integer array a kernel accepts (bool viewed as uint8; no copy)."""
+    """Return ``a`` as an integer array a kernel accepts.
+
+    Bool is viewed as uint8 (no copy). Integers in native byte order are returned as they are
+    (no copy); big-endian (non-native) integers, for example ``>u2`` from a file or a store,
+    are converted to native byte order, which copies them.
+
+    Raises
+    ------
+    LabelDtypeError
+        ``a`` does not hold integer or bool labels.
+    """
     arr = np.asarray(a)
     if arr.dtype == np.bool_:
         return arr.view(np.uint8)
@@ -210,7 +240,15 @@ def as_labels(a: object, name: str, where: str) -> LabelArray:
             "values are whole class ids"
         )
         raise LabelDtypeError(msg)
-    return arr
+    return _native(arr)
+
+
+def _native(a: LabelArray) -> LabelArray:
+    """Return ``a`` in native byte order (a copy only for non-native, e.g. big-endian, data)."""
+    if a.dtype.isnative:
+        return a
+    out: LabelArray = a.astype(a.dtype.newbyteorder("="))  # type: ignore[assignment]
+    return out
 
 
 def _kernel_values(a: LabelArray, mapping: Mapping[int, int]) -> LabelArray:
@@ -390,7 +428,8 @@ def count_pairs(
     Parameters
     ----------
     gt, pred : array_like of int or bool
-        Label arrays of the same shape; any rank and strides (no copy for ranks <= 3).
+        Label arrays of the same shape; any rank and strides (no copy for ranks <= 3 in native
+        byte order; big-endian data such as ``>u2`` is copied into native byte order).
     lookup : Lookup
         Raw value -> class mapping of both sides.
     where : str
@@ -510,9 +549,12 @@ class ImageCounter:
         self._raw_used: tuple[np.dtype, np.dtype] | None = None
 
     def add(self, g: LabelArray, p: LabelArray) -> None:
-        """Count one pair of equally shaped chunks (no validation beyond dtype and shape)."""
-        g8 = g if g.dtype != np.bool_ else g.view(np.uint8)
-        p8 = p if p.dtype != np.bool_ else p.view(np.uint8)
+        """Count one pair of equally shaped chunks (no validation beyond dtype and shape).
+
+        Non-native (big-endian) chunks are converted to native byte order first (a copy).
+        """
+        g8 = _native(g) if g.dtype != np.bool_ else g.view(np.uint8)
+        p8 = _native(p) if p.dtype != np.bool_ else p.view(np.uint8)
         if (g8.dtype.itemsize == 1 and p8.dtype.itemsize == 1 and g8.flags.c_contiguous
                 and p8.flags.c_contiguous and g8.ctypes.data % 8 == 0
                 and p8.ctypes.data % 8 == 0):  # fmt: skip

@@ -100,7 +100,9 @@ class ConfusionMatrix:
     -----
     Every pixel ends in exactly one place: ``counts``, ``void``, ``n_ignored`` or the
     unexpected counts (or an error). A batch ``key`` is counted at most once, across updates
-    and merges. ``update`` is safe to call from several threads.
+    and merges; a state is never merged with itself. ``update`` is safe to call from several
+    threads. ``==`` compares settings, counts, keys and per-image rows regardless of the order
+    of the rows, so that ``a + b == b + a``.
 
     Examples
     --------
@@ -193,7 +195,8 @@ class ConfusionMatrix:
         Parameters
         ----------
         gt, pred : array_like of int or bool
-            Label masks of any rank (``H x W``, ``N x H x W``, ...); any strides.
+            Label masks of any rank (``H x W``, ``N x H x W``, ...); any strides, any byte
+            order (big-endian masks, e.g. ``>u2``, are copied into native byte order first).
         key : str or int, optional
             Batch id. A key counted before (here or in a merged state) is refused.
         names : sequence of str, optional
@@ -237,26 +240,30 @@ class ConfusionMatrix:
         self, tally: Tally, *, key: str | None, names: Sequence[str] | None, n_images: int
     ) -> None:
         """Add a tally counted elsewhere (for example by the Dask engine)."""
-        rows = None
+        im = tally.images if self.per_image else None
+        labels: list[str] | None = None
         if self.per_image:
-            if tally.images is None:
+            if im is None:
                 msg = "per-image rows are missing from a tally counted without per_image=True"
                 raise ValueError(msg)
-            n = tally.images.tp.shape[0]
+            n = im.tp.shape[0]
             if names is None and key is not None:
                 names = [key] if n == 1 else [f"{key}/{i}" for i in range(n)]
-            elif names is None:
-                start = sum(len(r.names) for r in self._rows)
-                names = [f"#{start + i}" for i in range(n)]
-            if len(names) != n:
-                msg = f"{len(names)} image name(s) given for a batch of {n} image(s)"
-                raise ValueError(msg)
-            im = tally.images
-            rows = ImageTable(list(map(str, names)), im.tp, im.fp, im.fn, im.ignored, im.unexpected)
+            if names is not None:
+                labels = list(map(str, names))
+                if len(labels) != n:
+                    msg = f"{len(labels)} image name(s) given for a batch of {n} image(s)"
+                    raise ValueError(msg)
         with self._lock:
             if key is not None and key in self.keys:
                 msg = f"batch key {key!r} was counted before; a batch is never counted twice"
                 raise DuplicateBatchError(msg)
+            rows = None
+            if im is not None:
+                if labels is None:  # numbered under the lock: concurrent updates get distinct names
+                    start = sum(len(r.names) for r in self._rows)
+                    labels = [f"#{start + i}" for i in range(im.tp.shape[0])]
+                rows = ImageTable(labels, im.tp, im.fp, im.fn, im.ignored, im.unexpected)
             self.counts += tally.counts
             self.void += tally.void
             self.n_ignored += tally.n_ignored
@@ -282,7 +289,8 @@ class ConfusionMatrix:
             msg = f"cannot merge a ConfusionMatrix with {type(other).__name__}"  # type: ignore[unreachable]
             raise TypeError(msg)
         mine, theirs = self._config(), other._config()
-        for name in ("gt_ids", "pred_ids", "per_image"):
+        mine["on_unexpected"], theirs["on_unexpected"] = self.on_unexpected, other.on_unexpected
+        for name in ("gt_ids", "pred_ids", "per_image", "on_unexpected"):
             if mine[name] != theirs[name]:
                 msg = (
                     f"cannot merge: {name} is {mine[name]!r} here but {theirs[name]!r} in the "
@@ -306,28 +314,52 @@ class ConfusionMatrix:
     def merge(self, other: ConfusionMatrix) -> ConfusionMatrix:
         """Return a new accumulator holding both states.
 
-        Associative and commutative; an empty accumulator is the identity.
+        Associative and commutative (under ``==``, which compares per-image rows regardless of
+        their order); an empty accumulator is the identity. Per-image rows of ``self`` come
+        first in :attr:`images`, then those of ``other``.
+
+        Parameters
+        ----------
+        other : ConfusionMatrix
+            A state counted with the same label spec, id spaces, ``on_unexpected`` policy and
+            ``per_image`` setting, from other batches.
+
+        Returns
+        -------
+        ConfusionMatrix
+            A new accumulator; both inputs are left as they are.
 
         Raises
         ------
         IncompatibleMatrixError
-            Different label specs, id spaces, ignore values or per-image settings.
+            Different label specs, id spaces, ignore values, ``on_unexpected`` policies or
+            per-image settings (both values are named).
         DuplicateBatchError
-            A batch key is counted on both sides.
+            A batch key is counted on both sides, or ``other`` is ``self`` (its batches would be
+            counted twice).
+        TypeError
+            ``other`` is not a :class:`ConfusionMatrix`.
         """
         self._check_compatible(other)
-        if both := self.keys & other.keys:
-            shown = sorted(both)[:3]
+        if other is self:
             msg = (
-                f"cannot merge: {len(both)} batch key(s) are counted on both sides, e.g. "
-                f"{shown}; a batch is never counted twice. Merge states of disjoint batches"
+                "cannot merge a state with itself (cm + cm): every batch in it would be counted "
+                "twice, and a batch is never counted twice. Merge states of disjoint batches"
             )
             raise DuplicateBatchError(msg)
         out = ConfusionMatrix(self.spec, gt_ids=self.gt_ids, pred_ids=self.pred_ids,
                               on_unexpected=self.on_unexpected, per_image=self.per_image,
                               threads=self.threads)  # fmt: skip
-        for src in (self, other):
-            with src._lock:
+        first, second = sorted((self, other), key=id)  # one lock order: no deadlock
+        with first._lock, second._lock:
+            if both := self.keys & other.keys:
+                shown = sorted(both)[:3]
+                msg = (
+                    f"cannot merge: {len(both)} batch key(s) are counted on both sides, e.g. "
+                    f"{shown}; a batch is never counted twice. Merge states of disjoint batches"
+                )
+                raise DuplicateBatchError(msg)
+            for src in (self, other):
                 out.counts += src.counts
                 out.void += src.void
                 out.n_ignored += src.n_ignored
@@ -342,11 +374,17 @@ class ConfusionMatrix:
         return self.merge(other)
 
     def __eq__(self, other: object) -> bool:
+        """Compare settings, counts, keys and per-image rows (as a multiset: order is ignored).
+
+        The order of per-image rows records only the order in which batches were counted or
+        merged, so ``a + b == b + a`` holds; :attr:`images` keeps that order.
+        """
         if not isinstance(other, ConfusionMatrix):
             return NotImplemented
         a, b = self.to_dict(), other.to_dict()
-        a.pop("writer")
-        b.pop("writer")
+        for d in (a, b):
+            d.pop("writer")
+            d["image_rows"] = _row_multiset(d["image_rows"])
         return a == b
 
     __hash__ = None  # type: ignore[assignment]
@@ -413,6 +451,12 @@ class ConfusionMatrix:
             msg = f"{source}: not a segiou confusion state (format {found!r}, expected {FORMAT!r})"
             raise CheckpointError(msg)
         version = d.get("version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            msg = (
+                f"{source}: field 'version' is {version!r}, expected the integer {VERSION} (the "
+                "file was altered or not written by segiou)"
+            )
+            raise CheckpointError(msg)
         if version != VERSION:
             w = d.get("writer")
             writer = w.get("segiou", "?") if isinstance(w, Mapping) else "?"
@@ -422,6 +466,9 @@ class ConfusionMatrix:
             )
             raise CheckpointError(msg)
         try:
+            if not isinstance(d["per_image"], bool):
+                msg = f"field 'per_image' is {d['per_image']!r}, expected true or false"
+                raise CheckpointError(msg)
             cm = cls(LabelSpec.from_dict(d["labels"], source=source), gt_ids=d["gt_ids"],
                      pred_ids=d["pred_ids"], on_unexpected=d["on_unexpected"],
                      per_image=d["per_image"])  # fmt: skip
@@ -437,9 +484,21 @@ class ConfusionMatrix:
             }
             cm.keys = {str(x) for x in d["keys"]}
             cm.n_images = _nonneg(d["images"], "images")
+            r: Any = d.get("image_rows")
+            if not cm.per_image and r is not None:
+                msg = (
+                    "field 'image_rows' holds per-image rows but 'per_image' is false (a state "
+                    "without per-image rows has 'image_rows': null); the file was altered"
+                )
+                raise CheckpointError(msg)
             if cm.per_image:
-                r = d["image_rows"]
                 n = len(r["names"])
+                if n != cm.n_images:
+                    msg = (
+                        f"field 'images' is {cm.n_images} but 'image_rows' holds {n} row(s), one "
+                        "per counted image; the file was altered or truncated"
+                    )
+                    raise CheckpointError(msg)
                 cm._rows = [ImageTable(
                     list(map(str, r["names"])), _int_array(r["tp"], (n, k), "tp"),
                     _int_array(r["fp"], (n, k), "fp"), _int_array(r["fn"], (n, k), "fn"),
@@ -529,6 +588,14 @@ def _n_images(shape: tuple[int, ...]) -> int:
 def _add_into(acc: dict[int, int], new: Mapping[int, int]) -> None:
     for v, c in new.items():
         acc[v] = acc.get(v, 0) + c
+
+
+def _row_multiset(rows: Mapping[str, Any] | None) -> list[tuple[Any, ...]] | None:
+    """Return the per-image rows of a :meth:`ConfusionMatrix.to_dict` state in a canonical order."""
+    if rows is None:
+        return None
+    fields = ("names", "tp", "fp", "fn", "ignored", "unexpected")
+    return sorted(zip(*(rows[f] for f in fields), strict=True))
 
 
 def _stack(rows: Iterable[ImageTable], k: int) -> ImageTable:

@@ -29,7 +29,7 @@ from numpy.testing import assert_array_equal
 from strategies import label_pairs
 
 import segiou
-from segiou import ConfusionMatrix, LabelSpec, builtin_spec
+from segiou import ConfusionMatrix, ImageTable, LabelSpec, builtin_spec
 from segiou.errors import (
     CheckpointError,
     DuplicateBatchError,
@@ -158,8 +158,22 @@ def test_batches_without_key_are_not_deduplicated():
             lambda: ConfusionMatrix(LabelSpec("s", ["a", "c"])),
             ["'b'", "'c'"],
         ),
+        (
+            lambda: ConfusionMatrix(3, on_unexpected="raise"),
+            lambda: ConfusionMatrix(3, on_unexpected="count"),
+            ["on_unexpected", "'raise'", "'count'"],
+        ),
     ],
-    ids=["num_classes", "ignore", "spec", "gt_ids", "pred_ids", "per_image", "class_names"],
+    ids=[
+        "num_classes",
+        "ignore",
+        "spec",
+        "gt_ids",
+        "pred_ids",
+        "per_image",
+        "class_names",
+        "on_unexpected",
+    ],
 )
 def test_merge_refuses_incompatible_states(a, b, names):
     x, y = a(), b()
@@ -174,6 +188,61 @@ def test_merge_refuses_incompatible_states(a, b, names):
 def test_merge_refuses_other_types():
     with pytest.raises(TypeError):
         ConfusionMatrix(3).merge(np.zeros((3, 3), np.int64))
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+@pytest.mark.parametrize("content", ["empty", "keyed", "keyless"])
+def test_merge_with_itself_is_refused(per_image, content):
+    gt, pred = _rng_pair(0)
+    cm = ConfusionMatrix(4, ignore_index=255, per_image=per_image)
+    if content != "empty":
+        cm.update(gt, pred, key="a" if content == "keyed" else None)
+    before = _state(cm)
+    for merge in (lambda: cm + cm, lambda: cm.merge(cm)):
+        with pytest.raises(DuplicateBatchError) as info:
+            merge()
+        assert isinstance(info.value, ValueError)
+        assert "itself" in str(info.value)
+        assert "counted twice" in str(info.value)
+    assert _state(cm) == before
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+def test_merge_states_sharing_a_key_is_refused(per_image):
+    g0, p0 = _rng_pair(0)
+    g1, p1 = _rng_pair(1)
+    a = ConfusionMatrix(4, ignore_index=255, per_image=per_image)
+    a.update(g0, p0, key="x").update(g1, p1, key="y")
+    twin = copy.deepcopy(a)  # the same batches, another object
+    other = ConfusionMatrix(4, ignore_index=255, per_image=per_image).update(g0, p0, key="y")
+    for left, right, shared in ((a, twin, "'x', 'y'"), (a, other, "'y'"), (other, a, "'y'")):
+        before = (_state(left), _state(right))
+        with pytest.raises(DuplicateBatchError) as info:
+            left + right
+        assert shared in str(info.value)
+        assert (_state(left), _state(right)) == before
+
+
+def test_per_image_merge_commutes_and_equality_still_sees_rows():
+    g0, p0 = _rng_pair(0, shape=(5, 7))
+    g1, p1 = _rng_pair(1, shape=(5, 7))
+
+    def state(pairs, key):
+        cm = ConfusionMatrix(4, ignore_index=255, per_image=True)
+        return cm.update(np.stack([pairs[0][0], pairs[1][0]]), np.stack([pairs[0][1], pairs[1][1]]),
+                         key=key, names=["x", "y"])  # fmt: skip
+
+    a = ConfusionMatrix(4, ignore_index=255, per_image=True).update(g0, p0, key="a")
+    b = ConfusionMatrix(4, ignore_index=255, per_image=True).update(g1, p1, key="b")
+    assert (a + b).images.names == ["a", "b"]
+    assert (b + a).images.names == ["b", "a"]
+    assert a + b == b + a
+    assert ConfusionMatrix.from_dict((a + b).to_dict()) == b + a
+    # the same images under swapped names: same totals, different per-image rows
+    xy = state([(g0, p0), (g1, p1)], "k")
+    yx = state([(g1, p1), (g0, p0)], "k")
+    assert_array_equal(xy.counts, yx.counts)
+    assert xy != yx
 
 
 # --- serialisation -------------------------------------------------------------------------------
@@ -301,6 +370,10 @@ def _tamper(d: dict, path: tuple, value) -> dict:
         (("gt_ids",), "pixels", ["id space"]),
         (("unexpected", "gt", "42"), "x", ["unexpected"]),
         (("version",), 2, ["segiou"]),
+        (("version",), True, ["'version'", "True", "integer 1"]),
+        (("version",), 1.0, ["'version'", "1.0"]),
+        (("per_image",), "yes", ["'per_image'", "'yes'"]),
+        (("image_rows",), {"names": ["x"]}, ["'image_rows'", "'per_image' is false"]),
     ],
 )
 def test_from_dict_refuses_bad_states(path, value, words):
@@ -310,6 +383,27 @@ def test_from_dict_refuses_bad_states(path, value, words):
         ConfusionMatrix.from_dict(bad, source="ckpt.json")
     msg = str(info.value)
     assert isinstance(info.value, SegiouError)
+    assert msg.startswith("ckpt.json: ")
+    for w in words:
+        assert w in msg, (w, msg)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "words"),
+    [
+        (("images",), 999, ["'images' is 999", "3 row(s)"]),
+        (("images",), 2, ["'images' is 2", "3 row(s)"]),
+        (("per_image",), False, ["'image_rows'", "'per_image' is false"]),
+        (("per_image",), 1, ["'per_image' is 1"]),
+        (("image_rows",), None, ["malformed"]),
+    ],
+)
+def test_from_dict_refuses_inconsistent_per_image_states(path, value, words):
+    d = _full_state(True).to_dict()
+    assert d["images"] == 3
+    with pytest.raises(CheckpointError) as info:
+        ConfusionMatrix.from_dict(_tamper(d, path, value), source="ckpt.json")
+    msg = str(info.value)
     assert msg.startswith("ckpt.json: ")
     for w in words:
         assert w in msg, (w, msg)
@@ -470,6 +564,48 @@ def test_same_key_from_two_threads_is_counted_once(threads):
         reference.assert_same_counts(cm, ref)
 
 
+def test_concurrent_keyless_per_image_updates_get_distinct_names(monkeypatch):
+    import time
+
+    from segiou import confusion
+
+    def slow_table(*args):  # widen any window between naming rows and storing them
+        time.sleep(0.001)
+        return ImageTable(*args)
+
+    cm = ConfusionMatrix(4, ignore_index=255, per_image=True, threads=1)
+    pairs = [_rng_pair(i, shape=(2, 3, 4)) for i in range(8)]
+    cm.update(*pairs[0])  # compile first
+    monkeypatch.setattr(confusion, "ImageTable", slow_table)
+    start = threading.Barrier(4)
+    errors = []
+
+    def work(i):
+        try:
+            start.wait()
+            for j in range(10):
+                cm.update(*pairs[(i + j) % len(pairs)])
+        except (SegiouError, ValueError) as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    n = 2 * (1 + 4 * 10)
+    names = cm.images.names
+    assert len(names) == n == cm.n_images
+    assert sorted(names) == sorted(f"#{i}" for i in range(n))
+    total = reference.confusion(*pairs[0], 4, ignore=(255,))
+    for i in range(4):
+        for j in range(10):
+            total = reference.add(total, reference.confusion(*pairs[(i + j) % 8], 4, ignore=(255,)))
+    reference.assert_same_counts(cm, total)
+    assert_array_equal(cm.images.tp.sum(axis=0), np.diagonal(cm.counts))
+
+
 def test_failed_update_frees_its_key():
     cm = ConfusionMatrix(3)
     with pytest.raises(LabelRangeError):
@@ -527,6 +663,42 @@ def test_merge_associative_commutative_with_identity(states):
     assert a + empty == a == empty + a
     total = a + b + c
     assert total.n_pixels == a.n_pixels + b.n_pixels + c.n_pixels
+
+
+@st.composite
+def three_per_image_states(draw):
+    """Three per-image states of disjoint keys; some batches keyless, some with image names."""
+    k = draw(st.integers(1, 6))
+    states = []
+    for name in "abc":
+        cm = ConfusionMatrix(k, ignore_index=[255, -1], on_unexpected="count", per_image=True)
+        for i in range(draw(st.integers(0, 2))):
+            pair = draw(label_pairs(min_classes=k, max_classes=k, unexpected=True, max_dims=3,
+                                    max_side=4))  # fmt: skip
+            how = draw(st.sampled_from(["key", "names", "none"]))
+            key = None if how == "none" else f"{name}{i}"
+            n = reference.n_images(pair.gt.shape)
+            names = [f"img{j % 2}" for j in range(n)] if how == "names" else None
+            cm.update(pair.gt, pair.pred, key=key, names=names)
+        states.append(cm)
+    return states
+
+
+@settings(deadline=None)
+@given(states=three_per_image_states())
+def test_per_image_merge_associative_commutative_with_identity(states):
+    a, b, c = states
+    assert (a + b) + c == a + (b + c)
+    assert a + b == b + a
+    assert (a + b) + c == (c + a) + b == b + (c + a)
+    empty = ConfusionMatrix.empty(
+        a.num_classes, ignore_index=[255, -1], on_unexpected="count", per_image=True
+    )
+    assert a + empty == a == empty + a
+    total = a + b + c
+    assert total.n_images == len(total.images.names) == a.n_images + b.n_images + c.n_images
+    assert total.keys == a.keys | b.keys | c.keys
+    assert ConfusionMatrix.from_dict(json.loads(json.dumps(total.to_dict()))) == c + (b + a)
 
 
 @settings(deadline=None)
@@ -598,7 +770,7 @@ class Streaming(RuleBasedStateMachine):
     @rule(target=states, i=states, j=states)
     def merge(self, i, j):
         (a, ma), (b, mb) = self.live[i], self.live[j]
-        if set(ma) & set(mb):
+        if a is b or set(ma) & set(mb):  # a state merged with itself: refused, even if empty
             with pytest.raises(DuplicateBatchError):
                 a.merge(b)
             return multiple()

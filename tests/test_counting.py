@@ -585,3 +585,102 @@ def test_word_path_scratch_tables_after_an_interrupted_call():
         cm = ConfusionMatrix(19, ignore_index=255, threads=threads).update(g, p)
         assert_array_equal(cm.counts, ref.counts)
         assert not _count._raw_tables(threads).any()  # left zeroed for the next call
+
+
+# --- byte order --------------------------------------------------------------------------------
+
+BIG_ENDIAN = (">i2", ">u2", ">i4", ">u4", ">i8", ">u8")
+
+
+@pytest.mark.parametrize("dtype", BIG_ENDIAN)
+@pytest.mark.parametrize("per_image", [False, True])
+def test_big_endian_masks_count_like_little_endian(dtype, per_image):
+    big = np.dtype(dtype)
+    little = big.newbyteorder("<")
+    assert not big.isnative
+    assert little.isnative
+    rng = np.random.default_rng(3)
+    # classes, ignore values 255 / -1 (void in predictions) and unexpected values 7 / -3
+    vals = np.array([0, 1, 2, 3, 4, 255, 7] + ([-1, -3] if big.kind == "i" else []))
+    gt = vals[rng.integers(0, vals.size, size=(3, 9, 11))]
+    pred = vals[rng.integers(0, vals.size, size=(3, 9, 11))]
+    ignore = [255, -1] if big.kind == "i" else [255]
+
+    def counted(g: np.ndarray, p: np.ndarray, threads: int) -> ConfusionMatrix:
+        cm = ConfusionMatrix(5, ignore_index=ignore, on_unexpected="count", per_image=per_image,
+                             threads=threads)  # fmt: skip
+        return cm.update(g, p, key="b")
+
+    want = counted(gt.astype(little), pred.astype(little), 1)
+    assert want.n_unexpected > 0
+    reference.assert_same_counts(want, reference.confusion(gt, pred, 5, ignore=tuple(ignore)))
+    for threads in (1, 2):
+        assert counted(gt.astype(big), pred.astype(big), threads) == want
+        # a strided big-endian view, and one big-endian side only
+        gs = np.zeros((3, 9, 22), big)
+        gs[..., ::2] = gt
+        assert counted(gs[..., ::2], pred.astype(big), threads) == want
+        assert counted(gt.astype(little), pred.astype(big), threads) == want
+    if per_image:
+        assert_array_equal(counted(gt.astype(big), pred.astype(big), 1).images.tp, want.images.tp)
+    # what was wrong is still reported with its true value and position
+    with pytest.raises(LabelRangeError, match=r"\b7 \("):
+        ConfusionMatrix(5, ignore_index=ignore).update(gt.astype(big), pred.astype(big))
+
+
+def test_big_endian_uint64_above_int64_range_is_unexpected():
+    gt = np.array([0, 2**64 - 1, 1], ">u8")
+    pred = np.array([0, 1, 2**64 - 1], ">u8")
+    cm = ConfusionMatrix(3, ignore_index=-1, on_unexpected="count").update(gt, pred)
+    assert cm.unexpected_gt == {2**64 - 1: 1}
+    assert cm.unexpected_pred == {2**64 - 1: 1}
+    assert cm.n_ignored == 0
+    assert cm.counts[0, 0] == 1
+
+
+@pytest.mark.parametrize("dtype", BIG_ENDIAN)
+def test_image_counter_reads_big_endian_chunks(dtype):
+    big = np.dtype(dtype)
+    rng = np.random.default_rng(4)
+    gt = rng.integers(0, 3, size=(16, 20)).astype(big)
+    pred = rng.integers(0, 3, size=(16, 20)).astype(big)
+    lk = _count.Lookup(3, {0: 0, 1: 1, 2: 2}, {0: 0, 1: 1, 2: 2})
+    counter = _count.ImageCounter(lk)
+    for y, x in _chunks(gt, 8):
+        counter.add(gt[y : y + 8, x : x + 8], pred[y : y + 8, x : x + 8])
+    counts, *_ = _split(counter.finish(), 3)
+    assert_array_equal(
+        counts, reference.confusion(gt.astype(np.int64), pred.astype(np.int64), 3).counts
+    )
+
+
+def test_as_labels_copies_only_non_native_data():
+    native = np.arange(6, dtype=np.uint16)
+    assert _count.as_labels(native, "gt", "here") is native
+    big = native.astype(">u2")
+    out = _count.as_labels(big, "gt", "here")
+    assert out.dtype.isnative
+    assert out.dtype == np.uint16
+    assert_array_equal(out, native)
+
+
+# --- messages of refused label specs -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("ignore", [10**7, -(10**7), [255, 10**7]])
+def test_distant_class_space_ignore_value_message(ignore):
+    with pytest.raises(LabelSpecError) as info:
+        ConfusionMatrix(19, ignore_index=ignore)
+    msg = str(info.value)
+    far = ignore if isinstance(ignore, int) else ignore[1]
+    assert f"ignore value {far} is too far from the class ids 0..18" in msg
+    assert "4,194,304" in msg  # the span limit
+    assert "ignore_index" in msg  # what to do
+    assert "raw" not in msg  # no raw ids are involved
+
+
+def test_distant_raw_ids_message():
+    spec = LabelSpec("far", ["a", "b"], raw=[RawLabel(0, "a", 0), RawLabel(10**7, "b", 1)])
+    with pytest.raises(LabelSpecError, match=r"raw label ids of the spec span 0\.\.10000000"):
+        ConfusionMatrix(spec, gt_ids="raw")
+    ConfusionMatrix(spec)  # class ids are compact: fine
