@@ -657,12 +657,19 @@ def three_states(draw):
 @given(states=three_states())
 def test_merge_associative_commutative_with_identity(states):
     a, b, c = states
+    total = _assert_merge_laws(a, b, c, per_image=False)
+    assert total.n_pixels == a.n_pixels + b.n_pixels + c.n_pixels
+
+
+def _assert_merge_laws(a, b, c, *, per_image):  # type: ignore[no-untyped-def]
+    """Associative, commutative (in any order of three), the empty state is the identity."""
     assert (a + b) + c == a + (b + c)
     assert a + b == b + a
-    empty = ConfusionMatrix.empty(a.num_classes, ignore_index=[255, -1], on_unexpected="count")
+    assert (a + b) + c == (c + a) + b == b + (c + a)
+    empty = ConfusionMatrix.empty(a.num_classes, ignore_index=[255, -1], on_unexpected="count",
+                                  per_image=per_image)  # fmt: skip
     assert a + empty == a == empty + a
-    total = a + b + c
-    assert total.n_pixels == a.n_pixels + b.n_pixels + c.n_pixels
+    return a + b + c
 
 
 @st.composite
@@ -688,14 +695,7 @@ def three_per_image_states(draw):
 @given(states=three_per_image_states())
 def test_per_image_merge_associative_commutative_with_identity(states):
     a, b, c = states
-    assert (a + b) + c == a + (b + c)
-    assert a + b == b + a
-    assert (a + b) + c == (c + a) + b == b + (c + a)
-    empty = ConfusionMatrix.empty(
-        a.num_classes, ignore_index=[255, -1], on_unexpected="count", per_image=True
-    )
-    assert a + empty == a == empty + a
-    total = a + b + c
+    total = _assert_merge_laws(a, b, c, per_image=True)
     assert total.n_images == len(total.images.names) == a.n_images + b.n_images + c.n_images
     assert total.keys == a.keys | b.keys | c.keys
     assert ConfusionMatrix.from_dict(json.loads(json.dumps(total.to_dict()))) == c + (b + a)
