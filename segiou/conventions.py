@@ -35,6 +35,11 @@ class Convention:
         One line: which tool and call this reproduces.
     differences : tuple of str
         What the tool does that segiou does not reproduce, or does differently.
+    fbeta_from_pr : bool
+        F-beta is computed from per-class precision and recall, ``(1+b^2) P R / (b^2 P + R)``,
+        so it is undefined (``nan``) for a class without true positives, and means leave that
+        class out (mmsegmentation's mFscore). Otherwise such a class scores 0 (when it is in
+        either mask) and counts.
     """
 
     name: str
@@ -42,6 +47,7 @@ class Convention:
     fill: float
     description: str
     differences: tuple[str, ...] = ()
+    fbeta_from_pr: bool = False
 
     def rules(self) -> list[str]:
         """Return the rules of this convention in words (echoed in reports)."""
@@ -53,11 +59,19 @@ class Convention:
             "all": "means run over every class; a class in neither mask scores 0",
         }[self.mean_over]
         fill = "nan (undefined)" if math.isnan(self.fill) else repr(self.fill)
+        fbeta = (
+            "F-beta is (1+b^2)PR/(b^2P+R) from per-class precision and recall: undefined (nan) "
+            "for a class without true positives, which means leave out"
+            if self.fbeta_from_pr
+            else "F-beta is (1+b^2)TP/((1+b^2)TP+b^2FN+FP): 0 for a class in either mask without "
+            "true positives"
+        )
         return [
             over,
             f"per-class scores outside the averaged classes are reported as {fill}",
             "a class only predicted scores IoU 0"
             + (" and is included in means" if self.mean_over != "gt" else ""),
+            fbeta,
             "ratios are computed once from the summed counts of the whole dataset",
         ]
 
@@ -85,6 +99,26 @@ _MMSEG_DIFF = (
         "(segiou calls them void and reports them per class)"
     ),
 )
+_MMSEG_ONLY_DIFF = (
+    (
+        "IoUMetric reports percentages rounded to two decimals (np.round(x * 100, 2)); segiou "
+        "reports unrounded fractions"
+    ),
+    (
+        "IoUMetric sums the per-class areas in float32 (torch.histc), so totals above 2**24 "
+        "pixels are rounded (relative error about 1e-7); segiou counts exactly in int64"
+    ),
+    "nan_to_num is not applied",
+)
+_ZERO_DIVISION_DIFF = (
+    "mprecision leaves out a class with ground truth that is never predicted (precision 0/0); "
+    "{tool} scores it zero_division (0) and includes it in the macro average"
+)
+_SKLEARN_IGNORE_DIFF = (
+    "scikit-learn has no ignore value: a ground-truth pixel with an ignore value that is left "
+    "in y_true still counts (its prediction is a false positive of the predicted class); "
+    "segiou does not count it"
+)
 
 #: Named conventions; ``segiou`` is the default.
 PRESETS: dict[str, Convention] = {
@@ -105,8 +139,11 @@ PRESETS: dict[str, Convention] = {
         ),
         Convention(
             "mmseg", "present", _NAN,
-            "mmsegmentation IoUMetric / mean_iou: aAcc, mIoU, mAcc, mDice, mFscore with np.nanmean",
-            _MMSEG_DIFF,
+            "mmsegmentation IoUMetric / mean_iou: aAcc, mIoU, mAcc, mDice, mFscore, mPrecision "
+            "and mRecall (= mean_accuracy) with np.nanmean; mFscore leaves out classes without "
+            "true positives (F from precision and recall is 0/0 there)",
+            (*_MMSEG_DIFF, *_MMSEG_ONLY_DIFF),
+            fbeta_from_pr=True,
         ),
         Convention(
             "hf_evaluate", "present", _NAN,
@@ -127,17 +164,32 @@ PRESETS: dict[str, Convention] = {
             "mask out; average=None reports them as 0 (zero_division=0); 'micro' and 'weighted' "
             "are micro_iou and fwiou",
             (("torchmetrics' ignore_index inside 0..K-1 zeroes that class's weight; segiou "
-             "requires ignore values outside the class range"),),
+             "requires ignore values outside the class range"),
+             ("torchmetrics expects every prediction to be a class 0..K-1: a prediction outside "
+              "the range raises an error or lands in a wrong bin of its bincount (depending on "
+              "version and validate_args); segiou counts it as void (a false negative)"),
+             _ZERO_DIVISION_DIFF.format(tool="MulticlassPrecision(average='macro')"),
+             ("MulticlassRecall / MulticlassAccuracy(average='macro') average over classes with "
+              "TP+FP+FN > 0, a class only predicted scoring 0; segiou's mean_accuracy runs over "
+              "classes with ground truth")),
         ),
         Convention(
             "sklearn", "present", _NAN,
             "scikit-learn jaccard_score(y_true, y_pred, average='macro') with labels=None: only "
             "labels present in y_true or y_pred are scored",
+            (("with labels=None scikit-learn scores every value found in y_true or y_pred: an "
+              "ignore or void value left in the arrays (e.g. 255) becomes an extra label with "
+              "its own IoU in the average; segiou scores only the evaluated classes. To "
+              "compare, drop the ignored pixels, map void predictions to a value outside "
+              "0..K-1 and pass labels=[the classes 0..K-1 present in either]"),
+             _SKLEARN_IGNORE_DIFF,
+             _ZERO_DIVISION_DIFF.format(tool="precision_score(average='macro')")),
         ),
         Convention(
             "sklearn_all_labels", "all", 0.0,
             "scikit-learn jaccard_score(..., labels=range(K), zero_division=0): every class "
             "averaged, classes in neither mask score 0",
+            (_SKLEARN_IGNORE_DIFF,),
         ),
         Convention(
             "keras", "present", _NAN,

@@ -9,7 +9,6 @@ which raw ids (for example Cityscapes ``labelIds``) map to which class. Masks ma
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -55,6 +54,31 @@ def _fail(spec: str, what: str) -> LabelSpecError:
     return LabelSpecError(f"label spec {spec!r}: {what}")
 
 
+def _as_int(value: object) -> int | None:
+    """Return ``value`` as an int when it is an integer (int or numpy integer, not bool)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        return None
+    return int(value)
+
+
+def _int_raw(spec: str, r: RawLabel) -> RawLabel:
+    """Check that a raw label's id and class are integers; return it with plain ints."""
+    rid = _as_int(r.id)
+    if rid is None:
+        msg = f"raw id {r.id!r} ({r.name!r}) is not an integer; raw ids are integer mask values"
+        raise _fail(spec, msg)
+    cls = None if r.cls is None else _as_int(r.cls)
+    if r.cls is not None and cls is None:
+        msg = (
+            f"raw id {rid} ({r.name!r}) maps to class {r.cls!r}, which is not an integer class "
+            "index; give an integer class index, or None (not evaluated)"
+        )
+        raise _fail(spec, msg)
+    if rid is r.id and cls is r.cls:
+        return r
+    return replace(r, id=rid, cls=cls)
+
+
 @dataclass(frozen=True)
 class LabelSpec:
     """What the values of a mask mean.
@@ -66,8 +90,11 @@ class LabelSpec:
     classes : sequence of str
         Names of the evaluated classes; class ``i`` is ``classes[i]``.
     ignore : sequence of int
-        Class-space values that are not evaluated: ignored in the ground truth (not counted,
-        whatever was predicted), void in a prediction (a false negative of the true class).
+        Mask values that are not evaluated: ignored in the ground truth (not counted, whatever
+        was predicted), void in a prediction (a false negative of the true class). They apply
+        to class-id masks and to raw-id masks alike (in raw ids, as well as the raw ids that
+        map to no class); an ignore value may not be a class id, nor (in raw ids) a raw id that
+        maps to a class.
     colors : sequence of (r, g, b), optional
         One colour per class, for colour-coded masks and reports.
     categories : sequence of str
@@ -81,7 +108,9 @@ class LabelSpec:
     ------
     LabelSpecError
         Duplicate names or ids, an ignore value that is also a class id, a class or category
-        index out of range, or a colour that is not three bytes.
+        index out of range, a colour that is not three bytes, or an id, class index, category
+        index or ignore value that is not an integer (floats and bools are refused, never
+        truncated).
 
     Examples
     --------
@@ -101,11 +130,34 @@ class LabelSpec:
     def __post_init__(self) -> None:
         for name in ("classes", "ignore", "categories", "class_categories", "raw"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        # numpy integers are accepted, but stored as int (states and results are JSON)
-        object.__setattr__(self, "ignore", tuple(operator.index(v) for v in self.ignore))
+        # numpy integers are accepted, but stored as int (states and results are JSON); floats
+        # and bools are refused rather than truncated (7.9 is no raw id 7, True no class 1)
+        ignore = []
+        for v in self.ignore:
+            if (iv := _as_int(v)) is None:
+                msg = f"ignore value {v!r} is not an integer; give integer mask values (e.g. 255)"
+                raise _fail(self.name, msg)
+            ignore.append(iv)
+        object.__setattr__(self, "ignore", tuple(ignore))
+        cats = []
+        for i, g in enumerate(self.class_categories):
+            if (ig := _as_int(g)) is None:
+                who = repr(self.classes[i]) if i < len(self.classes) else f"#{i}"
+                msg = (
+                    f"class {who} has category index {g!r}, which is not an integer; give the "
+                    "integer index of its category in 'categories'"
+                )
+                raise _fail(self.name, msg)
+            cats.append(ig)
+        object.__setattr__(self, "class_categories", tuple(cats))
+        object.__setattr__(self, "raw", tuple(_int_raw(self.name, r) for r in self.raw))
         if self.colors is not None:
             object.__setattr__(self, "colors", tuple(tuple(c) for c in self.colors))
         self._validate()
+        if self.colors is not None:  # validated: three integers 0..255 each
+            object.__setattr__(
+                self, "colors", tuple((int(c[0]), int(c[1]), int(c[2])) for c in self.colors)
+            )
 
     def _validate(self) -> None:
         k = len(self.classes)
@@ -157,7 +209,15 @@ class LabelSpec:
     def gt_map(self, ids: IdSpace = "class") -> dict[int, int]:
         """Mask value -> class index or ``-1`` (ignored) for ground truth in id space ``ids``.
 
-        Values absent from the map are unexpected.
+        Values absent from the map are unexpected. The ignore values apply in both id spaces:
+        in raw ids, a value is ignored when it is an ignore value or a raw id that maps to no
+        class.
+
+        Raises
+        ------
+        LabelSpecError
+            Raw ids are asked for but the spec has none, or an ignore value is also a raw id
+            that maps to a class (it cannot be both evaluated and ignored).
         """
         if ids == "class":
             out = {i: i for i in range(self.num_classes)}
@@ -170,7 +230,19 @@ class LabelSpec:
                     "'raw' table to the spec"
                 )
                 raise _fail(self.name, msg)
-            return {r.id: IGNORE if r.cls is None else r.cls for r in self.raw}
+            out = {r.id: IGNORE if r.cls is None else r.cls for r in self.raw}
+            for v in self.ignore:
+                if out.get(v, IGNORE) != IGNORE:
+                    r = next(r for r in self.raw if r.id == v)
+                    msg = (
+                        f"ignore value {v} is also raw id {v} ({r.name!r}), which maps to class "
+                        f"{out[v]} ({self.classes[out[v]]!r}); in raw ids a value is either "
+                        "evaluated or ignored. Choose an ignore value that is no evaluated raw "
+                        f"id, or map raw id {v} to no class (null) in the spec"
+                    )
+                    raise _fail(self.name, msg)
+                out[v] = IGNORE
+            return out
         msg = f"id space {ids!r} is unknown; expected 'class' or 'raw'"  # type: ignore[unreachable]
         raise _fail(self.name, msg)
 
@@ -197,8 +269,10 @@ class LabelSpec:
         return m
 
     def with_ignore(self, values: int | Iterable[int]) -> LabelSpec:
-        """Return a copy whose class-space ignore values are ``values``."""
-        vals = (values,) if isinstance(values, int | np.integer) else tuple(values)
+        """Return a copy whose ignore values are ``values`` (integers; see ``ignore``)."""
+        vals: tuple[Any, ...] = (values,)  # validated by the spec: integers only
+        if isinstance(values, Iterable) and not isinstance(values, str | bytes):
+            vals = tuple(values)
         return replace(self, ignore=vals)
 
     # -- construction and serialisation -------------------------------------------------------
@@ -213,11 +287,11 @@ class LabelSpec:
         if num_classes < 1:
             msg = f"num_classes must be at least 1, got {num_classes}"
             raise LabelSpecError(msg)
-        ign: tuple[int, ...] = ()
-        if isinstance(ignore, int | np.integer):
-            ign = (int(ignore),)
-        elif ignore is not None:
+        ign: tuple[Any, ...] = ()  # validated by the spec: integers, not floats or bools
+        if isinstance(ignore, Iterable) and not isinstance(ignore, str | bytes):
             ign = tuple(ignore)
+        elif ignore is not None:
+            ign = (ignore,)
         return cls(f"{num_classes} classes", tuple(str(i) for i in range(num_classes)), ign)
 
     def to_dict(self) -> dict[str, Any]:
@@ -243,6 +317,14 @@ class LabelSpec:
 
         ``classes`` is a list of names, or of ``{"name", "color", "category"}`` objects;
         ``raw`` entries name their class by index or by name (``null``: not evaluated).
+
+        Raises
+        ------
+        LabelSpecError
+            A malformed or invalid spec; the message starts with ``source`` (the file) and
+            names the entry and field, e.g. ``raw[1] field 'id' is 7.9``. Ids, class and
+            category indices and ignore values must be integers: ``7.9``, ``1.0``, ``true``
+            and ``"x"`` are refused, never truncated.
         """
         if not isinstance(d, Mapping):
             msg = f"{source}: expected an object with 'classes', got {type(d).__name__}"  # type: ignore[unreachable]
@@ -259,9 +341,20 @@ class LabelSpec:
             raise LabelSpecError(msg)
         name = str(d.get("name", Path(source).stem))
         names: list[str] = []
-        colors: list[Color] | None = list(map(_color, d["colors"])) if "colors" in d else None
-        cats = [str(c) for c in d.get("categories", [])]
-        class_cats = list(d.get("class_categories", []))
+        colors: list[Color] | None = None
+        if "colors" in d:
+            if isinstance(d["colors"], str | Mapping) or not isinstance(d["colors"], Sequence):
+                msg = f"{source}: 'colors' is {d['colors']!r}; expected a list of [r, g, b]"
+                raise LabelSpecError(msg)
+            colors = [_color(c, f"{source}: colors[{j}]") for j, c in enumerate(d["colors"])]
+        categories = d.get("categories", [])
+        if isinstance(categories, str | Mapping) or not isinstance(categories, Sequence):
+            msg = f"{source}: 'categories' is {categories!r}; expected a list of category names"
+            raise LabelSpecError(msg)
+        cats = [str(c) for c in categories]
+        class_cats = _int_list(
+            d.get("class_categories", []), source, "class_categories", "category index"
+        )
         for i, c in enumerate(d["classes"]):
             if isinstance(c, str):
                 names.append(c)
@@ -272,7 +365,7 @@ class LabelSpec:
             names.append(str(c["name"]))
             if "color" in c:
                 colors = colors or [(0, 0, 0)] * len(d["classes"])
-                colors[i] = _color(c["color"])
+                colors[i] = _color(c["color"], f"{source}: classes[{i}] field 'color'")
             if "category" in c:
                 if c["category"] not in cats:
                     if "categories" in d:
@@ -292,18 +385,37 @@ class LabelSpec:
             if not isinstance(r, Mapping) or "id" not in r:
                 msg = f"{source}: raw[{i}] is {r!r}; expected an object with 'id' (and 'class')"
                 raise LabelSpecError(msg)
+            rid = _as_int(r["id"])
+            if rid is None:
+                msg = (
+                    f"{source}: raw[{i}] field 'id' is {r['id']!r}; expected an integer raw id "
+                    "(the value stored in the mask)"
+                )
+                raise LabelSpecError(msg)
             target = r.get("class")
             if isinstance(target, str):
                 if target not in names:
                     msg = f"{source}: raw[{i}] maps to unknown class {target!r}; known: {names}"
                     raise LabelSpecError(msg)
                 target = names.index(target)
-            color = _color(r["color"]) if r.get("color") is not None else None
-            raw.append(RawLabel(int(r["id"]), str(r.get("name", r["id"])), target, color))
-        ignore = d.get("ignore", [])
-        ignore = [ignore] if isinstance(ignore, int) else ignore
-        return cls(name, tuple(names), tuple(int(v) for v in ignore), tuple(colors) if colors else None,
-                   tuple(cats), tuple(class_cats), tuple(raw))  # fmt: skip
+            elif target is not None and (target := _as_int(target)) is None:
+                msg = (
+                    f"{source}: raw[{i}] field 'class' is {r['class']!r}; expected an integer "
+                    f"class index 0..{len(names) - 1}, a class name, or null (not evaluated)"
+                )
+                raise LabelSpecError(msg)
+            where = f"{source}: raw[{i}] field 'color'"
+            color = _color(r["color"], where) if r.get("color") is not None else None
+            raw.append(RawLabel(rid, str(r.get("name", rid)), target, color))
+        ignore = _int_list(d.get("ignore", []), source, "ignore", "ignore value (e.g. 255)")
+        try:
+            return cls(name, tuple(names), tuple(ignore), tuple(colors) if colors else None,
+                       tuple(cats), tuple(class_cats), tuple(raw))  # fmt: skip
+        except LabelSpecError as err:  # name the file too, not only the spec
+            if source == "label spec":
+                raise
+            msg = f"{source}: {err}"
+            raise LabelSpecError(msg) from None
 
 
 def _no_duplicates(spec: str, what: str, items: Iterable[object]) -> None:
@@ -313,16 +425,39 @@ def _no_duplicates(spec: str, what: str, items: Iterable[object]) -> None:
         raise _fail(spec, f"duplicate {what}(s) {sorted(set(map(str, dup)))}; each must be unique")
 
 
+def _is_color(c: object) -> bool:
+    if isinstance(c, str | bytes | Mapping) or not isinstance(c, Sequence) or len(c) != 3:
+        return False
+    return all((iv := _as_int(v)) is not None and 0 <= iv <= 255 for v in c)
+
+
 def _check_color(spec: str, where: str, c: Sequence[int]) -> None:
-    if len(c) != 3 or not all(isinstance(v, int) and 0 <= v <= 255 for v in c):
+    if not _is_color(c):
         raise _fail(spec, f"{where} has colour {c!r}; expected three integers 0..255")
 
 
-def _color(c: Any) -> Color:
-    if len(c) != 3:
-        msg = f"colour {c!r} is not three integers 0..255"
+def _color(c: Any, where: str) -> Color:
+    """Read a colour from a spec file; ``where`` names the file, the entry and the field."""
+    if not _is_color(c):
+        msg = f"{where} is {c!r}; expected a colour: three integers 0..255 (r, g, b)"
         raise LabelSpecError(msg)
     return (int(c[0]), int(c[1]), int(c[2]))
+
+
+def _int_list(value: Any, source: str, key: str, what: str) -> list[int]:
+    """Read the list of integers ``key`` of a spec file (a single integer is a list of one)."""
+    if _as_int(value) is not None:
+        return [int(value)]
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        msg = f"{source}: {key!r} is {value!r}; expected an integer {what} or a list of them"
+        raise LabelSpecError(msg)
+    out = []
+    for j, v in enumerate(value):
+        if (iv := _as_int(v)) is None:
+            msg = f"{source}: {key}[{j}] is {v!r}; expected an integer {what}"
+            raise LabelSpecError(msg)
+        out.append(iv)
+    return out
 
 
 def load_spec(source: str | Path | LabelSpec) -> LabelSpec:

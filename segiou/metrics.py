@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from segiou._typing import CountMatrix, FloatArray, IntArray
+from segiou.errors import UsageError
 
 __all__ = [
     "MeanOver",
@@ -240,22 +241,51 @@ def micro_iou(cm: CountMatrix, *, void: IntArray | None = None) -> float:
     return float(_ratio(tp.sum(), (tp + fp + fn).sum()))
 
 
-def fbeta(cm: CountMatrix, beta: float = 1.0, *, void: IntArray | None = None) -> FloatArray:
+def fbeta(
+    cm: CountMatrix,
+    beta: float = 1.0,
+    *,
+    void: IntArray | None = None,
+    from_precision_recall: bool = False,
+) -> FloatArray:
     """Per-class F-beta score.
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    beta : float
+        Weight of recall: ``beta = 1`` is Dice / F1.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class (false negatives).
+    from_precision_recall : bool
+        Compute ``(1 + b^2) P R / (b^2 P + R)`` from per-class precision ``P`` and recall ``R``,
+        as mmsegmentation's mFscore does: the same value where ``TP > 0``, but ``nan``
+        (undefined, 0/0) for every class without true positives, so that means leave it out.
+
+    Returns
+    -------
+    ndarray of float64, shape (K,)
 
     Notes
     -----
     ``F_beta,c = (1 + b^2) TP / ((1 + b^2) TP + b^2 FN + FP)``; ``nan`` when the class is in
-    neither ground truth nor prediction. ``beta = 1`` is Dice / F1.
+    neither ground truth nor prediction, 0 for a class with ``TP = 0`` otherwise (scikit-learn
+    and torchmetrics with ``zero_division=0``), unless ``from_precision_recall``.
 
     Examples
     --------
     >>> fbeta(np.array([[2, 1], [1, 0]]), beta=2.0).round(4).tolist()
     [0.6667, 0.0]
+    >>> fbeta(np.array([[2, 1], [1, 0]]), beta=2.0, from_precision_recall=True).round(4).tolist()
+    [0.6667, nan]
     """
     tp, fp, fn = tp_fp_fn(cm, void=void)
     b2 = float(beta) ** 2
-    return _ratio((1 + b2) * tp, (1 + b2) * tp + b2 * fn + fp)
+    out = _ratio((1 + b2) * tp, (1 + b2) * tp + b2 * fn + fp)
+    if from_precision_recall:
+        out[tp == 0] = np.nan
+    return out
 
 
 def dice(cm: CountMatrix, *, void: IntArray | None = None) -> FloatArray:
@@ -347,12 +377,121 @@ def cohen_kappa(cm: CountMatrix, *, void: IntArray | None = None) -> float:
     return float("nan") if pe >= 1.0 else (po - pe) / (1.0 - pe)
 
 
+def _membership(membership: npt.ArrayLike, k: int, num_categories: int | None) -> IntArray:
+    """Validate a class -> category membership; return it as a ``K x G`` 0/1 int64 matrix."""
+    if num_categories is not None and (
+        isinstance(num_categories, bool) or not isinstance(num_categories, int | np.integer)
+        or num_categories < 1
+    ):  # fmt: skip
+        msg = f"num_categories must be a positive integer, got {num_categories!r}"
+        raise UsageError(msg)
+    m = np.asarray(membership)
+    if m.ndim == 1:
+        if m.shape[0] != k:
+            msg = (
+                f"membership has {m.shape[0]} category indices for {k} classes; give one "
+                "category index per class (or a K x G 0/1 matrix)"
+            )
+            raise UsageError(msg)
+        if m.dtype.kind not in "iu":
+            msg = (
+                f"membership as category indices must hold integers, got {m.tolist()!r} "
+                f"(dtype {m.dtype}); give the integer category index of each class"
+            )
+            raise UsageError(msg)
+        if (neg := np.flatnonzero(m < 0)).size:
+            c = int(neg[0])
+            msg = (
+                f"membership gives class {c} the category index {int(m[c])}; category indices "
+                "are 0 or more"
+            )
+            raise UsageError(msg)
+        g = int(m.max()) + 1 if k else 0
+        if num_categories is not None:
+            if g > num_categories:
+                c = int(np.argmax(m))
+                msg = (
+                    f"membership gives class {c} the category index {int(m[c])}, but "
+                    f"num_categories={num_categories}; use indices 0..{num_categories - 1} or "
+                    "raise num_categories"
+                )
+                raise UsageError(msg)
+            g = num_categories
+        onehot = np.zeros((k, g), dtype=np.int64)
+        onehot[np.arange(k), m.astype(np.int64)] = 1
+        return onehot
+    if m.ndim != 2 or m.shape[0] != k or m.shape[1] == 0:
+        msg = (
+            f"membership must be K x G with K = {k} (one row per class, one column per "
+            f"category, G >= 1) or a sequence of {k} category indices, got shape {m.shape}"
+        )
+        raise UsageError(msg)
+    if m.dtype.kind not in "biuf":
+        msg = f"membership must hold 0/1 numbers, got dtype {m.dtype}"
+        raise UsageError(msg)
+    if (bad := np.argwhere((m != 0) & (m != 1))).size:
+        at = tuple(int(i) for i in bad[0])
+        msg = (
+            f"membership entries must be 0 or 1 (class in category or not), got {m[at].item()!r} at "
+            f"(class, category) = {at}; weights are not supported"
+        )
+        raise UsageError(msg)
+    m = m.astype(np.int64)
+    rows = m.sum(axis=1)
+    if (none := np.flatnonzero(rows == 0)).size:
+        msg = (
+            f"membership puts class(es) {none.tolist()} in no category, so their pixels would be "
+            "lost from every category; put every class in exactly one category (one 1 per row)"
+        )
+        raise UsageError(msg)
+    if (many := np.flatnonzero(rows > 1)).size:
+        msg = (
+            f"membership puts class(es) {many.tolist()} in more than one category (rows sum to "
+            f"{rows[many].tolist()}), so their pixels would be counted twice; put every class "
+            "in exactly one category (one 1 per row)"
+        )
+        raise UsageError(msg)
+    if num_categories is not None and num_categories != m.shape[1]:
+        msg = f"membership has {m.shape[1]} category columns but num_categories={num_categories}"
+        raise UsageError(msg)
+    return m
+
+
 def category_counts(
-    cm: CountMatrix, membership: IntArray, *, void: IntArray | None = None
+    cm: CountMatrix,
+    membership: npt.ArrayLike,
+    *,
+    void: IntArray | None = None,
+    num_categories: int | None = None,
 ) -> tuple[CountMatrix, IntArray]:
     """Merge classes into categories: ``(M^T cm M, M^T void)`` for a ``K x G`` 0/1 ``M``.
 
     Confusions between classes of the same category become true positives of the category.
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    membership : array_like of int, shape (K, G) or (K,)
+        A 0/1 (or bool) matrix, ``M[c, g] = 1`` when class ``c`` is in category ``g``; or the
+        category index ``0..G-1`` of each class.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class.
+    num_categories : int, optional
+        Number of categories ``G`` (default: the matrix's columns, or the largest index + 1);
+        categories without classes score ``nan``.
+
+    Returns
+    -------
+    ccm : ndarray of int64, shape (G, G)
+    cvoid : ndarray of int64, shape (G,)
+
+    Raises
+    ------
+    UsageError
+        A membership that does not put every class in exactly one category (a class in none
+        would lose its pixels, a class in two would be counted twice), entries other than 0/1,
+        a wrong shape, or negative or non-integer category indices.
 
     Examples
     --------
@@ -360,17 +499,20 @@ def category_counts(
     >>> cm = np.array([[5, 2, 1], [3, 4, 0], [0, 1, 6]])
     >>> category_counts(cm, m)[0].tolist()
     [[14, 1], [1, 6]]
+    >>> category_counts(cm, [0, 0, 1])[0].tolist()
+    [[14, 1], [1, 6]]
     """
     cm, v = _check(cm, void)
-    m = np.asarray(membership, dtype=np.int64)
-    if m.shape[0] != cm.shape[0] or m.ndim != 2:
-        msg = f"membership must be K x G with K = {cm.shape[0]}, got shape {m.shape}"
-        raise ValueError(msg)
+    m = _membership(membership, cm.shape[0], num_categories)
     return m.T @ cm @ m, m.T @ v
 
 
 def category_iou(
-    cm: CountMatrix, membership: IntArray, *, void: IntArray | None = None
+    cm: CountMatrix,
+    membership: npt.ArrayLike,
+    *,
+    void: IntArray | None = None,
+    num_categories: int | None = None,
 ) -> FloatArray:
     """Per-category IoU, Cityscapes style (see :func:`category_counts`).
 
@@ -381,5 +523,5 @@ def category_iou(
     >>> category_iou(cm, m).round(4).tolist()
     [0.875, 0.75]
     """
-    ccm, cv = category_counts(cm, membership, void=void)
+    ccm, cv = category_counts(cm, membership, void=void, num_categories=num_categories)
     return iou(ccm, void=cv)

@@ -17,6 +17,7 @@ from segiou import metrics as m
 from segiou._typing import CountMatrix, FloatArray, IntArray
 from segiou.confusion import ConfusionMatrix
 from segiou.conventions import Convention, get_convention
+from segiou.errors import UsageError
 from segiou.labels import LabelSpec
 
 __all__ = ["RESULT_FORMAT", "RESULT_VERSION", "Result", "evaluate"]
@@ -127,6 +128,16 @@ def _num(x: Any) -> float | int | None:
     return None if math.isnan(f) else f
 
 
+def _ignore_rule(spec: LabelSpec, gt_ids: str) -> str:
+    """Say in words which ground-truth values are ignored, naming every one."""
+    what = [f"an ignore value {list(spec.ignore)}"] if spec.ignore else []
+    if gt_ids == "raw" and (skipped := sorted(r.id for r in spec.raw if r.cls is None)):
+        what.append(f"a raw id the spec does not evaluate {skipped}")
+    if not what:
+        return "no ground-truth value is ignored"
+    return f"ground-truth pixels with {' or '.join(what)} are not counted, whatever was predicted"
+
+
 def _fill(scores: FloatArray, scored: np.ndarray, conv: Convention) -> FloatArray:
     out = scores.copy()
     if conv.mean_over == "all":
@@ -156,13 +167,20 @@ def evaluate(
     void : ndarray of int, shape (K,), optional
         Void predictions per class, for a bare count matrix.
     spec : LabelSpec, optional
-        Class names and categories, for a bare count matrix.
+        Class names and categories, for a bare count matrix (default: classes named
+        ``"0".."K-1"``). An accumulator carries its own spec.
     beta : float, optional
         Also report per-class F-beta (``fbeta``) and its mean (``mfbeta``).
 
     Returns
     -------
     Result
+
+    Raises
+    ------
+    UsageError
+        ``spec`` does not have one class per row of the count matrix, or differs from the spec
+        of the accumulator given as ``source``.
 
     Notes
     -----
@@ -180,6 +198,13 @@ def evaluate(
     conv = get_convention(preset)
     extra: dict[str, Any] = {}
     if isinstance(source, ConfusionMatrix):
+        if spec is not None and spec != source.spec:
+            msg = (
+                f"evaluate: spec {spec.name!r} was given, but the accumulator carries its own "
+                f"spec {source.spec.name!r}, which differs; leave spec out (it is for a bare "
+                "count matrix)"
+            )
+            raise UsageError(msg)
         cm, v, spec = source.counts, source.void, source.spec
         pixels = {
             "total": source.n_pixels,
@@ -197,16 +222,25 @@ def evaluate(
                 "on_unexpected": source.on_unexpected,
                 "void_rule": "a prediction that maps to no class at a valid ground-truth pixel "
                 "is a false negative of the true class, never a false positive",
-                "ignore_rule": "ground-truth pixels with an ignore value are not counted, "
-                "whatever was predicted",
+                "ignore_rule": _ignore_rule(source.spec, source.gt_ids),
             },
             "images": source.n_images,
             "batches": len(source.keys),
         }
     else:
         cm = np.asarray(source)
-        v = np.zeros(cm.shape[0], dtype=np.int64) if void is None else np.asarray(void)
-        spec = spec or LabelSpec.from_num_classes(cm.shape[0])
+        m.tp_fp_fn(cm, void=void)  # checks the shapes of the matrix and of void first
+        k = cm.shape[0]
+        v = np.zeros(k, dtype=np.int64) if void is None else np.asarray(void)
+        if spec is None:
+            spec = LabelSpec.from_num_classes(k)
+        elif spec.num_classes != k:
+            msg = (
+                f"evaluate: label spec {spec.name!r} has {spec.num_classes} classes but the count "
+                f"matrix is {k} x {k}; pass the spec the matrix was counted with (one class per "
+                "row), or no spec: classes are then named 0..K-1"
+            )
+            raise UsageError(msg)
         pixels = {"total": int(cm.sum() + v.sum()), "counted": int(cm.sum()), "void": int(v.sum()),
                   "ignored": 0, "unexpected_gt": {}, "unexpected_pred": {}}  # fmt: skip
     tp, fp, fn = m.tp_fp_fn(cm, void=v)
@@ -220,7 +254,7 @@ def evaluate(
         "recall": m.recall(cm, void=v),
     }
     if beta is not None:
-        raw["fbeta"] = m.fbeta(cm, beta, void=v)
+        raw["fbeta"] = m.fbeta(cm, beta, void=v, from_precision_recall=conv.fbeta_from_pr)
     per_class: dict[str, np.ndarray] = {k: _fill(s, scored, conv) for k, s in raw.items()}
     per_class |= {"tp": tp, "fp": fp, "fn": fn, "void": v.astype(np.int64),
                   "gt_pixels": tp + fn, "pred_pixels": tp + fp}  # fmt: skip

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from segiou import ConfusionMatrix, LabelSpec, RawLabel, builtin_spec, load_spec
-from segiou.errors import LabelSpecError, SegiouError
+from segiou.errors import LabelRangeError, LabelSpecError, SegiouError
 
 CITYSCAPES_TRAIN = [
     "road", "sidewalk", "building", "wall", "fence", "pole", "traffic light", "traffic sign",
@@ -88,7 +88,7 @@ def test_ade20k():
     for i in (1, 2, 13, 150):
         assert raw[i] == i - 1
     assert 151 not in raw
-    assert 255 not in raw
+    assert raw[255] == -1  # the ignore value applies to raw ids too (as reduce_zero_label's 255)
     assert spec.gt_map("class")[255] == -1
 
 
@@ -168,7 +168,7 @@ def test_json_spec(tmp_path):
     assert spec.categories == ("flat", "vehicle")
     assert spec.class_categories == (0, 1)
     assert spec.colors == ((128, 64, 128), (0, 0, 0))
-    assert spec.gt_map("raw") == {7: 0, 26: 1, 0: -1}
+    assert spec.gt_map("raw") == {7: 0, 26: 1, 0: -1, 255: -1}  # ignore 255 in raw ids too
     assert spec.gt_map("class") == {0: 0, 1: 1, 255: -1}
     cm = ConfusionMatrix(str(path), gt_ids="raw")
     cm.update(np.array([7, 26, 0, 26]), np.array([7, 7, 26, 0]))
@@ -185,7 +185,7 @@ def test_toml_spec(tmp_path):
     assert spec.ignore == (255,)
     assert spec.class_categories == (0, 1)
     assert spec.colors == ((128, 64, 128), (0, 0, 142))
-    assert spec.gt_map("raw") == {7: 0, 26: 1, 0: -1}
+    assert spec.gt_map("raw") == {7: 0, 26: 1, 0: -1, 255: -1}  # ignore 255 in raw ids too
     assert spec.raw[1].name == "26"
 
 
@@ -323,3 +323,161 @@ def test_with_ignore_replaces_ignore_values():
     cm = ConfusionMatrix("pascal_voc", ignore_index=[254, -1])
     assert cm.spec.ignore == (254, -1)
     assert cm.spec.classes == spec.classes
+
+
+# --- integer fields ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        # a non-integer class index would miscount every pixel of the raw id as void
+        ({"classes": ["a", "b"], "raw": [{"id": 3, "class": 0.5}]}, ["raw[0]", "'class'", "0.5"]),
+        ({"classes": ["a", "b"], "raw": [{"id": 3, "class": 1.0}]}, ["raw[0]", "'class'", "1.0"]),
+        ({"classes": ["a", "b"], "raw": [{"id": 3, "class": True}]}, ["raw[0]", "'class'", "True"]),
+        ({"classes": ["a"], "raw": [{"id": 3, "class": [0]}]}, ["raw[0]", "'class'", "[0]"]),
+        # 7.9 was truncated to 7, then reported as a duplicate of raw id 7
+        (
+            {"classes": ["a", "b"], "raw": [{"id": 7, "class": 0}, {"id": 7.9, "class": 1}]},
+            ["raw[1]", "'id'", "7.9"],
+        ),
+        ({"classes": ["a"], "raw": [{"id": "x", "class": 0}]}, ["raw[0]", "'id'", "'x'"]),
+        ({"classes": ["a"], "raw": [{"id": True, "class": 0}]}, ["raw[0]", "'id'", "True"]),
+        ({"classes": ["a"], "ignore": ["x"]}, ["ignore[0]", "'x'", "integer"]),
+        ({"classes": ["a"], "ignore": [255, 254.5]}, ["ignore[1]", "254.5"]),
+        ({"classes": ["a"], "ignore": "x"}, ["'ignore'", "'x'"]),
+        ({"classes": ["a"], "ignore": 254.5}, ["'ignore'", "254.5"]),
+        ({"classes": ["a"], "ignore": True}, ["'ignore'", "True"]),
+        ({"classes": ["a"], "colors": [[0, 0, "x"]]}, ["colors[0]", "'x'"]),
+        ({"classes": ["a"], "colors": [[0, 0, 12.7]]}, ["colors[0]", "12.7"]),
+        ({"classes": [{"name": "a", "color": [0, 0]}]}, ["classes[0]", "'color'"]),
+        ({"classes": ["a"], "raw": [{"id": 1, "class": 0, "color": 5}]}, ["raw[0]", "'color'"]),
+        (
+            {"classes": ["a"], "categories": ["x"], "class_categories": [0.0]},
+            ["class_categories[0]", "0.0"],
+        ),
+    ],
+)
+def test_non_integer_spec_fields(tmp_path, spec, words):
+    with pytest.raises(LabelSpecError) as info:
+        LabelSpec.from_dict(spec, source="user.json")
+    for w in ["user.json", *words]:
+        assert w in str(info.value), (w, str(info.value))
+    assert "duplicate" not in str(info.value)
+    # the same from a file: the message names the file
+    path = tmp_path / "bad_fields.json"
+    path.write_text(json.dumps(spec))
+    with pytest.raises(LabelSpecError) as info:
+        load_spec(path)
+    for w in [str(path), *words]:
+        assert w in str(info.value), (w, str(info.value))
+
+
+def test_non_integer_spec_file_fields_name_file_entry_and_field(tmp_path):
+    path = tmp_path / "ids.toml"
+    path.write_text('classes = ["a"]\n[[raw]]\nid = "x"\nclass = 0\n')
+    with pytest.raises(LabelSpecError) as info:
+        load_spec(path)
+    msg = str(info.value)
+    assert str(path) in msg
+    assert "raw[0]" in msg
+    assert "'id'" in msg
+    assert "invalid literal" not in msg
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda: LabelSpec("s", ["a", "b"], raw=[RawLabel(3, "x", 0.5)]), ["raw id 3", "0.5"]),
+        (lambda: LabelSpec("s", ["a", "b"], raw=[RawLabel(3, "x", True)]), ["raw id 3", "True"]),
+        (lambda: LabelSpec("s", ["a", "b"], raw=[RawLabel(7.9, "x", 0)]), ["raw id 7.9"]),
+        (lambda: LabelSpec("s", ["a"], ignore=[254.5]), ["ignore", "254.5"]),
+        (lambda: LabelSpec("s", ["a"], ignore=[True]), ["ignore", "True"]),
+        (lambda: LabelSpec("s", ["a"], categories=["x"], class_categories=[0.5]), ["0.5"]),
+        (lambda: LabelSpec.from_num_classes(3, ignore=254.5), ["ignore", "254.5"]),
+        (lambda: builtin_spec("pascal_voc").with_ignore(254.5), ["ignore", "254.5"]),
+        (lambda: ConfusionMatrix(3, ignore_index=254.5), ["ignore", "254.5"]),
+    ],
+)
+def test_non_integer_values_in_code(make, words):
+    with pytest.raises(LabelSpecError) as info:
+        make()
+    for w in [*words, "integer"]:
+        assert w in str(info.value), (w, str(info.value))
+
+
+def test_numpy_integer_raw_ids_are_stored_as_int():
+    spec = LabelSpec(
+        "s", ["a", "b"], categories=["x"], class_categories=[np.int64(0), np.uint8(0)],
+        raw=[RawLabel(np.int64(3), "x", np.int32(1)), RawLabel(np.uint8(4), "y", None)],
+    )  # fmt: skip
+    assert spec.raw == (RawLabel(3, "x", 1), RawLabel(4, "y", None))
+    assert all(type(r.id) is int for r in spec.raw)
+    assert type(spec.raw[0].cls) is int
+    assert all(type(c) is int for c in spec.class_categories)
+    assert LabelSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+
+
+# --- ignore values in raw id space ---------------------------------------------------------------
+
+
+def test_ignore_index_applies_to_raw_ids():
+    # labelIds: 7 road, 26 car, 0 unlabeled (not evaluated); 254 is the user's ignore value
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", ignore_index=254)
+    assert cm.spec.gt_map("raw")[254] == -1
+    cm.update(np.array([7, 254, 0, 26]), np.array([7, 7, 7, 254]))
+    assert cm.n_ignored == 2  # 254 (the ignore value) and 0 (not evaluated)
+    assert cm.counts[0, 0] == 1
+    assert cm.void[13] == 1  # 254 predicted on a car: void, a false negative
+    assert cm.counts.sum() + cm.void.sum() == 2
+    r = cm.result()
+    assert r.counting["ignore"] == [254]
+    rule = r.counting["ignore_rule"]
+    assert "[254]" in rule
+    assert "raw id" in rule
+    assert "[0, 1, 2, 3, 4, 5, 6, 9, 10, 14, 15, 16, 18, 29, 30]" in rule
+    # class ids: the rule names only the ignore values
+    rc = ConfusionMatrix("cityscapes", ignore_index=254).result()
+    assert "raw id" not in rc.counting["ignore_rule"]
+    assert "[254]" in rc.counting["ignore_rule"]
+
+
+def test_builtin_ignore_255_applies_to_raw_ids():
+    # ade20k raw masks: 0 "other" and 255 are ignored, as by mmsegmentation's reduce_zero_label
+    cm = ConfusionMatrix("ade20k", gt_ids="raw").update(
+        np.array([0, 255, 1, 150], np.uint8), np.array([1, 1, 1, 255], np.uint8)
+    )
+    assert cm.n_ignored == 2
+    assert cm.counts[0, 0] == 1
+    assert cm.void[149] == 1
+    cs = ConfusionMatrix("cityscapes", gt_ids="raw").update(
+        np.array([255, 7], np.uint8), np.array([7, 7], np.uint8)
+    )
+    assert cs.n_ignored == 1
+
+
+def test_no_ignore_values_in_raw_ids():
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", ignore_index=[])
+    assert 255 not in cm.spec.gt_map("raw")
+    with pytest.raises(LabelRangeError, match="255"):
+        cm.update(np.array([255, 7], np.uint8), np.array([7, 7], np.uint8))
+    rule = cm.result().counting["ignore_rule"]
+    assert "raw id the spec does not evaluate" in rule
+    assert "ignore value" not in rule
+    assert ConfusionMatrix(2, ignore_index=[]).result().counting["ignore_rule"] == (
+        "no ground-truth value is ignored"
+    )
+
+
+def test_ignore_value_that_is_an_evaluated_raw_id_is_refused():
+    # class space: 26 is no class (19 trainIds); raw ids: 26 is "car", evaluated
+    spec = builtin_spec("cityscapes").with_ignore(26)
+    assert spec.gt_map("class")[26] == -1
+    with pytest.raises(LabelSpecError) as info:
+        spec.gt_map("raw")
+    for w in ("ignore value 26", "raw id 26", "'car'", "class 13"):
+        assert w in str(info.value), (w, str(info.value))
+    with pytest.raises(LabelSpecError, match="ignore value 26"):
+        ConfusionMatrix("cityscapes", gt_ids="raw", ignore_index=26)
+    # an ignore value that is a raw id the spec does not evaluate agrees with the raw table
+    assert builtin_spec("cityscapes").with_ignore(30).gt_map("raw")[30] == -1

@@ -141,6 +141,10 @@ def test_evaluate_equals_reference(cv, preset, beta):
     }
     if beta is not None:
         scores["fbeta"] = reference.fbeta(cm, beta, void)
+        if conv.fbeta_from_pr:  # mmseg: F from precision and recall, undefined (0/0) at TP = 0
+            scores["fbeta"] = [
+                NAN if t == 0 else x for t, x in zip(tp, scores["fbeta"], strict=True)
+            ]
     for name, s in scores.items():
         expected = []
         for c, x in enumerate(s):
@@ -324,6 +328,50 @@ def test_torchmetrics_conventions_written_out():
     same(r.miou, macro)
 
 
+def _mmseg(cm: np.ndarray, void: np.ndarray, beta: float) -> dict[str, np.ndarray]:
+    """mmsegmentation IoUMetric.total_area_to_metrics and compute_metrics, written out.
+
+    Void predictions (values outside 0..K-1 at valid ground truth) are in ``area_label`` but in
+    no histogram of the prediction. Every ratio is a plain division: 0/0 is nan.
+    """
+    intersect = np.diag(cm).astype(float)
+    area_label = (cm.sum(1) + void).astype(float)
+    area_pred = cm.sum(0).astype(float)
+    union = area_label + area_pred - intersect
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = {
+            "IoU": intersect / union,
+            "Acc": intersect / area_label,
+            "Dice": 2 * intersect / (area_pred + area_label),
+            "Precision": intersect / area_pred,
+            "Recall": intersect / area_label,
+        }
+        p, r = out["Precision"], out["Recall"]
+        out["Fscore"] = (1 + beta**2) * (p * r) / ((beta**2 * p) + r)
+        out["aAcc"] = np.array(intersect.sum() / area_label.sum())
+    return out
+
+
+def _nanmean(x: np.ndarray) -> float:
+    return float(np.nanmean(x)) if (~np.isnan(x)).any() else NAN
+
+
+def _check_mmseg(cm: np.ndarray, void: np.ndarray, beta: float) -> None:
+    mm = _mmseg(cm, void, beta)
+    r = evaluate(cm, void=void, preset="mmseg", beta=beta)
+    close(r.per_class["iou"], mm["IoU"])
+    close(r.per_class["dice"], mm["Dice"])
+    close(r.per_class["precision"], mm["Precision"])
+    close(r.per_class["recall"], mm["Recall"])
+    close(r.per_class["fbeta"], mm["Fscore"])
+    same(r.miou, _nanmean(mm["IoU"]))
+    same(r.summary["mean_accuracy"], _nanmean(mm["Acc"]))
+    same(r.summary["mdice"], _nanmean(mm["Dice"]))
+    same(r.summary["mprecision"], _nanmean(mm["Precision"]))
+    same(r.summary["mfbeta"], _nanmean(mm["Fscore"]))
+    same(r.summary["pixel_accuracy"], float(mm["aAcc"]))
+
+
 def test_mmseg_formulas_written_out():
     # mmseg total_area_to_metrics: IoU = intersect / union, Acc = intersect / area_label,
     # aAcc = sum(intersect) / sum(area_label), means with np.nanmean.
@@ -336,12 +384,97 @@ def test_mmseg_formulas_written_out():
         iou = intersect / union
         acc = intersect / area_label
         dice = 2 * intersect / (area_pred + area_label)
-    r = evaluate(cm, preset="mmseg")
+        # mFscore: F = (1 + b^2) P R / (b^2 P + R) from per-class precision and recall; a class
+        # without true positives is 0/0 = nan and np.nanmean leaves it out
+        precision = intersect / area_pred
+        recall = intersect / area_label
+        fscore = 2 * precision * recall / (precision + recall)
+    r = evaluate(cm, preset="mmseg", beta=1)
     close(r.per_class["iou"], iou)
     same(r.miou, np.nanmean(iou))
     same(r.summary["mean_accuracy"], np.nanmean(acc))
     same(r.summary["mdice"], np.nanmean(dice))
     same(r.summary["pixel_accuracy"], intersect.sum() / area_label.sum())
+    close(r.per_class["fbeta"], fscore)
+    same(r.summary["mfbeta"], np.nanmean(fscore))
+    same(r.summary["mprecision"], np.nanmean(precision))  # mPrecision
+    same(r.summary["mean_accuracy"], np.nanmean(recall))  # mRecall
+    for beta in (0.5, 1.0, 2.0):
+        _check_mmseg(cm, np.zeros(4, np.int64), beta)
+
+
+def test_mmseg_fscore_leaves_out_classes_without_true_positives():
+    # class 1: 2 pixels, none predicted right; mmseg's F is 0/0 there, and its mFscore is
+    # nanmean((10/13, nan, 1)) = 0.885, not mean((10/13, 0, 1)) = 0.590
+    cm = np.array([[5, 1, 0], [2, 0, 0], [0, 0, 3]])
+    r = evaluate(cm, preset="mmseg", beta=1)
+    same(r.summary["mfbeta"], (10 / 13 + 1) / 2)
+    assert round(r.summary["mfbeta"], 3) == 0.885
+    assert math.isnan(r.per_class["fbeta"][1])
+    assert r.per_class["dice"][1] == 0.0  # mDice keeps it: 2 * 0 / (1 + 2)
+    assert any("precision and recall" in rule for rule in r.convention.rules())
+    # the other presets score it 0 (scikit-learn's and torchmetrics' zero_division=0)
+    for preset in ("segiou", "torchmetrics", "sklearn", "hf_evaluate", "cityscapes"):
+        same(evaluate(cm, preset=preset, beta=1).summary["mfbeta"], (10 / 13 + 0 + 1) / 3)
+    # the reducer itself
+    close(metrics.fbeta(cm, 1.0, from_precision_recall=True), [10 / 13, NAN, 1.0])
+    close(metrics.fbeta(cm, 1.0), [10 / 13, 0.0, 1.0])
+
+
+@settings(deadline=None)
+@given(cv=count_matrices(max_classes=8), beta=st.sampled_from([0.5, 1.0, 2.0]))
+def test_mmseg_preset_equals_written_out_mmseg(cv, beta):
+    cm, void = cv
+    _check_mmseg(cm, void, beta)
+
+
+@pytest.mark.parametrize(
+    ("membership", "words"),
+    [
+        # class 1 in no category: its pixels would vanish from every category
+        ([[1, 0], [0, 0], [0, 1]], ["class(es) [1]", "no category", "exactly one"]),
+        # class 0 in two categories: its pixels would be counted twice
+        ([[1, 1], [1, 0], [0, 1]], ["class(es) [0]", "more than one", "exactly one"]),
+        ([[2, 0], [1, 0], [0, 1]], ["0 or 1", "2", "(0, 0)"]),
+        ([[1, 0], [1, 0], [0, -1]], ["0 or 1", "-1", "(2, 1)"]),
+        ([[0.5, 0.5], [1, 0], [0, 1]], ["0 or 1", "0.5"]),
+        ([[1, 0], [0, 1]], ["K x G", "K = 3", "(2, 2)"]),
+        (np.ones((3, 1, 1), np.int64), ["K x G", "(3, 1, 1)"]),
+        (np.zeros((3, 0), np.int64), ["K x G", "(3, 0)"]),
+        # a sequence of category indices, one per class
+        ([0, 0], ["3 classes", "2 category indices"]),
+        ([0, -1, 1], ["class 1", "-1", "0 or more"]),
+        ([0, 0.5, 1], ["integer", "0.5"]),
+        ([True, False, True], ["integer"]),
+    ],
+)
+def test_category_membership_is_validated(membership, words):
+    cm = np.array([[5, 2, 1], [3, 4, 0], [0, 1, 6]])
+    for f in (metrics.category_counts, metrics.category_iou):
+        with pytest.raises(segiou.errors.UsageError) as info:
+            f(cm, membership)
+        assert isinstance(info.value, ValueError)
+        for w in words:
+            assert w in str(info.value), (w, str(info.value))
+
+
+def test_category_membership_as_indices():
+    cm = np.array([[5, 2, 1], [3, 4, 0], [0, 1, 6]])
+    m = np.array([[1, 0], [1, 0], [0, 1]])
+    expected = metrics.category_counts(cm, m)
+    for indices in ([0, 0, 1], (0, 0, 1), np.array([0, 0, 1], np.uint8)):
+        got = metrics.category_counts(cm, indices)
+        assert_array_equal(got[0], expected[0])
+        assert_array_equal(got[1], expected[1])
+        close(metrics.category_iou(cm, indices), [0.875, 0.75])
+    # a bool K x G matrix is a 0/1 matrix
+    assert_array_equal(metrics.category_counts(cm, m.astype(bool))[0], expected[0])
+    # categories without classes are allowed (nan IoU) with num_categories
+    ccm, _ = metrics.category_counts(cm, [0, 0, 2], num_categories=4)
+    assert ccm.shape == (4, 4)
+    close(metrics.category_iou(cm, [0, 0, 2], num_categories=4), [0.875, NAN, 0.75, NAN])
+    with pytest.raises(segiou.errors.UsageError, match="num_categories=2"):
+        metrics.category_counts(cm, [0, 0, 2], num_categories=2)
 
 
 # --- Cityscapes category IoU ----------------------------------------------------------------------
@@ -578,3 +711,52 @@ def test_evaluate_bare_matrix_equals_accumulator():
     assert a.pixels["ignored"] == 1
     assert a.pixels["void"] == 1
     assert a.counting["ignore"] == [255]
+
+
+def test_evaluate_refuses_a_spec_of_another_size():
+    voc = builtin_spec("pascal_voc")
+    with pytest.raises(segiou.errors.UsageError) as info:
+        evaluate(np.eye(3, dtype=np.int64), spec=voc)
+    assert isinstance(info.value, ValueError)
+    for w in ("'pascal_voc'", "21 classes", "3 x 3", "spec"):
+        assert w in str(info.value), (w, str(info.value))
+    # a spec of the right size names the classes
+    r = evaluate(np.eye(21, dtype=np.int64), spec=voc)
+    assert r.class_names[15] == "person"
+    _strict_json(r.to_json())
+    assert "person" in r.table()
+    # an accumulator carries its own spec: a different one given as well is refused
+    cm = ConfusionMatrix("pascal_voc")
+    assert evaluate(cm, spec=voc).labels == "pascal_voc"
+    with pytest.raises(segiou.errors.UsageError, match="carries its own"):
+        evaluate(cm, spec=segiou.LabelSpec.from_num_classes(21))
+
+
+def test_sklearn_preset_documents_extra_labels():
+    # jaccard_score with labels=None takes every value in y_true / y_pred as a label, so a
+    # 255 left in the arrays is scored as an extra class; segiou leaves ignored pixels out.
+    skm = pytest.importorskip("sklearn.metrics")
+    gt = np.array([0, 0, 1, 255])
+    pred = np.array([0, 1, 1, 0])
+    r = ConfusionMatrix(2, ignore_index=255).update(gt, pred).result("sklearn")
+    same(r.miou, 0.5)
+    raw = _sk(skm.jaccard_score, gt, pred, average="macro")
+    assert raw == pytest.approx((1 / 3 + 1 / 2 + 0) / 3)  # 255 is a third label
+    keep = gt != 255
+    same(r.miou, _sk(skm.jaccard_score, gt[keep], pred[keep], average="macro", labels=[0, 1]))
+    diffs = " ".join(get_convention("sklearn").differences)
+    assert "labels=None" in diffs
+    assert "extra label" in diffs
+    assert "255" in diffs
+    assert "no ignore value" in " ".join(get_convention("sklearn_all_labels").differences)
+
+
+def test_presets_document_zero_division_differences():
+    # torchmetrics' and scikit-learn's macro precision score a class never predicted 0;
+    # segiou's mprecision leaves it out (precision is 0/0 there)
+    cm = np.array([[2, 0], [1, 0]])  # class 1 in the ground truth, never predicted
+    r = evaluate(cm, preset="torchmetrics")
+    same(r.summary["mprecision"], 2 / 3)
+    for preset in ("torchmetrics", "sklearn"):
+        assert any("zero_division" in d for d in get_convention(preset).differences)
+    assert any("MulticlassRecall" in d for d in get_convention("torchmetrics").differences)
