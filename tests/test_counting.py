@@ -9,7 +9,7 @@ from unittest import mock
 import numpy as np
 import pytest
 import reference
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 from strategies import (
@@ -17,6 +17,7 @@ from strategies import (
     LabelPair,
     aligned_empty,
     byte_pairs,
+    dtype_range,
     label_pairs,
     large_byte_pair,
     large_byte_pairs,
@@ -68,6 +69,62 @@ def test_counts_equal_reference(pair, threads):
     cm = _count_with(pair, threads=threads, on_unexpected="count")
     reference.assert_same_counts(cm, ref)
     _assert_invariant(cm, pair.gt.size)
+
+
+@settings(deadline=None, max_examples=25)
+@given(
+    pair=label_pairs(
+        dtypes=("uint16",),
+        min_classes=900,
+        max_classes=1000,
+        min_dims=2,
+        max_side=40,
+        unexpected=True,
+    ),
+    threads=st.sampled_from([1, 2]),
+)
+def test_near_thousand_classes_uint16_generated(pair, threads):
+    cm = _count_with(pair, threads=threads, on_unexpected="count")
+    reference.assert_same_counts(cm, _ref(pair))
+    _assert_invariant(cm, pair.gt.size)
+
+
+@settings(deadline=None, max_examples=25)
+@given(pair=label_pairs(max_classes=30, min_side=1), data=st.data())
+def test_all_ignored_generated(pair, data):
+    lo, hi = dtype_range(str(pair.gt.dtype))
+    fits = sorted(v for v in pair.ignore if lo <= v <= hi)
+    assume(fits)  # an ignore value the ground-truth dtype can hold
+    value = data.draw(st.sampled_from(fits))
+    gt = np.full_like(pair.gt, value)
+    cm = ConfusionMatrix(pair.num_classes, ignore_index=list(pair.ignore)).update(gt, pair.pred)
+    assert cm.counts.sum() == cm.void.sum() == cm.n_unexpected == 0
+    assert cm.n_ignored == gt.size
+
+
+@settings(deadline=None, max_examples=10)
+@given(
+    dtype=st.sampled_from(["int16", "int32", "uint16"]),
+    n=st.integers(8, 24),
+    strided=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_large_batches_on_the_general_kernel(dtype, n, strided, seed):
+    # N x H x W batches big enough to split across kernel threads, off the 8-bit word path
+    rng = np.random.default_rng(seed)
+    k = 19
+    base_g = rng.integers(-1, k + 1, size=(n, 96, 2 * 160)).astype(dtype)
+    base_p = rng.integers(0, k, size=(n, 96, 2 * 160)).astype(dtype)
+    gt, pred = (base_g[:, :, ::2], base_p[:, :, 1::2]) if strided else (base_g, base_p)
+    cm = ConfusionMatrix(k, ignore_index=[k], per_image=True, threads=2, on_unexpected="count")
+    cm.update(gt, pred)
+    ref = reference.confusion(gt, pred, k, ignore=(k,))
+    reference.assert_same_counts(cm, ref)
+    per = reference.confusion_per_image(gt, pred, k, ignore=(k,))
+    for i, r in enumerate(per):
+        tp = np.diagonal(r.counts)
+        assert_array_equal(cm.images.tp[i], tp)
+        assert_array_equal(cm.images.fp[i], r.counts.sum(axis=0) - tp)
 
 
 @settings(deadline=None)

@@ -760,3 +760,68 @@ def test_presets_document_zero_division_differences():
     for preset in ("torchmetrics", "sklearn"):
         assert any("zero_division" in d for d in get_convention(preset).differences)
     assert any("MulticlassRecall" in d for d in get_convention("torchmetrics").differences)
+
+
+# -- presets on pixels (ignore and void included), each tool's pipeline written out ------------
+def _areas_from_pixels(gt, pred, k, ignore):  # type: ignore[no-untyped-def]
+    """intersect_and_union of mmsegmentation and HF evaluate, written out in numpy."""
+    keep = gt != ignore
+    g, p = gt[keep].astype(np.int64), pred[keep].astype(np.int64)
+
+    def hist(v):  # type: ignore[no-untyped-def]  # torch.histc: values outside [0, k-1] dropped
+        return np.bincount(v[(v >= 0) & (v < k)], minlength=k).astype(float)
+
+    return hist(p[p == g]), hist(p), hist(g)
+
+
+def _mmseg_from_pixels(gt, pred, k, ignore):  # type: ignore[no-untyped-def]
+    """mmsegmentation total_area_to_metrics (means with np.nanmean)."""
+    inter, area_p, area_g = _areas_from_pixels(gt, pred, k, ignore)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prec, rec = inter / area_p, inter / area_g
+        return {"miou": np.nanmean(inter / (area_p + area_g - inter)), "macc": np.nanmean(rec),
+                "aacc": inter.sum() / area_g.sum(), "mdice": np.nanmean(2 * inter / (area_p + area_g)),
+                "mfscore": np.nanmean(2 * prec * rec / (prec + rec))}  # fmt: skip
+
+
+def _hf_from_pixels(gt, pred, k, ignore):  # type: ignore[no-untyped-def]
+    """HF evaluate mean_iou (reduce_labels=False): nanmean over classes."""
+    inter, area_p, area_g = _areas_from_pixels(gt, pred, k, ignore)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {"miou": np.nanmean(inter / (area_p + area_g - inter)),
+                "macc": np.nanmean(inter / area_g), "aacc": inter.sum() / area_g.sum()}  # fmt: skip
+
+
+def _torchmetrics_from_pixels(gt, pred, k, ignore):  # type: ignore[no-untyped-def]
+    """MulticlassJaccardIndex(ignore_index=ignore, average='macro'): classes with a union."""
+    keep = (gt != ignore) & (pred < k)  # torchmetrics has no void rule (compared without void)
+    g, p = gt[keep].astype(np.int64), pred[keep].astype(np.int64)
+    cm = np.bincount(g * k + p, minlength=k * k).reshape(k, k).astype(float)
+    tp = np.diag(cm)
+    union = cm.sum(0) + cm.sum(1) - tp
+    return float(np.mean(tp[union > 0] / union[union > 0]))
+
+
+@settings(deadline=None, max_examples=40)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(2, 8), void=st.booleans())
+def test_presets_on_pixels_with_ignore_and_void(seed, k, void):
+    rng = np.random.default_rng(seed)
+    gt = rng.integers(0, k, size=(3, 20, 30)).astype(np.uint8)
+    gt[rng.random(gt.shape) < 0.1] = 255
+    pred = np.where(rng.random(gt.shape) < 0.6, gt, rng.integers(0, k, size=gt.shape))
+    pred = pred.astype(np.uint8)
+    if void:  # predictions outside the classes at valid pixels: false negatives only
+        pred[(rng.random(gt.shape) < 0.05) & (gt != 255)] = 255
+    cm = ConfusionMatrix(k, ignore_index=255).update(gt, pred)
+    mm, r = _mmseg_from_pixels(gt, pred, k, 255), evaluate(cm, preset="mmseg", beta=1)
+    same(r.miou, mm["miou"])
+    same(r.summary["mean_accuracy"], mm["macc"])
+    same(r.summary["pixel_accuracy"], mm["aacc"])
+    same(r.summary["mdice"], mm["mdice"])
+    same(r.summary["mfbeta"], mm["mfscore"])
+    hf, r = _hf_from_pixels(gt, pred, k, 255), cm.result("hf_evaluate")
+    same(r.miou, hf["miou"])
+    same(r.summary["mean_accuracy"], hf["macc"])
+    same(r.summary["pixel_accuracy"], hf["aacc"])
+    if not void:  # torchmetrics raises on out-of-range predictions: compare without void
+        same(cm.result("torchmetrics").miou, _torchmetrics_from_pixels(gt, pred, k, 255))
