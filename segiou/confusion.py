@@ -154,7 +154,26 @@ class ConfusionMatrix:
 
     @classmethod
     def empty(cls, labels: int | str | Path | LabelSpec, **options: Any) -> ConfusionMatrix:
-        """Return an empty accumulator (the identity of :meth:`merge`); same arguments as the class."""
+        """Return an empty accumulator, the identity of :meth:`merge`.
+
+        Parameters
+        ----------
+        labels : int, str, Path or LabelSpec
+            Number of classes, a built-in spec name, a spec file, or a spec; as for the class.
+        **options
+            The keyword arguments of the class (``ignore_index``, ``gt_ids``, ``pred_ids``,
+            ``on_unexpected``, ``per_image``, ``threads``).
+
+        Returns
+        -------
+        ConfusionMatrix
+            A new accumulator with no counts, same as ``ConfusionMatrix(labels, **options)``.
+
+        Raises
+        ------
+        LabelSpecError
+            Invalid labels or id space.
+        """
         return cls(labels, **options)
 
     # -- properties ---------------------------------------------------------------------------
@@ -440,11 +459,25 @@ class ConfusionMatrix:
     def from_dict(cls, d: Mapping[str, Any], *, source: str = "state") -> ConfusionMatrix:
         """Rebuild an accumulator from :meth:`to_dict` output.
 
+        Parameters
+        ----------
+        d : mapping
+            A state as written by :meth:`to_dict` (for example parsed back from JSON).
+        source : str, default "state"
+            Where the state came from (e.g. a file name); every error message starts with it.
+
+        Returns
+        -------
+        ConfusionMatrix
+            A new accumulator with the state's settings, counts, batch keys and per-image rows
+            (``threads`` is not part of a state and is left at its default).
+
         Raises
         ------
         CheckpointError
-            Not a segiou state, an unknown version, missing fields, or counts that do not add
-            up to the recorded number of pixels.
+            Not a segiou state, an unknown version, missing or malformed fields (an invalid
+            label spec included), or counts that do not add up to the recorded number of
+            pixels.
         """
         if not isinstance(d, Mapping) or d.get("format") != FORMAT:
             found = d.get("format") if isinstance(d, Mapping) else type(d).__name__
@@ -521,10 +554,22 @@ class ConfusionMatrix:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the state as JSON, atomically (a temporary file, then ``os.replace``).
 
+        Parameters
+        ----------
+        path : str or os.PathLike
+            File to write (replaced if it exists); its directory must exist. The state is
+            :meth:`to_dict`; :meth:`load` reads it back.
+
         Returns
         -------
         Path
             The path written.
+
+        Raises
+        ------
+        OSError
+            The file cannot be written; the temporary file is removed and an existing file at
+            ``path`` is left as it was.
         """
         target = Path(path)
         text = json.dumps(self.to_dict(), separators=(",", ":"))
@@ -545,6 +590,16 @@ class ConfusionMatrix:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ConfusionMatrix:
         """Read a state written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A JSON state file.
+
+        Returns
+        -------
+        ConfusionMatrix
+            A new accumulator (see :meth:`from_dict`).
 
         Raises
         ------
@@ -572,7 +627,24 @@ class ConfusionMatrix:
 
     # -- results ------------------------------------------------------------------------------
     def result(self, preset: str = "segiou") -> Result:
-        """Compute every metric with the named convention (see :func:`segiou.evaluate`)."""
+        """Compute every metric with the named convention (see :func:`segiou.evaluate`).
+
+        Parameters
+        ----------
+        preset : str, default "segiou"
+            Name of a convention in :data:`segiou.conventions.PRESETS` (e.g. ``"cityscapes"``,
+            ``"mmseg"``, ``"detectron2"``).
+
+        Returns
+        -------
+        Result
+            Per-class scores, means, categories and pixel counts, with the rules echoed.
+
+        Raises
+        ------
+        KeyError
+            Unknown preset name; the message lists the known ones.
+        """
         from segiou.results import evaluate
 
         return evaluate(self, preset=preset)

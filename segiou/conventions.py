@@ -202,6 +202,16 @@ PRESETS: dict[str, Convention] = {
 def get_convention(preset: str | Convention) -> Convention:
     """Return a convention by preset name (or pass one through).
 
+    Parameters
+    ----------
+    preset : str or Convention
+        A key of :data:`PRESETS` (``"segiou"``, ``"cityscapes"``, ``"mmseg"``, ...), or a
+        :class:`Convention`, returned as it is.
+
+    Returns
+    -------
+    Convention
+
     Raises
     ------
     KeyError

@@ -213,11 +213,23 @@ class LabelSpec:
         in raw ids, a value is ignored when it is an ignore value or a raw id that maps to no
         class.
 
+        Parameters
+        ----------
+        ids : {"class", "raw"}, default "class"
+            Whether the masks hold class ids (``0..K-1`` and the ignore values) or the spec's
+            raw ids.
+
+        Returns
+        -------
+        dict of int to int
+            Every expected mask value and its class index, ``-1`` for ignored values.
+
         Raises
         ------
         LabelSpecError
-            Raw ids are asked for but the spec has none, or an ignore value is also a raw id
-            that maps to a class (it cannot be both evaluated and ignored).
+            Raw ids are asked for but the spec has none, an ignore value is also a raw id
+            that maps to a class (it cannot be both evaluated and ignored), or ``ids`` is
+            neither ``"class"`` nor ``"raw"``.
         """
         if ids == "class":
             out = {i: i for i in range(self.num_classes)}
@@ -251,6 +263,22 @@ class LabelSpec:
 
         The same table as :meth:`gt_map`: a value that is ignored in the ground truth is void
         when predicted (a false negative of the true class, never a false positive).
+
+        Parameters
+        ----------
+        ids : {"class", "raw"}, default "class"
+            Whether the masks hold class ids (``0..K-1`` and the ignore values) or the spec's
+            raw ids.
+
+        Returns
+        -------
+        dict of int to int
+            Every expected mask value and its class index, ``-1`` for void values.
+
+        Raises
+        ------
+        LabelSpecError
+            As for :meth:`gt_map`.
         """
         return self.gt_map(ids)
 
@@ -260,7 +288,18 @@ class LabelSpec:
         return bool(self.raw)
 
     def category_matrix(self) -> IntArray:
-        """``K x G`` 0/1 matrix: ``M[c, g] = 1`` when class ``c`` is in category ``g``."""
+        """``K x G`` 0/1 matrix: ``M[c, g] = 1`` when class ``c`` is in category ``g``.
+
+        Returns
+        -------
+        ndarray of int64, shape (K, G)
+            One row per class, one column per category, a single 1 per row.
+
+        Raises
+        ------
+        LabelSpecError
+            The spec has no categories.
+        """
         if not self.categories:
             msg = "has no categories; add 'categories' and per-class categories to the spec"
             raise _fail(self.name, msg)
@@ -269,7 +308,24 @@ class LabelSpec:
         return m
 
     def with_ignore(self, values: int | Iterable[int]) -> LabelSpec:
-        """Return a copy whose ignore values are ``values`` (integers; see ``ignore``)."""
+        """Return a copy whose ignore values are ``values``.
+
+        Parameters
+        ----------
+        values : int or iterable of int
+            The new ignore values; they replace the spec's (see ``ignore`` of the class).
+
+        Returns
+        -------
+        LabelSpec
+            A new spec; this one is left as it is.
+
+        Raises
+        ------
+        LabelSpecError
+            A value that is not an integer (floats, bools and strings are refused), a duplicate
+            value, or a value that is also a class id ``0..K-1``.
+        """
         vals: tuple[Any, ...] = (values,)  # validated by the spec: integers only
         if isinstance(values, Iterable) and not isinstance(values, str | bytes):
             vals = tuple(values)
@@ -280,7 +336,32 @@ class LabelSpec:
     def from_num_classes(
         cls, num_classes: int, *, ignore: int | Iterable[int] | None = None
     ) -> LabelSpec:
-        """Make a spec with classes named ``"0".."K-1"`` and the given ignore values."""
+        """Make a spec with classes named ``"0".."K-1"`` and the given ignore values.
+
+        Parameters
+        ----------
+        num_classes : int
+            Number of classes ``K`` (at least 1).
+        ignore : int or iterable of int, optional
+            Ignore values (e.g. 255); default none.
+
+        Returns
+        -------
+        LabelSpec
+            A spec named ``"<K> classes"``, without colours, categories or raw ids.
+
+        Raises
+        ------
+        LabelSpecError
+            ``num_classes`` is not an integer (a bool is refused) or is below 1, or an ignore
+            value is not an integer, is repeated or is a class id ``0..K-1``.
+
+        Examples
+        --------
+        >>> spec = LabelSpec.from_num_classes(3, ignore=255)
+        >>> spec.name, spec.classes, spec.ignore
+        ('3 classes', ('0', '1', '2'), (255,))
+        """
         if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
             msg = f"num_classes must be an int, got {num_classes!r}"
             raise LabelSpecError(msg)
@@ -317,6 +398,21 @@ class LabelSpec:
 
         ``classes`` is a list of names, or of ``{"name", "color", "category"}`` objects;
         ``raw`` entries name their class by index or by name (``null``: not evaluated).
+
+        Parameters
+        ----------
+        d : mapping
+            The spec: ``classes`` (required) and optionally ``name``, ``ignore`` (an integer or
+            a list of them), ``colors`` (one ``[r, g, b]`` per class), ``categories``,
+            ``class_categories`` and ``raw`` (objects with ``id``, ``class``, ``name`` and
+            ``color``). Other keys are refused. :meth:`to_dict` writes this format.
+        source : str, default "label spec"
+            Where the mapping came from (e.g. a file path): error messages start with it, and
+            a spec without ``name`` is named after its stem.
+
+        Returns
+        -------
+        LabelSpec
 
         Raises
         ------

@@ -144,16 +144,23 @@ def mean(scores: FloatArray, cm: CountMatrix, *, void: IntArray | None = None,
     ----------
     scores : ndarray of float, shape (K,)
         Per-class scores (``nan`` for undefined).
-    cm, void
-        The counts the scores came from.
-    over : {"present", "gt", "all"}
+    cm : ndarray of int, shape (K, K)
+        The counts the scores came from, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class, as the scores were computed with.
+    over : {"present", "gt", "all"}, default "present"
         ``present``: classes with ``TP+FP+FN > 0``; ``gt``: classes with ground-truth pixels;
         ``all``: every class, undefined scores counted as 0.
 
     Returns
     -------
     float
-        ``nan`` when no class is selected.
+        ``nan`` when no class is selected (``nan`` scores of selected classes are left out).
+
+    Raises
+    ------
+    ValueError
+        ``over`` is not one of the three choices.
 
     Examples
     --------
@@ -188,7 +195,7 @@ def mean_iou(cm: CountMatrix, *, void: IntArray | None = None, over: MeanOver = 
         Counts, rows ground truth, columns prediction.
     void : ndarray of int, shape (K,), optional
         Void predictions per ground-truth class.
-    over : {"present", "gt", "all"}
+    over : {"present", "gt", "all"}, default "present"
         Which classes the mean runs over (see :func:`mean`).
 
     Returns
@@ -209,6 +216,18 @@ def mean_iou(cm: CountMatrix, *, void: IntArray | None = None, over: MeanOver = 
 
 def fw_iou(cm: CountMatrix, *, void: IntArray | None = None) -> float:
     """Frequency-weighted IoU: per-class IoU weighted by the class's ground-truth pixel share.
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class (false negatives); ``None`` means none.
+
+    Returns
+    -------
+    float
+        ``nan`` when there is no ground-truth pixel.
 
     Notes
     -----
@@ -231,6 +250,22 @@ def fw_iou(cm: CountMatrix, *, void: IntArray | None = None) -> float:
 
 def micro_iou(cm: CountMatrix, *, void: IntArray | None = None) -> float:
     """Micro-averaged IoU: summed TP over summed TP + FP + FN of all classes.
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class (false negatives); ``None`` means none.
+
+    Returns
+    -------
+    float
+        ``nan`` when every class has ``TP + FP + FN = 0``.
+
+    Notes
+    -----
+    ``microIoU = sum_c TP_c / sum_c (TP_c + FP_c + FN_c)``.
 
     Examples
     --------
@@ -291,6 +326,23 @@ def fbeta(
 def dice(cm: CountMatrix, *, void: IntArray | None = None) -> FloatArray:
     """Per-class Dice coefficient (F1): ``2 TP / (2 TP + FP + FN)``, ``nan`` when absent.
 
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class (false negatives); ``None`` means none.
+
+    Returns
+    -------
+    ndarray of float64, shape (K,)
+        ``nan`` where the class is in neither ground truth nor prediction; 0 for a class with
+        ``TP = 0`` otherwise.
+
+    Notes
+    -----
+    ``Dice_c = 2 TP_c / (2 TP_c + FP_c + FN_c)``: :func:`fbeta` with ``beta = 1``.
+
     Examples
     --------
     >>> dice(np.array([[100, 25], [75, 0]])).round(4).tolist()
@@ -301,6 +353,23 @@ def dice(cm: CountMatrix, *, void: IntArray | None = None) -> FloatArray:
 
 def precision(cm: CountMatrix, *, void: IntArray | None = None) -> FloatArray:
     """Per-class precision ``TP / (TP + FP)``; ``nan`` when the class is never predicted.
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class; they are false negatives, so they do not
+        change precision (accepted for a uniform signature and checked).
+
+    Returns
+    -------
+    ndarray of float64, shape (K,)
+        ``nan`` where ``TP + FP = 0``.
+
+    Notes
+    -----
+    ``precision_c = TP_c / (TP_c + FP_c)``.
 
     Examples
     --------
@@ -313,6 +382,22 @@ def precision(cm: CountMatrix, *, void: IntArray | None = None) -> FloatArray:
 
 def recall(cm: CountMatrix, *, void: IntArray | None = None) -> FloatArray:
     """Per-class recall (class accuracy) ``TP / (TP + FN)``; ``nan`` without ground truth.
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class (false negatives); ``None`` means none.
+
+    Returns
+    -------
+    ndarray of float64, shape (K,)
+        ``nan`` where ``TP + FN = 0`` (the class has no ground-truth pixel).
+
+    Notes
+    -----
+    ``recall_c = TP_c / (TP_c + FN_c)``, void predictions counted in ``FN_c``.
 
     Examples
     --------
@@ -328,6 +413,22 @@ def pixel_accuracy(cm: CountMatrix, *, void: IntArray | None = None) -> float:
 
     Void predictions count as wrong; ignored pixels are not counted at all.
 
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class (false negatives); ``None`` means none.
+
+    Returns
+    -------
+    float
+        ``nan`` when there is no ground-truth pixel.
+
+    Notes
+    -----
+    ``pixelAcc = sum_c TP_c / sum_c (TP_c + FN_c)``.
+
     Examples
     --------
     >>> pixel_accuracy(np.array([[3, 1], [1, 1]]))
@@ -340,6 +441,23 @@ def pixel_accuracy(cm: CountMatrix, *, void: IntArray | None = None) -> float:
 def mean_accuracy(cm: CountMatrix, *, void: IntArray | None = None) -> float:
     """Mean of per-class recall over classes with ground-truth pixels.
 
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class (false negatives); ``None`` means none.
+
+    Returns
+    -------
+    float
+        ``nan`` when no class has ground-truth pixels.
+
+    Notes
+    -----
+    ``meanAcc = mean_c TP_c / (TP_c + FN_c)`` over the classes with ``TP_c + FN_c > 0``
+    (:func:`mean` of :func:`recall` with ``over="gt"``).
+
     Examples
     --------
     >>> mean_accuracy(np.array([[3, 1], [1, 1]]))
@@ -350,6 +468,18 @@ def mean_accuracy(cm: CountMatrix, *, void: IntArray | None = None) -> float:
 
 def cohen_kappa(cm: CountMatrix, *, void: IntArray | None = None) -> float:
     """Cohen's kappa of the agreement between ground truth and prediction.
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class; they form the extra void column (see Notes).
+
+    Returns
+    -------
+    float
+        ``nan`` when ``p_e = 1`` or ``N = 0``.
 
     Notes
     -----
@@ -515,6 +645,36 @@ def category_iou(
     num_categories: int | None = None,
 ) -> FloatArray:
     """Per-category IoU, Cityscapes style (see :func:`category_counts`).
+
+    Classes are merged into categories first, so that confusions between classes of the same
+    category are true positives of the category; then IoU is computed per category.
+
+    Parameters
+    ----------
+    cm : ndarray of int, shape (K, K)
+        Counts, rows ground truth, columns prediction.
+    membership : array_like of int, shape (K, G) or (K,)
+        A 0/1 (or bool) matrix, ``M[c, g] = 1`` when class ``c`` is in category ``g``; or the
+        category index ``0..G-1`` of each class.
+    void : ndarray of int, shape (K,), optional
+        Void predictions per ground-truth class (false negatives); ``None`` means none.
+    num_categories : int, optional
+        Number of categories ``G`` (default: the matrix's columns, or the largest index + 1);
+        categories without classes score ``nan``.
+
+    Returns
+    -------
+    ndarray of float64, shape (G,)
+        ``nan`` where the category is in neither ground truth nor prediction.
+
+    Raises
+    ------
+    UsageError
+        An invalid ``membership`` or ``num_categories`` (see :func:`category_counts`).
+
+    Notes
+    -----
+    ``IoU_g = TP_g / (TP_g + FP_g + FN_g)`` on the merged counts ``(M^T cm M, M^T void)``.
 
     Examples
     --------

@@ -4,9 +4,9 @@ The graph is built from public Dask APIs (``dask.delayed``): the job description
 one counting task per group of whole images depends on it, and a tree of sums with fan-in
 ``split_every`` reduces the partials. Each task reads its own chunks (bytes from the store,
 decoded into buffers each thread reuses), counts them single-threaded with the Numba kernels
-(Dask owns the cores; the kernels release the GIL), folds one small table per image, and returns plain
-``int64`` arrays: the dataset table and one row of TP/FP/FN per image. Partials are summed in
-a tree. Nothing image-sized leaves a task. Integer sums make results bit-identical across
+(Dask owns the cores; the kernels release the GIL), folds one small table per image, and returns
+plain ``int64`` arrays: the dataset table and one row of TP/FP/FN per image. Partials are summed
+in a tree. Nothing image-sized leaves a task. Integer sums make results bit-identical across
 schedulers, chunkings and ``split_every``.
 
 No ``Client`` is created here: pass one (or a scheduler name); the CLI and ``pipelines/``
@@ -448,9 +448,9 @@ def plan_groups(
     ----------
     ms : MaskSet
         Ground-truth masks.
-    pixels_per_task : int
+    pixels_per_task : int, default 8 << 20
         Target pixels per task.
-    min_tasks : int
+    min_tasks : int, default 4
         Make at least this many tasks when there are enough chunk rows (parallelism).
 
     Returns
@@ -489,19 +489,19 @@ def plan_tasks(
     """Plan the counting tasks: images grouped, large ones split into bands of chunk rows.
 
     Whole images are grouped as :func:`plan_groups` does; an image larger than a task's share is
-    split into bands of whole chunk rows, so a dataset of a few large images (one satellite scene, a 3-image test) still runs on every
-    worker. Only chunked stores with one image per chunk along N (or a group of 2-D arrays) are
-    split, and only with ``split_images``.
+    split into bands of whole chunk rows, so a dataset of a few large images (one satellite
+    scene, a 3-image test) still runs on every worker. Only chunked stores with one image per
+    chunk along N (or a group of 2-D arrays) are split, and only with ``split_images``.
 
     Parameters
     ----------
     ms : MaskSet or image-file source
         Ground-truth masks.
-    pixels_per_task : int
+    pixels_per_task : int, default 8 << 20
         Target pixels per task.
-    min_tasks : int
+    min_tasks : int, default 4
         Make at least this many tasks when the data allows it (parallelism).
-    split_images : bool
+    split_images : bool, default True
         Allow bands (the engine allows them when both sides are chunked stores).
 
     Returns
@@ -646,20 +646,21 @@ def evaluate_zarr(
         ``missing_pred="void"`` (every prediction missing).
     labels, ignore_index, gt_ids, pred_ids, on_unexpected
         As for :class:`~segiou.confusion.ConfusionMatrix`.
-    missing_pred : {"error", "void"}
+    missing_pred : {"error", "void"}, default "error"
         A ground-truth image without prediction raises (default) or is scored as all-void:
         every valid pixel a false negative, as a leaderboard would.
-    missing_gt_chunks : {"error", "fill"}
+    missing_gt_chunks : {"error", "fill"}, default "error"
         A chunk missing from the ground-truth store raises (default) or reads as the fill
         value. Missing prediction chunks always read as the fill value.
     scheduler : str or distributed.Client, optional
         ``"threads"`` (default when no Client is active), ``"synchronous"``, ``"processes"``,
         or a ``distributed.Client``. The current default Client is used when there is one.
-    split_every : int
+    split_every : int, default 8
         Fan-in of the tree reduction of partial counts.
-    pixels_per_task : int
-        Target pixels per Dask task (whole images per task).
-    progress : bool
+    pixels_per_task : int, default 8 << 20
+        Target pixels per Dask task (whole images per task, unless a large image is split into
+        bands of chunk rows; see :func:`plan_tasks`).
+    progress : bool, default False
         Show a progress bar (Dask's local diagnostics, or distributed's progress).
 
     Returns
@@ -670,8 +671,13 @@ def evaluate_zarr(
 
     Raises
     ------
+    LabelSpecError
+        Invalid ``labels``, ``ignore_index`` or id spaces (as for the accumulator).
     MaskNotFoundError
-        Missing or extra predictions (names and counts listed).
+        Missing or extra predictions (names and counts listed), a store that does not exist,
+        no ``pred`` without ``missing_pred="void"``, or missing predictions to score as void
+        with a spec that has no void value (no ignore value, nor in raw ids a raw id that maps
+        to no class).
     ShapeMismatchError
         Image sizes differ between the stores.
     StoreLayoutError

@@ -143,10 +143,23 @@ def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
     The per-image mIoU averages the classes present in that image (TP+FP+FN > 0). It describes
     one image; dataset scores are never averages of these rows.
 
+    Parameters
+    ----------
+    cm : ConfusionMatrix
+        Counts with per-image rows (created with ``per_image=True``).
+    path : str or Path
+        CSV file to write (replaced if it exists). Columns: ``image``, ``miou``, ``ignored``,
+        ``unexpected``, then ``iou:<class>`` per class; an undefined score is an empty cell.
+
     Returns
     -------
     Path
         The file written.
+
+    Raises
+    ------
+    ValueError
+        ``cm`` has no per-image rows (it was created without ``per_image=True``).
     """
     import csv
 

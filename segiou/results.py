@@ -38,20 +38,28 @@ class Result:
     labels : str
         Name of the label spec.
     class_names : list of str
+        Names of the evaluated classes; class ``i`` is ``class_names[i]``.
     convention : Convention
         The averaging rules (echoed by :meth:`to_dict` and :meth:`table`).
     per_class : dict of str to ndarray
-        ``iou``, ``dice``, ``precision``, ``recall`` (float) and ``tp``, ``fp``, ``fn``,
-        ``void``, ``gt_pixels``, ``pred_pixels`` (int), one entry per class.
+        ``iou``, ``dice``, ``precision``, ``recall`` (and ``fbeta`` when evaluated with
+        ``beta``) (float) and ``tp``, ``fp``, ``fn``, ``void``, ``gt_pixels``, ``pred_pixels``
+        (int), one entry per class.
     summary : dict of str to float
-        ``miou``, ``fwiou``, ``micro_iou``, ``mdice``, ``pixel_accuracy``, ``mean_accuracy``,
-        ``kappa`` (and ``category_miou`` when the spec has categories).
+        ``miou``, ``fwiou``, ``micro_iou``, ``mdice``, ``mprecision``, ``pixel_accuracy``,
+        ``mean_accuracy``, ``kappa`` (and ``mfbeta`` when evaluated with ``beta``,
+        ``category_miou`` when the spec has categories).
     categories : dict or None
         ``names``, ``iou``, ``tp``, ``fp``, ``fn`` per category (Cityscapes style).
     pixels : dict
         ``total``, ``counted``, ``ignored``, ``void``, ``unexpected_gt``, ``unexpected_pred``.
     counting : dict
-        The counting rules: id spaces, ignore values, unexpected-value policy.
+        The counting rules: id spaces, ignore values, unexpected-value policy (empty for a
+        bare count matrix).
+    images : int
+        Images counted (0 for a bare count matrix).
+    batches : int
+        Batch keys counted (0 for a bare count matrix).
     """
 
     labels: str
@@ -108,11 +116,34 @@ class Result:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        """Return the :meth:`to_dict` document as strict JSON text."""
+        """Return the :meth:`to_dict` document as strict JSON text.
+
+        Parameters
+        ----------
+        indent : int or None, default 2
+            Indentation of the JSON text (as for :func:`json.dumps`); ``None`` writes one line.
+
+        Returns
+        -------
+        str
+            Strict JSON: undefined scores are ``null``, never ``NaN``.
+        """
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     def table(self, *, width: int = 100) -> str:
-        """Render a readable text table: per-class scores, categories, summary and rules."""
+        """Render a readable text table: per-class scores, categories, summary and rules.
+
+        Parameters
+        ----------
+        width : int, default 100
+            Maximum line width.
+
+        Returns
+        -------
+        str
+            The tables of :func:`segiou.report.render_text`: scores in percent, ``-`` for an
+            undefined score.
+        """
         from segiou.report import render_text
 
         return render_text(self, width=width)

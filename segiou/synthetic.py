@@ -79,17 +79,17 @@ def cityscapes_like(
     Parameters
     ----------
     n, height, width : int
-        Number and size of the images.
-    seed : int
+        Number and size of the images (default 1024 x 2048, Cityscapes' size).
+    seed : int, default 0
         Seed of the random generator: the same seed gives the same masks.
-    error_rate : float
+    error_rate : float, default 0.10
         Approximate share of wrongly predicted pixels, in coherent patches.
-    ignore_rows : float
+    ignore_rows : float, default 0.05
         Share of rows at the bottom (the ego vehicle) that are ignored in the ground truth.
-    void_rate : float
+    void_rate : float, default 0.01
         Approximate share of predictions in coherent patches with a class that is not
-        evaluated (255 in trainId space, "parking"/"guard rail" labelIds in labelId space).
-    label_ids : bool
+        evaluated (255 in trainId space, the "parking" labelId 9 in labelId space).
+    label_ids : bool, default False
         Return Cityscapes labelIds (0..33) instead of trainIds (0..18, 255 = ignore).
 
     Returns
@@ -134,6 +134,22 @@ def iid_labels(
     n: int, height: int = 1024, width: int = 2048, *, num_classes: int = 19, seed: int = 0
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]:
     """Independent uniform labels in ``0..num_classes-1``: the worst case for run-based tricks.
+
+    Every pixel of the ground truth and of the prediction is drawn independently and uniformly:
+    no spatial coherence, no ignored or void pixels.
+
+    Parameters
+    ----------
+    n, height, width : int
+        Number and size of the images (default 1024 x 2048).
+    num_classes : int, default 19
+        Labels are drawn from ``0..num_classes-1`` (at most 256: the masks are uint8).
+    seed : int, default 0
+        Seed of the random generator: the same seed gives the same masks.
+
+    Returns
+    -------
+    gt, pred : ndarray of uint8, shape (n, height, width)
 
     Examples
     --------

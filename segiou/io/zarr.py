@@ -226,7 +226,23 @@ class MaskArray:
         return f"{self.url}" + (f" array {self.path!r}" if self.path else "")
 
     def chunk_ranges(self, axis: int, start: int, stop: int) -> Iterator[tuple[int, int, int]]:
-        """(chunk index, lo, hi) of the chunks along ``axis`` overlapping ``[start, stop)``."""
+        """(chunk index, lo, hi) of the chunks along ``axis`` overlapping ``[start, stop)``.
+
+        Parameters
+        ----------
+        axis : int
+            Axis of the array.
+        start, stop : int
+            Half-open range of indices along ``axis``.
+
+        Yields
+        ------
+        index : int
+            Index of the chunk along ``axis``.
+        lo, hi : int
+            The part of ``[start, stop)`` inside that chunk (half-open); nothing is yielded
+            when ``stop <= start``.
+        """
         c = self.chunks[axis]
         for i in range(start // c, (stop - 1) // c + 1 if stop > start else start // c):
             yield i, max(start, i * c), min(stop, (i + 1) * c)
@@ -254,6 +270,30 @@ class MaskArray:
 
         ``out``, a reusable buffer of the chunk's size and dtype, receives the decoded values
         when the fast path can decode into it (no allocation, no page faults).
+
+        Parameters
+        ----------
+        coords : tuple of int
+            Position of the chunk in the chunk grid (one index per axis).
+        missing : {"fill", "error"}
+            A chunk missing from the store reads as the array's fill value, or raises.
+        images : str
+            The images the chunk holds, named in error messages.
+        out : ndarray, optional
+            Reusable buffer of the chunk's size and dtype; used only by the fast path, and only
+            when its dtype and size match.
+
+        Returns
+        -------
+        ndarray, shape ``chunks``
+            The chunk's values in native byte order (parts beyond the array's edge hold the
+            fill value or whatever the store holds there). It may be a view of ``out``.
+
+        Raises
+        ------
+        ChunkError
+            The chunk is missing (with ``missing="error"``) or cannot be decoded; the message
+            names the store, array, chunk and images.
         """
         dec = self._decoder()
         if dec.codecs is None:  # zarr's own path for chains we do not decode
@@ -342,7 +382,18 @@ class MaskSet:
         return f"{self.url}" + (f" (path {self.path!r})" if self.path else "")
 
     def image_shape(self, i: int) -> tuple[int, int]:
-        """``(H, W)`` of image ``i``."""
+        """``(H, W)`` of image ``i``.
+
+        Parameters
+        ----------
+        i : int
+            Index of the image, in the order of :attr:`names`.
+
+        Returns
+        -------
+        tuple of (int, int)
+            Height and width of the image.
+        """
         a = self.arrays[0] if self.layout == "stack" else self.arrays[i]
         return (a.shape[1], a.shape[2]) if self.layout == "stack" else (a.shape[0], a.shape[1])
 
@@ -484,6 +535,12 @@ def create_stack(
     Returns
     -------
     zarr.Array
+        The new ``n x height x width`` array, filled with 0 until images are written.
+
+    Raises
+    ------
+    StoreLayoutError
+        ``names`` does not hold one name per image.
     """
     import zarr
 
