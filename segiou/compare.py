@@ -53,7 +53,10 @@ class Comparison:
 
 
 def _check(report: dict[str, Any], name: str) -> None:
-    if not isinstance(report, dict) or report.get("format") != "segiou.result":
+    if not isinstance(report, dict):
+        msg = f"{name} is not a segiou result report (a JSON object); got {type(report).__name__}"
+        raise CheckpointError(msg)
+    if report.get("format") != "segiou.result":
         msg = f"{name} is not a segiou result report (format {report.get('format')!r})"
         raise CheckpointError(msg)
     if report.get("version") != 1:

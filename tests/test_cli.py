@@ -261,3 +261,9 @@ def test_nightly_failure_that_is_no_regression_exits_3(
     err = capsys.readouterr().err
     assert "RuntimeError: worker lost" in err
     assert "the run failed" in err
+
+
+@pytest.mark.parametrize("bad", [[1, 2], "report", None])
+def test_compare_refuses_what_is_not_a_report(bad: object) -> None:
+    with pytest.raises(CheckpointError, match="not a segiou result report"):
+        compare_reports(bad, _report(0.7, 0.9))  # type: ignore[arg-type]
