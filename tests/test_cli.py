@@ -76,6 +76,9 @@ def test_eval_matches_eager_and_writes_outputs(demo_store: Path, tmp_path: Path,
         (["--preset", "bogus"], "--preset 'bogus' is not a preset; choose one of"),
         (["--json", "/nonexistent/dir/r.json"], "folder '/nonexistent/dir' does not exist"),
         (["--per-image", "/"], "--per-image '/' is a folder"),
+        (["--state", "/nonexistent/dir/s.json"], "--state '/nonexistent/dir/s.json': folder"),
+        (["--pred", "/tmp"], "--gt is a Zarr store but --pred '/tmp' is not a Zarr store"),
+        (["--labels", "²"], "neither a built-in spec"),
     ],
 )
 def test_eval_bad_input_exits_2_with_a_message(demo_store: Path, argv: list[str], needle: str,
@@ -267,3 +270,36 @@ def test_nightly_failure_that_is_no_regression_exits_3(
 def test_compare_refuses_what_is_not_a_report(bad: object) -> None:
     with pytest.raises(CheckpointError, match="not a segiou result report"):
         compare_reports(bad, _report(0.7, 0.9))  # type: ignore[arg-type]
+
+
+def test_eval_uses_the_id_space_recorded_by_ingest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import zarr
+
+    from segiou.synthetic import cityscapes_like
+
+    gt, pred = cityscapes_like(2, 16, 32, seed=3)  # trainIds: class ids of the cityscapes spec
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    for name, data in (("gt", gt), ("pred", pred)):
+        root.create_array(name, shape=data.shape, dtype=data.dtype, chunks=(1, 16, 32),
+                          fill_value=0, config={"write_empty_chunks": True})[:] = data  # fmt: skip
+    root.attrs["segiou"] = {"ingest": {}, "labels": "cityscapes", "ids": "class"}
+    js = tmp_path / "r.json"
+    argv = ["eval", "--gt", str(tmp_path / "s.zarr" / "gt"), "--pred",
+            str(tmp_path / "s.zarr" / "pred"), "--labels", "cityscapes", "--scheduler",
+            "synchronous", "--json", str(js), "--quiet"]  # fmt: skip
+    assert main(argv) == 0  # without the record, trainIds would be read as raw labelIds
+    eager = ConfusionMatrix("cityscapes", ignore_index=255).update(gt, pred)
+    report = json.loads(js.read_text())
+    assert [c["tp"] for c in report["classes"]] == np.diagonal(eager.counts).tolist()
+    assert report["pixels"]["ignored"] == eager.n_ignored
+    js.unlink()
+    assert main([*argv, "--gt-ids", "raw"]) == 0  # an explicit option still wins:
+    raw = json.loads(js.read_text())  # trainIds read as labelIds give other numbers
+    assert [c["tp"] for c in raw["classes"]] != np.diagonal(eager.counts).tolist()
+
+
+def test_demo_refuses_no_images(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", str(tmp_path / "d"), "--images", "0", "--quiet"]) == 2
+    assert "at least one image" in capsys.readouterr().err
