@@ -27,20 +27,34 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def add_eval_options(p: argparse.ArgumentParser) -> None:
-    """Options shared by ``segiou eval`` and the pipelines."""
+    """Add the options shared by ``segiou eval`` and the pipelines to a parser.
+
+    Options shared by ``segiou eval`` and the pipelines: ``--labels``, ``--ignore``,
+    ``--gt-ids``, ``--pred-ids``, ``--preset``, ``--scheduler``, ``--split-every``,
+    ``--missing-pred``, ``--missing-gt-chunks``, ``--on-unexpected`` and ``--quiet``; the
+    parsed values are what :func:`segiou.evaluation.evaluate_paths` and
+    :func:`segiou.evaluation.run_eval` read. Values are checked when they are used, not
+    here (except the fixed choices, which argparse checks).
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The parser (or subparser) to add the options to; changed in place.
+    """
     p.add_argument("--labels", default="cityscapes",
                    help="cityscapes, pascal_voc, ade20k, a spec file (.json/.toml) or a number "
                    "of classes (default: %(default)s)")  # fmt: skip
     p.add_argument("--ignore", type=int, nargs="+", metavar="ID",
                    help="ignore value(s), replacing the spec's (e.g. 255)")  # fmt: skip
     p.add_argument("--gt-ids", choices=["class", "raw"], default=None,
-                   help="masks hold class ids or the spec's raw ids (default: raw when the spec "
-                   "has a raw table, e.g. Cityscapes labelIds; else class)")  # fmt: skip
+                   help="masks hold class ids or the spec's raw ids (default: what segiou "
+                   "ingest recorded in the store, else raw when the spec has a raw table, e.g. "
+                   "Cityscapes labelIds, else class)")  # fmt: skip
     p.add_argument(
         "--pred-ids",
         choices=["class", "raw"],
         default=None,
-        help="id space of predictions (default: same as --gt-ids)",
+        help="id space of predictions (default: what segiou ingest recorded, else --gt-ids)",
     )
     p.add_argument("--preset", default="segiou",
                    help="averaging convention: segiou, cityscapes, mmseg, hf_evaluate, "
@@ -72,7 +86,15 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Build the argument parser of the ``segiou`` command."""
+    """Build the argument parser of the ``segiou`` command.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        A parser with ``--version`` and a required subcommand: ``demo``, ``eval``,
+        ``ingest``, ``box`` and ``sets``. Each subcommand sets ``func``, which takes the
+        parsed namespace and returns the exit code.
+    """
     from segiou import __version__
 
     parser = argparse.ArgumentParser(
@@ -120,7 +142,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``segiou`` command; return its exit code (0 ok, 2 bad input)."""
+    """Run the ``segiou`` command; return its exit code (0 ok, 2 bad input).
+
+    A :class:`~segiou.errors.SegiouError` raised by the subcommand is printed to stderr as
+    ``segiou <command>: error: <message>`` and gives exit code 2; other exceptions propagate.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Command-line arguments without the program name; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit code: 0 ok, 2 (``EXIT_BAD_INPUT``) bad input.
+
+    Raises
+    ------
+    SystemExit
+        From argparse: with code 2 for arguments it cannot parse (it prints the usage), or 0
+        for ``--help`` and ``--version``.
+    """
     from segiou._cli_geometry import shield_negative_boxes
 
     parser = build_parser()

@@ -52,7 +52,7 @@ class Comparison:
         }
 
 
-def _check(report: dict[str, Any], name: str) -> None:
+def _check(report: object, name: str) -> None:
     if not isinstance(report, dict):
         msg = f"{name} is not a segiou result report (a JSON object); got {type(report).__name__}"
         raise CheckpointError(msg)

@@ -15,6 +15,17 @@ __all__ = ["parse_size", "run_demo", "write_demo_store"]
 def parse_size(text: str) -> tuple[int, int]:
     """Parse ``"HxW"`` into ``(H, W)``.
 
+    Parameters
+    ----------
+    text : str
+        Height and width separated by ``x`` (or ``X``), e.g. ``"512x1024"``; spaces around
+        the numbers are allowed.
+
+    Returns
+    -------
+    (int, int)
+        Height and width, both positive.
+
     Raises
     ------
     UsageError
@@ -38,10 +49,28 @@ def write_demo_store(path: str | Path, *, images: int, height: int, width: int, 
     zstd), images named ``demo_00000``, ... Predictions have ~10% errors in coherent patches
     and ~1% void ("parking", a labelId that is not evaluated).
 
+    Parameters
+    ----------
+    path : str or Path
+        The store to write; existing ``gt`` and ``pred`` arrays in it are replaced.
+    images : int
+        Number of images.
+    height, width : int
+        Size of each image.
+    seed : int
+        Image ``i`` is made with seed ``seed + i``: the same seed gives the same masks.
+    progress : bool
+        Show a progress bar on stderr while writing.
+
     Returns
     -------
     Path
         The store.
+
+    Raises
+    ------
+    StoreLayoutError
+        ``images`` is negative (the image names do not match the number of images).
     """
     from segiou.io.zarr import create_stack
     from segiou.synthetic import cityscapes_like
@@ -64,11 +93,37 @@ def write_demo_store(path: str | Path, *, images: int, height: int, width: int, 
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """``segiou demo``: write the dataset, evaluate it with the Dask engine, print and save."""
+    """``segiou demo``: write the dataset, evaluate it with the Dask engine, print and save.
+
+    Writes ``<dir>/demo.zarr`` (see :func:`write_demo_store`), scores it with the Cityscapes
+    spec (labelIds) and preset on the threaded scheduler, prints the result table and the
+    error analysis, and writes ``<dir>/report.json`` and ``<dir>/per_image.csv``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed ``segiou demo`` options: ``dir`` (output folder, created if needed),
+        ``images`` (number of images), ``size`` (``"HxW"``), ``seed`` and ``quiet`` (no
+        progress bars; there are none either when stderr is not a terminal).
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+
+    Raises
+    ------
+    UsageError
+        ``size`` is not two positive integers ``HxW`` (see :func:`parse_size`), or ``images``
+        is not a positive number.
+    """
     from segiou.parallel import evaluate_zarr
     from segiou.report import render_analysis, write_per_image_csv
 
     h, w = parse_size(args.size)
+    if args.images < 1:
+        msg = f"--images {args.images}: the demo needs at least one image"
+        raise UsageError(msg)
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
     progress = not args.quiet and sys.stderr.isatty()

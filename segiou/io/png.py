@@ -556,11 +556,33 @@ class PngSet:
         return len(self.names)
 
     def where(self) -> str:
-        """Describe the set (its folder), for messages."""
+        """Describe the set (its folder), for messages.
+
+        Returns
+        -------
+        str
+            ``"folder <root>"``, or ``"<n> image file(s)"`` when ``root`` is empty.
+        """
         return f"folder {self.root}" if self.root else f"{len(self.names)} image file(s)"
 
     def image_where(self, i: int) -> str:
-        """File and name of image ``i``, for messages."""
+        """File and name of image ``i``, for messages.
+
+        Parameters
+        ----------
+        i : int
+            Image index.
+
+        Returns
+        -------
+        str
+            ``"<path> (image '<name>')"``.
+
+        Raises
+        ------
+        IndexError
+            ``i`` is out of range.
+        """
         return f"{self.paths[i]} (image {self.names[i]!r})"
 
     def image_shape(self, i: int) -> tuple[int, int]:
@@ -585,7 +607,20 @@ class PngSet:
         return _read_header(self.paths[i]).shape
 
     def n_pixels(self) -> int:
-        """Total number of pixels (reads every header)."""
+        """Total number of pixels (reads every header).
+
+        Returns
+        -------
+        int
+            The sum of ``H * W`` over all images (0 for an empty set).
+
+        Raises
+        ------
+        MaskNotFoundError
+            A file is gone.
+        ImageDecodeError
+            A file is not a readable image or array, or not one 2-D mask.
+        """
         return sum(h * w for h, w in map(self.image_shape, range(len(self.names))))
 
     def read(
@@ -631,6 +666,9 @@ class PngSet:
             ids sharing them).
         UsageError
             ``colors`` or ``ids`` is not one of the values above.
+        LabelSpecError
+            ``spec`` is an unknown name or an unreadable or invalid spec file (only loaded
+            for colour images).
         """
         return _read_file(self.paths[i], spec, colors, ids, "read")
 
@@ -1105,10 +1143,13 @@ def ingest(
     StoreExistsError
         ``out`` exists (without ``overwrite``), or is not a Zarr store.
     NamingError
-        Two image names that become the same array name in the group layout.
+        Two image names that become the same array name in the group layout, or a name
+        that cannot be a Zarr array name (e.g. a leading ``/``).
     UsageError
         An unknown ``colors``, ``ids`` or ``codec``; ``ids="raw"`` without a spec with raw
         ids; bad ``chunks`` or ``workers``.
+    LabelSpecError
+        ``spec`` is an unknown name or an unreadable or invalid spec file.
 
     Notes
     -----
