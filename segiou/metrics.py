@@ -62,6 +62,11 @@ def _check(cm: CountMatrix, void: IntArray | None) -> tuple[CountMatrix, IntArra
     if v.shape != (k,):
         msg = f"void must have one count per class, shape ({k},), got {v.shape}"
         raise ValueError(msg)
+    for what, a in (("count matrix", cm), ("void", v)):
+        if a.size and a.min() < 0:  # e.g. a difference of two states taken the wrong way round
+            where = tuple(int(i) for i in np.unravel_index(int(np.argmin(a)), a.shape))
+            msg = f"{what} holds a negative count ({int(a.min())} at {where}); counts are >= 0"
+            raise ValueError(msg)
     return cm.astype(np.int64, copy=False), v
 
 

@@ -84,7 +84,11 @@ class Result:
 
         classes = [
             {"id": i, "name": n}
-            | {k: _num(self.per_class[k][i]) for k in (*_PER_CLASS_SCORES, *_COUNTS)}
+            | {
+                k: _num(self.per_class[k][i])
+                for k in (*_PER_CLASS_SCORES, "fbeta", *_COUNTS)
+                if k in self.per_class  # fbeta only when evaluated with beta
+            }
             for i, n in enumerate(self.class_names)
         ]
         cats = None
@@ -234,6 +238,12 @@ def evaluate(
                 f"evaluate: spec {spec.name!r} was given, but the accumulator carries its own "
                 f"spec {source.spec.name!r}, which differs; leave spec out (it is for a bare "
                 "count matrix)"
+            )
+            raise UsageError(msg)
+        if void is not None:
+            msg = (
+                "evaluate: void was given, but the accumulator carries its own void counts; "
+                "leave void out (it is for a bare count matrix)"
             )
             raise UsageError(msg)
         cm, v, spec = source.counts, source.void, source.spec

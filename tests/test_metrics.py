@@ -825,3 +825,21 @@ def test_presets_on_pixels_with_ignore_and_void(seed, k, void):
     same(r.summary["pixel_accuracy"], hf["aacc"])
     if not void:  # torchmetrics raises on out-of-range predictions: compare without void
         same(cm.result("torchmetrics").miou, _torchmetrics_from_pixels(gt, pred, k, 255))
+
+
+def test_negative_counts_are_refused():
+    with pytest.raises(ValueError, match=r"negative count \(-1 at \(0, 1\)\)"):
+        metrics.iou(np.array([[3, -1], [0, 2]]))
+    with pytest.raises(ValueError, match=r"void holds a negative count"):
+        metrics.iou(np.array([[3, 1], [0, 2]]), void=np.array([0, -2]))
+
+
+def test_void_with_an_accumulator_is_refused_and_fbeta_is_reported():
+    cm = ConfusionMatrix(2).update(np.array([0, 1, 1]), np.array([0, 1, 0]))
+    with pytest.raises(segiou.errors.UsageError, match="void was given"):
+        evaluate(cm, void=np.array([1, 0]))
+    d = evaluate(cm, beta=2).to_dict()
+    assert [c["fbeta"] for c in d["classes"]] == pytest.approx(
+        list(evaluate(cm, beta=2).per_class["fbeta"])
+    )
+    assert "fbeta" not in evaluate(cm).to_dict()["classes"][0]
