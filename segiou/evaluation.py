@@ -38,7 +38,7 @@ def check_eval_args(args: argparse.Namespace) -> None:
     args : argparse.Namespace
         Parsed options with at least ``preset`` (a key of
         :data:`segiou.conventions.PRESETS`), ``json`` and ``per_image`` (output file paths,
-        or ``None``/empty to skip them). ``state`` is not checked.
+        or ``None``/empty to skip them) and optionally ``state`` (checked the same way).
 
     Raises
     ------
@@ -257,12 +257,14 @@ def evaluate_paths(gt: str, pred: str, *, spec: LabelSpec, args: argparse.Namesp
     from segiou.parallel import evaluate_zarr
 
     zarr_gt, zarr_pred = _is_zarr(gt), _is_zarr(pred)
-    gt_ids = (
-        args.gt_ids
-        or (recorded_ids(gt) if zarr_gt else None)
-        or ("raw" if spec.has_raw else "class")
-    )
-    pred_ids = args.pred_ids or (recorded_ids(pred) if zarr_pred else None)
+
+    def recorded(url: str, is_zarr: bool) -> str | None:
+        ids = recorded_ids(url) if is_zarr else None
+        return None if ids == "raw" and not spec.has_raw else ids  # another spec's raw ids
+
+    gt_ids = args.gt_ids or recorded(gt, zarr_gt) or ("raw" if spec.has_raw else "class")
+    # an explicit --gt-ids also sets the predictions' default (as before stores recorded ids)
+    pred_ids = args.pred_ids or (None if args.gt_ids else recorded(pred, zarr_pred))
     kw: dict[str, Any] = {"labels": spec, "ignore_index": args.ignore, "gt_ids": gt_ids,
                           "pred_ids": pred_ids, "on_unexpected": args.on_unexpected,
                           "missing_pred": args.missing_pred, "scheduler": scheduler,

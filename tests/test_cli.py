@@ -303,3 +303,30 @@ def test_eval_uses_the_id_space_recorded_by_ingest(
 def test_demo_refuses_no_images(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", str(tmp_path / "d"), "--images", "0", "--quiet"]) == 2
     assert "at least one image" in capsys.readouterr().err
+
+
+def test_explicit_gt_ids_sets_the_predictions_default_over_a_recorded_one(
+    tmp_path: Path,
+) -> None:
+    import zarr
+
+    from segiou.synthetic import cityscapes_like
+
+    gt, pred = cityscapes_like(2, 16, 32, seed=4)  # trainIds
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    for name, data in (("gt", gt), ("pred", pred)):
+        root.create_array(name, shape=data.shape, dtype=data.dtype, chunks=(1, 16, 32),
+                          fill_value=0, config={"write_empty_chunks": True})[:] = data  # fmt: skip
+    root.attrs["segiou"] = {"ingest": {}, "labels": "cityscapes", "ids": "raw"}
+    js = tmp_path / "r.json"
+    base = ["eval", "--gt", str(tmp_path / "s.zarr" / "gt"), "--pred",
+            str(tmp_path / "s.zarr" / "pred"), "--scheduler", "synchronous", "--json", str(js),
+            "--quiet"]  # fmt: skip
+    assert main([*base, "--labels", "cityscapes", "--gt-ids", "class"]) == 0
+    report = json.loads(js.read_text())
+    assert report["counting"]["pred_ids"] == "class"  # not the store's "raw"
+    eager = ConfusionMatrix("cityscapes", ignore_index=255).update(gt, pred)
+    assert [c["tp"] for c in report["classes"]] == np.diagonal(eager.counts).tolist()
+    # a recorded "raw" means nothing to a spec without raw ids: its class ids are used
+    assert main([*base, "--labels", "19", "--ignore", "255"]) == 0
+    assert json.loads(js.read_text())["counting"]["gt_ids"] == "class"

@@ -143,6 +143,10 @@ def test_ingest_id_space_is_recorded(tmp_path):
     _save(tmp_path / "grey" / "a.png", np.zeros((4, 4), np.uint8))
     ingest(png_set(tmp_path / "grey"), None, tmp_path / "g.zarr", progress=False)
     assert zarr.open_group(tmp_path / "g.zarr", mode="r").attrs["segiou"]["ids"] is None
+    # grey masks with a spec: ingest does not know their id space (trainIds or labelIds?)
+    ingest(png_set(tmp_path / "grey"), None, tmp_path / "gs.zarr", spec="cityscapes",
+           progress=False)  # fmt: skip
+    assert zarr.open_group(tmp_path / "gs.zarr", mode="r").attrs["segiou"]["ids"] is None
     with pytest.raises(UsageError, match="no raw ids"):
         ingest(png_set(tmp_path / "voc"), None, tmp_path / "x.zarr", spec="pascal_voc",
                ids="raw", progress=False)  # fmt: skip
@@ -270,3 +274,18 @@ def test_unknown_colour_message_names_options_that_exist(tmp_path):
     msg = str(info.value)
     assert "(segiou ingest --colors ignore)" in msg
     assert "segiou eval" not in msg
+
+
+def test_unknown_colours_become_the_spec_ignore_value_in_raw_ids(tmp_path):
+    from segiou import LabelSpec
+
+    spec = LabelSpec.from_dict({
+        "name": "roads", "ignore": [255],
+        "classes": [{"name": "road", "color": [128, 64, 128]}, {"name": "car", "color": [0, 0, 142]}],
+        "raw": [{"id": 7, "name": "road", "class": 0}, {"id": 26, "name": "car", "class": 1}],
+    })  # fmt: skip
+    rgb = np.array([[[128, 64, 128], [0, 0, 142]], [[1, 2, 3], [1, 2, 3]]], np.uint8)
+    _save(tmp_path / "gt" / "a.png", rgb)
+    src = png_set(tmp_path / "gt")
+    assert_array_equal(src.read(0, spec, "ignore", ids="raw"), [[7, 26], [255, 255]])
+    assert_array_equal(src.read(0, spec, "ignore", ids="class"), [[0, 1], [255, 255]])

@@ -24,7 +24,8 @@ else its class colours (PASCAL VOC), and decode to the id space the mask is eval
 * ``ids="raw"`` (specs with raw ids): each colour becomes a raw id that owns it. When several
   raw ids share a colour and map the same way, the smallest of them is chosen (Cityscapes
   ``(0, 0, 0)``, raw ids 0-4, all ignored, becomes 0 ``unlabeled``); a class colour becomes
-  the smallest raw id of its class; "the ignore value" is the smallest ignored raw id.
+  the smallest raw id of its class; "the ignore value" is the smallest ignored raw id (else the
+  spec's first ignore value, which is ignored in raw-id space too).
 
 A colour shared by ids of different classes (Cityscapes ``pole`` and ``polegroup``) is
 ambiguous and raises when an image holds it, as does an unknown colour (``colors="ignore"``
@@ -334,7 +335,8 @@ def _color_table(spec: LabelSpec, ids: IdSpace = "class") -> _ColorTable | None:
     first_raw: dict[int, int] = {}  # class -> its smallest raw id
     if ids == "raw":
         ignored = [r.id for r in spec.raw if r.cls is None]
-        ignore = min(ignored) if ignored else None
+        # else the spec's ignore values, which are ignored in raw-id space too
+        ignore = min(ignored) if ignored else (spec.ignore[0] if spec.ignore else None)
         for r in sorted(spec.raw, key=lambda r: r.id):
             if r.cls is not None:
                 first_raw.setdefault(r.cls, r.id)
@@ -445,7 +447,8 @@ def _colors_to_classes(
         soft = bad & ((codes == _UNKNOWN) | (codes == _AMBIGUOUS))
         if soft.any() and table.ignore is None:
             what = (
-                "has no ignored raw id (one whose class is null); add one (e.g. 0 'unlabeled')"
+                "has neither an ignored raw id (one whose class is null) nor an ignore value; "
+                "add one (e.g. 0 'unlabeled', or ignore 255)"
                 if table.ids == "raw"
                 else "has no ignore value; add one (e.g. 255)"
             )
@@ -1108,7 +1111,9 @@ def ingest(
         Id space colour images are decoded to. Default: the one ``segiou eval`` assumes for
         the spec, ``"raw"`` when it has raw ids (Cityscapes: ``labelIds``), else ``"class"``;
         so colour images and grey images of that id space can share a folder. Grey, palette
-        and array images are stored as they are.
+        and array images are stored as they are. The store's root attribute ``segiou.ids``
+        records the id space when it is known: ``ids`` was given, or colour images were
+        decoded; else it is ``None``.
     chunks : (int, int), optional
         Spatial chunk shape; default one chunk per image.
     codec : str
@@ -1180,7 +1185,7 @@ def ingest(
         )
         raise UsageError(msg)
     space: IdSpace = ids or ("raw" if sp is not None and sp.has_raw else "class")
-    recorded = space if (ids is not None or sp is not None) else None
+    recorded: IdSpace | None = None  # set below: what ingest knows about the stored values
     dec: _Decoding = (sp, colors, space)
     srcs = [("gt", gt_src)] + ([("pred", pred_src)] if pred_src is not None else [])
     for side, src in srcs:
@@ -1216,6 +1221,10 @@ def ingest(
                 lo, hi = min(lo, a), max(hi, b)
             s.dtype = _smallest_dtype(lo, hi)
             s.chunks = chunks
+        # The id space is known only for what ingest decoded (colour images) or was told
+        # (--ids); grey masks are stored as they are, in whatever id space they were written.
+        if ids is not None or any(s.n_color for s in sides):
+            recorded = space
 
         if remote:
             target = str(out)
