@@ -321,6 +321,9 @@ def _count_group(job: _Job, units: IntArray) -> Partial:
         full = counter.finish()
         n_gt, n_pred = int(full[k + 1, :].sum()), int(full[:k, k + 1].sum())
         if n_gt or n_pred:
+            if job.on_unexpected == "raise" and (top, bottom) != (0, job.gt.image_shape(i)[0]):
+                top, bottom = 0, job.gt.image_shape(i)[0]  # the error describes the whole image
+                n_gt = n_pred = 1  # (both sides: the other band may hold the other side's)
             both = _walk_image(job, i, (top, bottom), gc, pc, None)
             assert both is not None
             _merge_counts(unexp_g, unexp_p, _describe(job, i, *both, n_gt, n_pred, top))
@@ -520,16 +523,19 @@ def plan_tasks(
     )
     tasks: list[IntArray] = []
     for grp in groups:
-        h, w = ms.image_shape(grp[0])
-        if splittable and len(grp) == 1 and h * w > target:
-            arr, n = _image_array(ms, grp[0])
+        units = []
+        for i in grp:
+            h, w = ms.image_shape(i)
+            if not (splittable and h * w > target):
+                units.append((i, 0, h))
+                continue
+            arr, n = _image_array(ms, i)  # a large image: its own tasks, one band each
             step = arr.chunks[0 if n is None else 1]  # rows of a chunk row
             band = max(step, target // max(1, w) // step * step)
-            tasks += [np.array([[grp[0], y, min(h, y + band)]], dtype=np.int64)
+            tasks += [np.array([[i, y, min(h, y + band)]], dtype=np.int64)
                       for y in range(0, h, band)]  # fmt: skip
-            continue
-        units = [(i, 0, ms.image_shape(i)[0]) for i in grp]
-        tasks.append(np.array(units, dtype=np.int64).reshape(-1, 3))
+        if units:
+            tasks.append(np.array(units, dtype=np.int64).reshape(-1, 3))
     return tasks
 
 

@@ -797,3 +797,37 @@ def test_images_split_into_bands_count_exactly(tmp_path, layout, ppt):
     ref = ConfusionMatrix(K, ignore_index=255, per_image=True, on_unexpected="count")
     ref.update(gt, pred, names=names)
     _assert_same(cm, ref)
+
+
+def test_an_error_in_one_band_describes_the_whole_image(tmp_path):
+    gt, pred = cityscapes_like(2, 64, 64, seed=5)
+    gt[0, 0, :3] = 77  # in the first band
+    gt[0, 40, :5] = 77  # and in a later one
+    gt[0, 50, 0] = 3
+    pred[0, 50, 0] = 99  # an unexpected prediction in yet another band
+    g = _stack(tmp_path / "g.zarr", gt, chunks=(16, 64), names=["a", "b"])
+    p = _stack(tmp_path / "p.zarr", pred, chunks=(16, 64), names=["a", "b"])
+    for scheduler in ("synchronous", "threads"):
+        with pytest.raises(LabelRangeError) as info:
+            evaluate_zarr(g, p, labels=K, ignore_index=255, pixels_per_task=1,
+                          scheduler=scheduler)  # fmt: skip
+        msg = str(info.value)
+        assert "image 'a'" in msg
+        assert "77 (8 px, first at (0, 0))" in msg
+        assert "99 (1 px, first at (50, 0))" in msg
+
+
+def test_a_large_image_grouped_with_small_ones_is_still_split(tmp_path):
+    from segiou.parallel import plan_tasks
+
+    rng = np.random.default_rng(0)
+    images = {"a": rng.integers(0, K, (1, 4), dtype=np.uint8),
+              "b": rng.integers(0, K, (400, 100), dtype=np.uint8),
+              "c": rng.integers(0, K, (1, 4), dtype=np.uint8)}  # fmt: skip
+    g = _group(tmp_path / "g.zarr", images, (10, 100))
+    tasks = [t.tolist() for t in plan_tasks(open_masks(g))]
+    bands = [u for t in tasks for u in t if u[0] == 1]
+    assert len(bands) > 1  # image "b" (index 1) is split although "a" shares its group
+    assert sum(end - start for _, start, end in bands) == 400
+    cm = evaluate_zarr(g, g, labels=K, scheduler="synchronous")
+    assert cm.counts.trace() == 4 + 400 * 100 + 4
