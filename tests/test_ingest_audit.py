@@ -21,8 +21,8 @@ from segiou.parallel import evaluate_zarr
 CS = builtin_spec("cityscapes")
 ROAD, CAR = 7, 26  # Cityscapes labelIds (raw ids) of road (class 0) and car (class 13)
 #: Raw ids whose colour is theirs alone or shared only with ids that map the same way
-#: (17 pole and 18 polegroup share a colour but not a class: ambiguous, left out).
-COLOURABLE = [r.id for r in CS.raw if r.color is not None and r.id not in (17, 18)]
+#: (18 polegroup shares pole's colour and decodes to 17 pole: left out).
+COLOURABLE = [r.id for r in CS.raw if r.color is not None and r.id != 18]
 
 
 def _save(path: Path, arr: np.ndarray) -> None:

@@ -207,7 +207,7 @@ def test_rgb_class_colours_pascal_voc(tmp_path):
 def test_rgb_raw_colours_cityscapes_map_to_class_ids(tmp_path):
     spec = builtin_spec("cityscapes")
     raw = np.random.default_rng(4).integers(0, 34, (10, 12))
-    raw[(raw == 17) | (raw == 18)] = 7  # pole and polegroup share a colour (tested below)
+    raw[raw == 18] = 7  # polegroup shares pole's colour and decodes to pole (tested below)
     colours = {r.id: r.color for r in spec.raw}
     rgb = np.array([colours[i] for i in range(34)], dtype=np.uint8)[raw]
     want = np.vectorize(lambda v: 255 if spec.gt_map("raw")[v] < 0 else spec.gt_map("raw")[v])(raw)
@@ -218,7 +218,7 @@ def test_rgb_raw_colours_cityscapes_map_to_class_ids(tmp_path):
 def test_rgb_raw_colours_cityscapes_decode_to_raw_ids(tmp_path):
     spec = builtin_spec("cityscapes")
     raw = np.random.default_rng(4).integers(0, 34, (10, 12))
-    raw[(raw == 17) | (raw == 18)] = 7  # pole and polegroup share a colour (ambiguous)
+    raw[raw == 18] = 7  # polegroup shares pole's colour and decodes to pole (tested below)
     colours = {r.id: r.color for r in spec.raw}
     rgb = np.array([colours[i] for i in range(34)], dtype=np.uint8)[raw]
     out = _one(_save(tmp_path / "c.png", rgb)).read(0, spec, ids="raw")
@@ -227,14 +227,11 @@ def test_rgb_raw_colours_cityscapes_decode_to_raw_ids(tmp_path):
     assert_array_equal(out, np.where(raw <= 4, 0, raw))
     gt_map = spec.gt_map("raw")
     assert_array_equal(np.vectorize(gt_map.get)(out), np.vectorize(gt_map.get)(raw))
-    amb = rgb.copy()
-    amb[0, 0] = colours[17]
-    path = _save(tmp_path / "amb.png", amb)
-    with pytest.raises(ImageDecodeError, match="raw id 18 'polegroup'"):
-        _one(path).read(0, spec, ids="raw")
-    ignored = _one(path).read(0, spec, colors="ignore", ids="raw")
-    assert ignored[0, 0] == 0  # the smallest ignored raw id
-    assert_array_equal(ignored[1:], out[1:])
+    pole = rgb.copy()
+    pole[0, 0] = colours[17]  # shared by pole (17, class 5) and polegroup (18, ignored)
+    got = _one(_save(tmp_path / "pole.png", pole)).read(0, spec, ids="raw")
+    assert got[0, 0] == 17  # the evaluated class wins over ignored ids
+    assert_array_equal(got[1:], out[1:])
 
 
 def test_raw_ids_from_class_colours_and_negative_raw_ids(tmp_path):
@@ -296,18 +293,33 @@ def test_grey_as_rgb_gets_a_hint(tmp_path):
 
 
 def test_ambiguous_colour_raises_naming_ids(tmp_path):
+    spec = LabelSpec(
+        "clash", ("a", "b"), ignore=(255,),
+        raw=(RawLabel(1, "a1", 0, (10, 0, 0)), RawLabel(2, "b1", 1, (10, 0, 0)),
+             RawLabel(3, "void", None, (0, 0, 0))),
+    )  # fmt: skip
     rgb = np.zeros((4, 4, 3), np.uint8)
-    rgb[0] = (153, 153, 153)  # pole (17 -> class 5) and polegroup (18 -> ignored)
+    rgb[0] = (10, 0, 0)  # raw 1 -> class 0 and raw 2 -> class 1: two evaluated classes
     path = _save(tmp_path / "amb.png", rgb)
     with pytest.raises(ImageDecodeError) as info:
-        _one(path).read(0, "cityscapes")
+        _one(path).read(0, spec)
     msg = str(info.value)
-    assert "(153, 153, 153) (4 px)" in msg
-    assert "raw id 17 'pole'" in msg
-    assert "raw id 18 'polegroup'" in msg
+    assert "(10, 0, 0) (4 px)" in msg
+    assert "raw id 1 'a1'" in msg
+    assert "raw id 2 'b1'" in msg
     assert str(path) in msg
-    out = _one(path).read(0, "cityscapes", colors="ignore")
+    out = _one(path).read(0, spec, colors="ignore")
     assert (out == 255).all()
+
+
+def test_cityscapes_pole_colour_decodes_to_pole(tmp_path):
+    # (153, 153, 153) is pole (17 -> class 5) and polegroup (18 -> ignored): a colour mask
+    # cannot tell them apart; the evaluated class wins
+    rgb = np.zeros((4, 4, 3), np.uint8)
+    rgb[0] = (153, 153, 153)
+    out = _one(_save(tmp_path / "pole.png", rgb)).read(0, "cityscapes")
+    assert (out[0] == 5).all()
+    assert (out[1:] == 255).all()
 
 
 def test_shared_colour_of_one_class_is_not_ambiguous(tmp_path):

@@ -27,8 +27,10 @@ else its class colours (PASCAL VOC), and decode to the id space the mask is eval
   the smallest raw id of its class; "the ignore value" is the smallest ignored raw id (else the
   spec's first ignore value, which is ignored in raw-id space too).
 
-A colour shared by ids of different classes (Cityscapes ``pole`` and ``polegroup``) is
-ambiguous and raises when an image holds it, as does an unknown colour (``colors="ignore"``
+A colour shared by one evaluated class and ignored ids is that class (Cityscapes ``pole`` and
+``polegroup``, both ``(153, 153, 153)``, decode to ``pole``: a colour mask cannot tell them
+apart, and cityscapesScripts draws both alike). A colour shared by ids of different evaluated
+classes is ambiguous and raises when an image holds it, as does an unknown colour (``colors="ignore"``
 maps both to the ignore value instead). Evaluate a mask in the id space it was decoded to:
 ``segiou eval`` assumes raw ids when the spec has them (``gt_ids="raw"``).
 
@@ -353,6 +355,11 @@ def _color_table(spec: LabelSpec, ids: IdSpace = "class") -> _ColorTable | None:
         group = by_color[k]
         owners.append(", ".join(o for _, _, o in group))
         targets = {cls for cls, _, _ in group}
+        if len(targets) == 2 and None in targets:
+            # one evaluated class and ignored ids share the colour (Cityscapes: "pole" and
+            # "polegroup" are both (153, 153, 153)): the colour is that class
+            targets.discard(None)
+            group = [e for e in group if e[0] is not None]
         goal = next(iter(targets))
         raws = [r for _, r, _ in group if r is not None]
         if len(targets) > 1:
