@@ -33,6 +33,11 @@ from segiou.report import render_analysis, write_per_image_csv
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
 
+#: Summary metrics of a segiou result report a baseline can guard (``[baseline] max_drop``).
+_METRICS = {"miou", "fwiou", "micro_iou", "mdice", "mprecision", "pixel_accuracy",
+            "mean_accuracy", "kappa", "category_miou"}  # fmt: skip
+_BASELINE_KEYS = {"path", "max_drop", "max_class_drop"}
+_REPORT_KEYS = {"dir"}
 _EVAL_KEYS = {"gt", "pred", "labels", "preset", "scheduler", "gt_ids", "pred_ids", "ignore",
               "missing_pred", "missing_gt_chunks", "on_unexpected", "split_every", "layout"}  # fmt: skip
 
@@ -51,6 +56,7 @@ def load_config(path: Path) -> dict[str, Any]:
     if unknown := sorted(set(ev) - _EVAL_KEYS):
         msg = f"config {str(path)!r}: unknown [eval] key(s) {unknown}; known: {sorted(_EVAL_KEYS)}"
         raise UsageError(msg)
+    _check_tables(cfg, str(path))
     base = path.parent
     for key in ("gt", "pred"):  # relative paths are relative to the config file
         if "://" not in ev[key] and not Path(ev[key]).is_absolute():
@@ -63,6 +69,38 @@ def load_config(path: Path) -> dict[str, Any]:
     if "baseline" in cfg and "path" in cfg["baseline"]:
         cfg["baseline"]["path"] = str(base / cfg["baseline"]["path"])
     return cfg
+
+
+def _check_tables(cfg: dict[str, Any], where: str) -> None:
+    """Refuse unknown keys and wrong types in [report] and [baseline] before evaluating.
+
+    A misspelt metric (``mIoU``) or key (``max_class_drops``) would otherwise turn a check off
+    without a word.
+    """
+
+    def bad(msg: str) -> UsageError:
+        return UsageError(f"config {where!r}: {msg}")
+
+    for table, known in (("report", _REPORT_KEYS), ("baseline", _BASELINE_KEYS)):
+        t = cfg.get(table, {})
+        if not isinstance(t, dict):
+            msg = f"[{table}] must be a table"
+            raise bad(msg)
+        if unknown := sorted(set(t) - known):
+            msg = f"unknown [{table}] key(s) {unknown}; known: {sorted(known)}"
+            raise bad(msg)
+    bl = cfg.get("baseline", {})
+    drops = bl.get("max_drop", {})
+    if not isinstance(drops, dict):
+        msg = "[baseline] max_drop must be a table of metric = tolerance, e.g. { miou = 0.005 }"
+        raise bad(msg)
+    if unknown := sorted(set(drops) - _METRICS):
+        msg = f"[baseline] max_drop names unknown metric(s) {unknown}; known: {sorted(_METRICS)}"
+        raise bad(msg)
+    for name, tol in {**drops, "max_class_drop": bl.get("max_class_drop", 0.0)}.items():
+        if isinstance(tol, bool) or not isinstance(tol, int | float) or tol < 0:
+            msg = f"[baseline] tolerance {name} = {tol!r} must be a number >= 0"
+            raise bad(msg)
 
 
 def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -> int:

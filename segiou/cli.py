@@ -26,6 +26,17 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return run_eval(args)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"{text!r} is not a positive whole number"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def add_eval_options(p: argparse.ArgumentParser) -> None:
     """Add the options shared by ``segiou eval`` and the pipelines to a parser.
 
@@ -131,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v1)")
     ev.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
     ev.add_argument("--state", metavar="FILE", help="also save the count state (JSON checkpoint)")
-    ev.add_argument("--top", type=int, default=5, help="confusions and worst images to list")
+    ev.add_argument("--top", type=_positive_int, default=5,
+                    help="confusions and worst images to list (default: %(default)s)")  # fmt: skip
     ev.set_defaults(func=_cmd_eval)
 
     from segiou import _cli_geometry, _cli_ingest

@@ -293,6 +293,25 @@ def evaluate_paths(gt: str, pred: str, *, spec: LabelSpec, args: argparse.Namesp
     return evaluate_zarr(gsrc, psrc, **kw)
 
 
+def _warn_assumed_raw_ids(cm: ConfusionMatrix, args: argparse.Namespace) -> None:
+    """Warn when raw ids were assumed (not asked for, not recorded) and most pixels vanished.
+
+    Class-id masks (Cityscapes trainIds 0..18, 255) read as raw ids (labelIds) are mostly
+    valid values that map elsewhere or are ignored: no error, but wrong numbers. A majority of
+    ignored ground-truth pixels is the tell.
+    """
+    if args.gt_ids is not None or cm.gt_ids != "raw" or recorded_ids(args.gt) is not None:
+        return
+    if cm.n_pixels and cm.n_ignored > cm.n_pixels // 2:
+        share = 100 * cm.n_ignored / cm.n_pixels
+        print(
+            f"segiou eval: warning: {share:.0f}% of ground-truth pixels were ignored; the masks "
+            f"were read as raw ids of {cm.spec.name!r} (the default for this spec, e.g. "
+            "Cityscapes labelIds). If they hold class ids (e.g. trainIds), pass --gt-ids class",
+            file=sys.stderr,
+        )
+
+
 def run_eval(args: argparse.Namespace) -> int:
     """Run the ``segiou eval`` command.
 
@@ -333,6 +352,7 @@ def run_eval(args: argparse.Namespace) -> int:
     with scheduler_context(args.scheduler) as scheduler:
         cm = evaluate_paths(args.gt, args.pred, spec=spec, args=args, scheduler=scheduler,
                             progress=progress)  # fmt: skip
+    _warn_assumed_raw_ids(cm, args)
     result = cm.result(args.preset)
     print(result.table())
     print(render_analysis(cm, top=args.top))

@@ -186,7 +186,7 @@ def evaluate(
     *,
     preset: str | Convention = "segiou",
     void: IntArray | None = None,
-    spec: LabelSpec | None = None,
+    spec: LabelSpec | str | None = None,
     beta: float | None = None,
 ) -> Result:
     """Compute every metric from summed counts under a named convention.
@@ -201,9 +201,10 @@ def evaluate(
         ``"keras"``; see :data:`segiou.conventions.PRESETS`.
     void : ndarray of int, shape (K,), optional
         Void predictions per class, for a bare count matrix.
-    spec : LabelSpec, optional
+    spec : LabelSpec or str, optional
         Class names and categories, for a bare count matrix (default: classes named
-        ``"0".."K-1"``). An accumulator carries its own spec.
+        ``"0".."K-1"``): a spec, a built-in name or a spec file. An accumulator carries its
+        own spec.
     beta : float, optional
         Also report per-class F-beta (``fbeta``) and its mean (``mfbeta``).
 
@@ -231,6 +232,10 @@ def evaluate(
     (0.3333, 'segiou')
     """
     conv = get_convention(preset)
+    if isinstance(spec, str):
+        from segiou.labels import load_spec
+
+        spec = load_spec(spec)
     extra: dict[str, Any] = {}
     if isinstance(source, ConfusionMatrix):
         if spec is not None and spec != source.spec:

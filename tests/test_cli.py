@@ -330,3 +330,53 @@ def test_explicit_gt_ids_sets_the_predictions_default_over_a_recorded_one(
     # a recorded "raw" means nothing to a spec without raw ids: its class ids are used
     assert main([*base, "--labels", "19", "--ignore", "255"]) == 0
     assert json.loads(js.read_text())["counting"]["gt_ids"] == "class"
+
+
+def test_eval_warns_when_assumed_raw_ids_ignore_most_pixels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from segiou.io.zarr import create_stack
+    from segiou.synthetic import cityscapes_like
+
+    gt, pred = cityscapes_like(2, 32, 64, seed=2)  # trainIds, stored without an id record
+    for name, data in (("gt", gt), ("pred", pred)):
+        create_stack(tmp_path / f"{name}.zarr", n=2, height=32, width=64)[:] = data
+    argv = ["eval", "--gt", str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"),
+            "--labels", "cityscapes", "--scheduler", "synchronous", "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "of ground-truth pixels were ignored" in err
+    assert "pass --gt-ids class" in err
+    assert main([*argv, "--gt-ids", "class"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (
+            '[baseline]\npath = "b.json"\nmax_drop = { mIoU = 0.005 }\n',
+            "unknown metric(s) ['mIoU']",
+        ),
+        ('[baseline]\npath = "b.json"\nmax_class_drops = 0.02\n', "unknown [baseline] key(s)"),
+        ('[baseline]\npath = "b.json"\nmax_drop = 0.01\n', "max_drop must be a table"),
+        ('[baseline]\npath = "b.json"\nmax_class_drop = "x"\n', "max_class_drop = 'x'"),
+    ],
+)
+def test_nightly_refuses_a_misspelt_or_mistyped_baseline_before_evaluating(
+    demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str,
+    needle: str,
+) -> None:  # fmt: skip
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store)
+    cfg.write_text(cfg.read_text().replace("[report]", extra + "[report]"))
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "reports" / "d1").exists()
+
+
+@pytest.mark.parametrize("top", ["0", "-1", "x"])
+def test_eval_top_must_be_positive(demo_store: Path, top: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["eval", "--gt", f"{demo_store}/gt", "--pred", f"{demo_store}/pred", "--top", top])
+    assert info.value.code == 2

@@ -843,3 +843,11 @@ def test_void_with_an_accumulator_is_refused_and_fbeta_is_reported():
         list(evaluate(cm, beta=2).per_class["fbeta"])
     )
     assert "fbeta" not in evaluate(cm).to_dict()["classes"][0]
+
+
+def test_evaluate_takes_a_spec_by_name():
+    cm = np.eye(21, dtype=np.int64)
+    r = evaluate(cm, spec="pascal_voc")
+    assert r.class_names[0] == builtin_spec("pascal_voc").classes[0]
+    with pytest.raises(segiou.errors.UsageError, match="21 classes"):
+        evaluate(np.eye(3, dtype=np.int64), spec="pascal_voc")
