@@ -460,7 +460,7 @@ class LabelSpec:
                 raise LabelSpecError(msg)
             names.append(str(c["name"]))
             if "color" in c:
-                colors = colors or [(0, 0, 0)] * len(d["classes"])
+                colors = colors or [None] * len(d["classes"])  # type: ignore[list-item]
                 colors[i] = _color(c["color"], f"{source}: classes[{i}] field 'color'")
             if "category" in c:
                 if c["category"] not in cats:
@@ -505,6 +505,13 @@ class LabelSpec:
             raw.append(RawLabel(rid, str(r.get("name", rid)), target, color))
         ignore = _int_list(d.get("ignore", []), source, "ignore", "ignore value (e.g. 255)")
         try:
+            if colors and None in colors:  # a silent (0, 0, 0) would claim black pixels
+                missing = [names[j] for j, col in enumerate(colors) if col is None]
+                msg = (
+                    f"{source}: class(es) {missing[:5]} have no 'color' while others have one; "
+                    "give every class a colour, or none (colour masks need every class's colour)"
+                )
+                raise LabelSpecError(msg)
             return cls(name, tuple(names), tuple(ignore), tuple(colors) if colors else None,
                        tuple(cats), tuple(class_cats), tuple(raw))  # fmt: skip
         except LabelSpecError as err:  # name the file too, not only the spec

@@ -125,7 +125,7 @@ ROADS = {
     "name": "roads",
     "classes": [
         {"name": "road", "color": [128, 64, 128], "category": "flat"},
-        {"name": "car", "category": "vehicle"},
+        {"name": "car", "color": [0, 0, 142], "category": "vehicle"},
     ],
     "ignore": [255],
     "raw": [
@@ -167,7 +167,7 @@ def test_json_spec(tmp_path):
     assert spec.ignore == (255,)
     assert spec.categories == ("flat", "vehicle")
     assert spec.class_categories == (0, 1)
-    assert spec.colors == ((128, 64, 128), (0, 0, 0))
+    assert spec.colors == ((128, 64, 128), (0, 0, 142))
     assert spec.gt_map("raw") == {7: 0, 26: 1, 0: -1, 255: -1}  # ignore 255 in raw ids too
     assert spec.gt_map("class") == {0: 0, 1: 1, 255: -1}
     cm = ConfusionMatrix(str(path), gt_ids="raw")
@@ -481,3 +481,11 @@ def test_ignore_value_that_is_an_evaluated_raw_id_is_refused():
         ConfusionMatrix("cityscapes", gt_ids="raw", ignore_index=26)
     # an ignore value that is a raw id the spec does not evaluate agrees with the raw table
     assert builtin_spec("cityscapes").with_ignore(30).gt_map("raw")[30] == -1
+
+
+def test_classes_with_and_without_colours_are_refused():
+    d = {"name": "roads", "classes": [{"name": "road", "color": [128, 64, 128]}, {"name": "car"}]}
+    with pytest.raises(LabelSpecError, match=r"class\(es\) \['car'\] have no 'color'"):
+        LabelSpec.from_dict(d)
+    d["classes"][1]["color"] = [0, 0, 142]
+    assert LabelSpec.from_dict(d).colors == ((128, 64, 128), (0, 0, 142))
