@@ -184,6 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SegiouError as err:
         print(f"segiou {args.command}: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # stdout closed early (segiou eval ... | head): not an error
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that Python's exit flush does not fail
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -358,11 +358,11 @@ def run_eval(args: argparse.Namespace) -> int:
     print(render_analysis(cm, top=args.top))
     if args.json:
         Path(args.json).write_text(result.to_json() + "\n", encoding="utf-8")
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json}", file=sys.stderr)
     if args.per_image:
         write_per_image_csv(cm, args.per_image)
-        print(f"wrote {args.per_image}")
+        print(f"wrote {args.per_image}", file=sys.stderr)
     if args.state:
         cm.save(args.state)
-        print(f"wrote {args.state}")
+        print(f"wrote {args.state}", file=sys.stderr)
     return 0

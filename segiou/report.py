@@ -76,7 +76,17 @@ def render_text(result: Result, *, width: int = 100) -> str:
         f"+ {px['ignored']:,} ignored + {unexpected:,} unexpected; images {result.images:,}, "
         f"batches {result.batches:,}"
     )
+    for side in ("gt", "pred"):  # per value: "reported per value", not only a total
+        found = px[f"unexpected_{side}"]
+        if found:
+            items = sorted(found.items(), key=lambda kv: -kv[1])
+            shown = ", ".join(f"{v} ({c:,} px)" for v, c in items[:10])
+            more = f", and {len(items) - 10} more values" if len(items) > 10 else ""
+            what = "ground truth" if side == "gt" else "predictions"
+            console.print(f"unexpected values in {what}: {shown}{more}")
     console.print("rules: " + "; ".join(result.convention.rules()))
+    if result.counting.get("ignore_rule"):
+        console.print(f"ignored: {result.counting['ignore_rule']}")
     return buf.getvalue()
 
 
