@@ -38,7 +38,7 @@ _METRICS = {"miou", "fwiou", "micro_iou", "mdice", "mprecision", "pixel_accuracy
             "mean_accuracy", "kappa", "category_miou"}  # fmt: skip
 _BASELINE_KEYS = {"path", "max_drop", "max_class_drop"}
 _REPORT_KEYS = {"dir"}
-_EVAL_KEYS = {"gt", "pred", "labels", "preset", "scheduler", "gt_ids", "pred_ids", "ignore",
+_EVAL_KEYS = {"gt", "pred", "labels", "preset", "beta", "scheduler", "gt_ids", "pred_ids", "ignore",
               "missing_pred", "missing_gt_chunks", "on_unexpected", "split_every", "layout"}  # fmt: skip
 
 
@@ -57,6 +57,12 @@ def load_config(path: Path) -> dict[str, Any]:
         msg = f"config {str(path)!r}: unknown [eval] key(s) {unknown}; known: {sorted(_EVAL_KEYS)}"
         raise UsageError(msg)
     _check_tables(cfg, str(path))
+    beta = ev.get("beta")
+    if beta is not None and (
+        isinstance(beta, bool) or not isinstance(beta, int | float) or beta <= 0
+    ):
+        msg = f"config {str(path)!r}: [eval] beta = {beta!r} must be a number > 0 (1 = F1)"
+        raise UsageError(msg)
     base = path.parent
     for key in ("gt", "pred"):  # relative paths are relative to the config file
         if "://" not in ev[key] and not Path(ev[key]).is_absolute():
@@ -115,10 +121,15 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     check_eval_args(args)
     spec = spec_from_arg(str(ev.get("labels", "cityscapes")))
     out = Path(cfg["report"]["dir"]) / date
+    base_cfg = cfg.get("baseline", {})
+    base_path = Path(base_cfg["path"]) if "path" in base_cfg else None
+    if base_path is not None and not base_path.is_file() and not update_baseline:
+        msg = f"baseline {str(base_path)!r} does not exist; run once with --update-baseline"
+        raise UsageError(msg)  # before the evaluation, not after it
     with scheduler_context(ev.get("scheduler", "threads")) as scheduler:
         cm = evaluate_paths(ev["gt"], ev["pred"], spec=spec, args=args, scheduler=scheduler,
                             progress=not quiet and sys.stderr.isatty())  # fmt: skip
-    result = cm.result(args.preset)
+    result = cm.result(args.preset, beta=ev.get("beta"))
     out.mkdir(parents=True, exist_ok=True)
     report = result.to_dict()
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -129,8 +140,6 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     if not quiet:
         print(text)
     print(f"nightly: report written to {out}")
-    base_cfg = cfg.get("baseline", {})
-    base_path = Path(base_cfg["path"]) if "path" in base_cfg else None
     if base_path is None:
         return EXIT_OK
     if not base_path.is_file():

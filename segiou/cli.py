@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v1)")
     ev.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
     ev.add_argument("--state", metavar="FILE", help="also save the count state (JSON checkpoint)")
+    ev.add_argument("--beta", type=float, default=None, metavar="B",
+                    help="also report F-beta per class and its mean (1 = F1, mmseg's mFscore)")  # fmt: skip
     ev.add_argument("--top", type=_positive_int, default=5,
                     help="confusions and worst images to list (default: %(default)s)")  # fmt: skip
     ev.set_defaults(func=_cmd_eval)

@@ -626,7 +626,7 @@ class ConfusionMatrix:
         self.threads = state["threads"]
 
     # -- results ------------------------------------------------------------------------------
-    def result(self, preset: str = "segiou") -> Result:
+    def result(self, preset: str = "segiou", *, beta: float | None = None) -> Result:
         """Compute every metric with the named convention (see :func:`segiou.evaluate`).
 
         Parameters
@@ -634,6 +634,9 @@ class ConfusionMatrix:
         preset : str, default "segiou"
             Name of a convention in :data:`segiou.conventions.PRESETS` (e.g. ``"cityscapes"``,
             ``"mmseg"``, ``"detectron2"``).
+        beta : float, optional
+            Also report per-class F-beta (``fbeta``) and its mean (``mfbeta``); ``1`` gives
+            F1 (mmsegmentation's mFscore with the ``mmseg`` preset).
 
         Returns
         -------
@@ -647,7 +650,7 @@ class ConfusionMatrix:
         """
         from segiou.results import evaluate
 
-        return evaluate(self, preset=preset)
+        return evaluate(self, preset=preset, beta=beta)
 
 
 def _n_images(shape: tuple[int, ...]) -> int:

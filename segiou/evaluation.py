@@ -353,7 +353,7 @@ def run_eval(args: argparse.Namespace) -> int:
         cm = evaluate_paths(args.gt, args.pred, spec=spec, args=args, scheduler=scheduler,
                             progress=progress)  # fmt: skip
     _warn_assumed_raw_ids(cm, args)
-    result = cm.result(args.preset)
+    result = cm.result(args.preset, beta=getattr(args, "beta", None))
     print(result.table())
     print(render_analysis(cm, top=args.top))
     if args.json:

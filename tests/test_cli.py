@@ -380,3 +380,40 @@ def test_eval_top_must_be_positive(demo_store: Path, top: str) -> None:
     with pytest.raises(SystemExit) as info:
         main(["eval", "--gt", f"{demo_store}/gt", "--pred", f"{demo_store}/pred", "--top", top])
     assert info.value.code == 2
+
+
+def test_eval_beta_reports_f_beta(demo_store: Path, tmp_path: Path) -> None:
+    js = tmp_path / "r.json"
+    assert main(["eval", "--gt", f"{demo_store}/gt", "--pred", f"{demo_store}/pred",
+                 "--preset", "mmseg", "--beta", "1", "--scheduler", "synchronous",
+                 "--json", str(js), "--quiet"]) == 0  # fmt: skip
+    report = json.loads(js.read_text())
+    eager = _eager(demo_store).result("mmseg", beta=1)
+    assert report["summary"]["mfbeta"] == pytest.approx(eager.summary["mfbeta"])
+    assert "fbeta" in report["classes"][0]
+
+
+def test_nightly_missing_baseline_is_refused_before_evaluating(
+    demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store)
+    cfg.write_text(cfg.read_text().replace("[report]", '[baseline]\npath = "b.json"\n[report]'))
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError
+
+    monkeypatch.setattr(job, "evaluate_paths", never)
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    assert "run once with --update-baseline" in capsys.readouterr().err
+
+
+def test_nightly_beta_must_be_a_positive_number(demo_store: Path, tmp_path: Path) -> None:
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store, 'beta = "one"\n')
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    cfg = _nightly_config(tmp_path, demo_store, "beta = 1\n")
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0
+    report = json.loads((tmp_path / "reports" / "d2" / "report.json").read_text())
+    assert "mfbeta" in report["summary"]

@@ -289,3 +289,14 @@ def test_unknown_colours_become_the_spec_ignore_value_in_raw_ids(tmp_path):
     src = png_set(tmp_path / "gt")
     assert_array_equal(src.read(0, spec, "ignore", ids="raw"), [[7, 26], [255, 255]])
     assert_array_equal(src.read(0, spec, "ignore", ids="class"), [[0, 1], [255, 255]])
+
+
+def test_ingest_refuses_folders_that_share_no_name(tmp_path):
+    from segiou.errors import MaskNotFoundError
+
+    _save(tmp_path / "gt" / "a.png", np.zeros((2, 2), np.uint8))
+    _save(tmp_path / "pred" / "b.png", np.zeros((2, 2), np.uint8))
+    with pytest.raises(MaskNotFoundError, match="no prediction pairs with a ground-truth image"):
+        ingest(png_set(tmp_path / "gt"), png_set(tmp_path / "pred"), tmp_path / "s.zarr",
+               progress=False)  # fmt: skip
+    assert not (tmp_path / "s.zarr").exists()

@@ -1199,6 +1199,13 @@ def ingest(
         if not len(src):
             msg = f"{side}: {src.where()} holds no images; nothing to ingest"
             raise MaskNotFoundError(msg)
+    if pred_src is not None and not set(gt_src.names) & set(pred_src.names):
+        msg = (
+            f"no prediction pairs with a ground-truth image: names such as "
+            f"{list(gt_src.names[:3])} ({gt_src.where()}) vs {list(pred_src.names[:3])} "
+            f"({pred_src.where()}); pair them with --layout, --regex or --pred-regex"
+        )
+        raise MaskNotFoundError(msg)
     remote = _is_url(out)
     final = Path(str(out).removeprefix("file://"))
     if not remote:
