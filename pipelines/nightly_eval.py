@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import shutil
 import sys
 import tomllib
@@ -35,7 +36,7 @@ EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
 
 #: Summary metrics of a segiou result report a baseline can guard (``[baseline] max_drop``).
 _METRICS = {"miou", "fwiou", "micro_iou", "mdice", "mprecision", "pixel_accuracy",
-            "mean_accuracy", "kappa", "category_miou"}  # fmt: skip
+            "mean_accuracy", "kappa", "category_miou", "mfbeta"}  # fmt: skip
 _BASELINE_KEYS = {"path", "max_drop", "max_class_drop"}
 _REPORT_KEYS = {"dir"}
 _EVAL_KEYS = {"gt", "pred", "labels", "preset", "beta", "scheduler", "gt_ids", "pred_ids", "ignore",
@@ -59,7 +60,7 @@ def load_config(path: Path) -> dict[str, Any]:
     _check_tables(cfg, str(path))
     beta = ev.get("beta")
     if beta is not None and (
-        isinstance(beta, bool) or not isinstance(beta, int | float) or beta <= 0
+        isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < math.inf
     ):
         msg = f"config {str(path)!r}: [eval] beta = {beta!r} must be a number > 0 (1 = F1)"
         raise UsageError(msg)
@@ -103,9 +104,13 @@ def _check_tables(cfg: dict[str, Any], where: str) -> None:
     if unknown := sorted(set(drops) - _METRICS):
         msg = f"[baseline] max_drop names unknown metric(s) {unknown}; known: {sorted(_METRICS)}"
         raise bad(msg)
+    for key, table in (("dir", "report"), ("path", "baseline")):
+        if key in cfg.get(table, {}) and not isinstance(cfg[table][key], str):
+            msg = f"[{table}] {key} = {cfg[table][key]!r} must be a path (a string)"
+            raise bad(msg)
     for name, tol in {**drops, "max_class_drop": bl.get("max_class_drop", 0.0)}.items():
-        if isinstance(tol, bool) or not isinstance(tol, int | float) or tol < 0:
-            msg = f"[baseline] tolerance {name} = {tol!r} must be a number >= 0"
+        if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 <= tol < math.inf:
+            msg = f"[baseline] tolerance {name} = {tol!r} must be a finite number >= 0"
             raise bad(msg)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 
@@ -33,6 +34,17 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         msg = f"{text!r} is not a positive whole number"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        msg = f"{text!r} is not a positive finite number"
         raise argparse.ArgumentTypeError(msg)
     return value
 
@@ -142,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v1)")
     ev.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
     ev.add_argument("--state", metavar="FILE", help="also save the count state (JSON checkpoint)")
-    ev.add_argument("--beta", type=float, default=None, metavar="B",
+    ev.add_argument("--beta", type=_positive_float, default=None, metavar="B",
                     help="also report F-beta per class and its mean (1 = F1, mmseg's mFscore)")  # fmt: skip
     ev.add_argument("--top", type=_positive_int, default=5,
                     help="confusions and worst images to list (default: %(default)s)")  # fmt: skip
@@ -186,12 +198,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SegiouError as err:
         print(f"segiou {args.command}: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except BrokenPipeError:  # stdout closed early (segiou eval ... | head): not an error
-        import os
-
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so that Python's exit flush does not fail
-        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

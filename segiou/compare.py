@@ -109,6 +109,16 @@ def compare_reports(
         )
         raise CheckpointError(msg)
     tol = {"miou": 0.005} if max_drop is None else max_drop
+    for k in tol:  # a guarded metric no report has would switch the check off silently
+        lacking = [n for n, r in (("current", current), ("baseline", baseline))
+                   if k not in r["summary"]]  # fmt: skip
+        if lacking:
+            msg = (
+                f"max_drop guards {k!r}, which the {' and '.join(lacking)} report(s) do not "
+                f"have (summary: {sorted(current['summary'])}); e.g. category_miou needs a spec "
+                "with categories, mfbeta needs beta"
+            )
+            raise CheckpointError(msg)
     summary = {}
     for k, b in baseline["summary"].items():
         c = current["summary"].get(k)
@@ -125,6 +135,11 @@ def compare_reports(
         f"tolerance {t:.4f}"
         for k, t in tol.items()
         if k in summary and summary[k][2] < -t
+    ]
+    regressions += [
+        f"{k} is undefined now (baseline {baseline['summary'][k]:.4f})"
+        for k in tol
+        if baseline["summary"][k] is not None and current["summary"][k] is None
     ]
     if max_class_drop is not None:
         regressions += [

@@ -354,8 +354,7 @@ def run_eval(args: argparse.Namespace) -> int:
                             progress=progress)  # fmt: skip
     _warn_assumed_raw_ids(cm, args)
     result = cm.result(args.preset, beta=getattr(args, "beta", None))
-    print(result.table())
-    print(render_analysis(cm, top=args.top))
+    # the files first: a reader that closes stdout early (| head) must not lose them
     if args.json:
         Path(args.json).write_text(result.to_json() + "\n", encoding="utf-8")
         print(f"wrote {args.json}", file=sys.stderr)
@@ -365,4 +364,13 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.state:
         cm.save(args.state)
         print(f"wrote {args.state}", file=sys.stderr)
+    try:
+        print(result.table())
+        print(render_analysis(cm, top=args.top))
+        sys.stdout.flush()
+    except BrokenPipeError:  # stdout closed early (segiou eval ... | head): not an error
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that Python's exit flush does not fail
     return 0

@@ -460,6 +460,12 @@ class LabelSpec:
                 raise LabelSpecError(msg)
             names.append(str(c["name"]))
             if "color" in c:
+                if "colors" in d:
+                    msg = (
+                        f"{source}: classes[{i}] has a 'color' and the spec a 'colors' list; "
+                        "give colours one way: per class, or as the list"
+                    )
+                    raise LabelSpecError(msg)
                 colors = colors or [None] * len(d["classes"])  # type: ignore[list-item]
                 colors[i] = _color(c["color"], f"{source}: classes[{i}] field 'color'")
             if "category" in c:

@@ -60,6 +60,8 @@ class Result:
         Images counted (0 for a bare count matrix).
     batches : int
         Batch keys counted (0 for a bare count matrix).
+    beta : float or None
+        The β of ``fbeta``/``mfbeta`` (``None``: not evaluated).
     """
 
     labels: str
@@ -72,6 +74,7 @@ class Result:
     counting: dict[str, Any] = field(default_factory=dict)
     images: int = 0
     batches: int = 0
+    beta: float | None = None
 
     @property
     def miou(self) -> float:
@@ -117,6 +120,7 @@ class Result:
             "pixels": self.pixels,
             "images": self.images,
             "batches": self.batches,
+            "beta": self.beta,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -231,6 +235,9 @@ def evaluate(
     >>> round(r.miou, 4), r.convention.name
     (0.3333, 'segiou')
     """
+    if beta is not None and not (math.isfinite(beta) and beta > 0):
+        msg = f"evaluate: beta={beta!r} must be a positive finite number (1 gives F1)"
+        raise UsageError(msg)
     conv = get_convention(preset)
     if isinstance(spec, str):
         from segiou.labels import load_spec
@@ -335,5 +342,6 @@ def evaluate(
         summary=summary,
         categories=categories,
         pixels=pixels,
+        beta=beta,
         **extra,
     )

@@ -361,6 +361,8 @@ def test_eval_warns_when_assumed_raw_ids_ignore_most_pixels(
         ('[baseline]\npath = "b.json"\nmax_class_drops = 0.02\n', "unknown [baseline] key(s)"),
         ('[baseline]\npath = "b.json"\nmax_drop = 0.01\n', "max_drop must be a table"),
         ('[baseline]\npath = "b.json"\nmax_class_drop = "x"\n', "max_class_drop = 'x'"),
+        ('[baseline]\npath = "b.json"\nmax_drop = { miou = nan }\n', "miou = nan must be a finite"),
+        ("[baseline]\npath = 5\n", "[baseline] path = 5 must be a path"),
     ],
 )
 def test_nightly_refuses_a_misspelt_or_mistyped_baseline_before_evaluating(
@@ -417,3 +419,37 @@ def test_nightly_beta_must_be_a_positive_number(demo_store: Path, tmp_path: Path
     assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0
     report = json.loads((tmp_path / "reports" / "d2" / "report.json").read_text())
     assert "mfbeta" in report["summary"]
+
+
+@pytest.mark.parametrize("beta", ["0", "-1", "nan", "inf", "x"])
+def test_eval_beta_must_be_positive_and_finite(demo_store: Path, beta: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["eval", "--gt", f"{demo_store}/gt", "--pred", f"{demo_store}/pred", "--beta", beta])
+    assert info.value.code == 2
+
+
+def test_eval_writes_its_files_even_when_stdout_closes_early(
+    demo_store: Path, tmp_path: Path
+) -> None:
+    import subprocess
+
+    js = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "segiou.cli", "eval", "--gt", f"{demo_store}/gt", "--pred",
+           f"{demo_store}/pred", "--quiet", "--scheduler", "synchronous", "--json", str(js)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.close()  # like `| head -0`: the first write to stdout fails with EPIPE
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    assert b"Traceback" not in err
+    assert json.loads(js.read_text())["format"] == "segiou.result"
+
+
+def test_compare_refuses_a_guarded_metric_no_report_has() -> None:
+    with pytest.raises(CheckpointError, match="max_drop guards 'category_miou'"):
+        compare_reports(_report(0.7, 0.9), _report(0.7, 0.9), max_drop={"category_miou": 0.01})
+    bad = _report(0.7, 0.9)
+    bad["summary"] = {"miou": None}
+    comp = compare_reports(bad, _report(0.7, 0.9))
+    assert comp.regressed
+    assert "miou is undefined now" in comp.regressions[0]

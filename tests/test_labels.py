@@ -489,3 +489,9 @@ def test_classes_with_and_without_colours_are_refused():
         LabelSpec.from_dict(d)
     d["classes"][1]["color"] = [0, 0, 142]
     assert LabelSpec.from_dict(d).colors == ((128, 64, 128), (0, 0, 142))
+
+
+def test_colours_given_two_ways_are_refused():
+    d = {"name": "x", "classes": ["a", {"name": "b", "color": [1, 2, 3]}], "colors": [[0, 0, 1]]}
+    with pytest.raises(LabelSpecError, match="give colours one way"):
+        LabelSpec.from_dict(d)
