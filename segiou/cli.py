@@ -7,6 +7,7 @@ import math
 import sys
 from collections.abc import Sequence
 
+from segiou._cli_ingest import _positive
 from segiou.errors import SegiouError
 
 __all__ = ["build_parser", "main"]
@@ -25,17 +26,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from segiou.evaluation import run_eval
 
     return run_eval(args)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        msg = f"{text!r} is not a positive whole number"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 def _positive_float(text: str) -> float:
@@ -156,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--state", metavar="FILE", help="also save the count state (JSON checkpoint)")
     ev.add_argument("--beta", type=_positive_float, default=None, metavar="B",
                     help="also report F-beta per class and its mean (1 = F1, mmseg's mFscore)")  # fmt: skip
-    ev.add_argument("--top", type=_positive_int, default=5,
+    ev.add_argument("--top", type=_positive, default=5,
                     help="confusions and worst images to list (default: %(default)s)")  # fmt: skip
     ev.set_defaults(func=_cmd_eval)
 

@@ -272,19 +272,25 @@ def test_compare_refuses_what_is_not_a_report(bad: object) -> None:
         compare_reports(bad, _report(0.7, 0.9))  # type: ignore[arg-type]
 
 
-def test_eval_uses_the_id_space_recorded_by_ingest(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _trainid_store(path: Path, *, ids: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A store of Cityscapes trainId masks whose root records the id space ``ids``."""
     import zarr
 
     from segiou.synthetic import cityscapes_like
 
-    gt, pred = cityscapes_like(2, 16, 32, seed=3)  # trainIds: class ids of the cityscapes spec
-    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    gt, pred = cityscapes_like(2, 16, 32, seed=seed)  # trainIds: class ids of the spec
+    root = zarr.open_group(str(path), mode="w")
     for name, data in (("gt", gt), ("pred", pred)):
         root.create_array(name, shape=data.shape, dtype=data.dtype, chunks=(1, 16, 32),
                           fill_value=0, config={"write_empty_chunks": True})[:] = data  # fmt: skip
-    root.attrs["segiou"] = {"ingest": {}, "labels": "cityscapes", "ids": "class"}
+    root.attrs["segiou"] = {"ingest": {}, "labels": "cityscapes", "ids": ids}
+    return gt, pred
+
+
+def test_eval_uses_the_id_space_recorded_by_ingest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gt, pred = _trainid_store(tmp_path / "s.zarr", ids="class", seed=3)
     js = tmp_path / "r.json"
     argv = ["eval", "--gt", str(tmp_path / "s.zarr" / "gt"), "--pred",
             str(tmp_path / "s.zarr" / "pred"), "--labels", "cityscapes", "--scheduler",
@@ -308,16 +314,7 @@ def test_demo_refuses_no_images(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_explicit_gt_ids_sets_the_predictions_default_over_a_recorded_one(
     tmp_path: Path,
 ) -> None:
-    import zarr
-
-    from segiou.synthetic import cityscapes_like
-
-    gt, pred = cityscapes_like(2, 16, 32, seed=4)  # trainIds
-    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
-    for name, data in (("gt", gt), ("pred", pred)):
-        root.create_array(name, shape=data.shape, dtype=data.dtype, chunks=(1, 16, 32),
-                          fill_value=0, config={"write_empty_chunks": True})[:] = data  # fmt: skip
-    root.attrs["segiou"] = {"ingest": {}, "labels": "cityscapes", "ids": "raw"}
+    gt, pred = _trainid_store(tmp_path / "s.zarr", ids="raw", seed=4)
     js = tmp_path / "r.json"
     base = ["eval", "--gt", str(tmp_path / "s.zarr" / "gt"), "--pred",
             str(tmp_path / "s.zarr" / "pred"), "--scheduler", "synchronous", "--json", str(js),
