@@ -306,13 +306,15 @@ def _count_group(job: _Job, units: IntArray) -> Partial:
             table += full
             continue
         garr, gn = _image_array(job.gt, i)
-        gc = gcaches.setdefault(garr.path, _ChunkCache(garr, job.missing_gt_chunks, job.gt, i))
+        gc = gcaches.get(garr.path)
+        if gc is None:
+            gc = gcaches[garr.path] = _ChunkCache(garr, job.missing_gt_chunks, job.gt, i)
         pc = None
         if job.pred is not None and job.pred_index[i] >= 0:
             parr, pn = _image_array(job.pred, job.pred_index[i])
-            pc = pcaches.setdefault(
-                parr.path, _ChunkCache(parr, "fill", job.pred, job.pred_index[i])
-            )
+            pc = pcaches.get(parr.path)
+            if pc is None:
+                pc = pcaches[parr.path] = _ChunkCache(parr, "fill", job.pred, job.pred_index[i])
             if pn is not None:
                 pc.drop(keep=pn // parr.chunks[0])
         if gn is not None:

@@ -30,9 +30,9 @@ else its class colours (PASCAL VOC), and decode to the id space the mask is eval
 A colour shared by one evaluated class and ignored ids is that class (Cityscapes ``pole`` and
 ``polegroup``, both ``(153, 153, 153)``, decode to ``pole``: a colour mask cannot tell them
 apart, and cityscapesScripts draws both alike). A colour shared by ids of different evaluated
-classes is ambiguous and raises when an image holds it, as does an unknown colour (``colors="ignore"``
-maps both to the ignore value instead). Evaluate a mask in the id space it was decoded to:
-``segiou eval`` assumes raw ids when the spec has them (``gt_ids="raw"``).
+classes is ambiguous and raises when an image holds it, as does an unknown colour
+(``colors="ignore"`` maps both to the ignore value instead). Evaluate a mask in the id space it
+was decoded to: ``segiou eval`` assumes raw ids when the spec has them (``gt_ids="raw"``).
 
 Image names (what pairs a prediction with its ground truth) come from the file's path relative
 to the folder, with ``/`` separators: by default the path without its suffix
@@ -47,7 +47,8 @@ searched in the relative path.
 layout, where each array is named by its image name with ``/`` replaced by ``__`` (the
 original names are kept in the group attribute ``segiou.original_names``). Ingest decodes
 colour images to the id space ``segiou eval`` assumes for the spec (raw ids when it has them),
-records it in the root attribute ``segiou.ids``, writes every chunk (also chunks of 0s), and
+records it in the root attribute ``segiou.ids`` when it is known (colour images were decoded,
+or ``ids`` was given), writes every chunk (also chunks of 0s), and
 compresses chunks with zstd unless told otherwise (``codec``, see :func:`parse_codec`).
 """
 
