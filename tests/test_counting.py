@@ -245,6 +245,43 @@ def test_word_path_large_2d_and_default_threads():
     reference.assert_same_counts(cm, _ref(pair))
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_word_path_mixes_noisy_and_coherent_blocks(dtype):
+    # The word path picks per block of pixels between the interleaved-copies table (coherent
+    # blocks) and 16-bit codes into a single-counter table (noisy blocks). Alternate blocks of
+    # iid noise over all 256 byte values (every raw bin, unexpected values included) with
+    # uniform runs, at offsets that do not line up with the kernel's blocks or threads.
+    rng = np.random.default_rng(11)
+    n = (1 << 21) + 13
+    gt = np.repeat(rng.integers(0, 19, size=n // 1000 + 1), 1000)[:n]
+    pred = gt.copy()
+    pred[rng.random(n) < 0.01] = 7
+    edges = np.cumsum(rng.integers(3_000, 40_000, size=200))
+    edges = edges[edges < n]
+    for a, b in zip(edges[::2], edges[1::2], strict=False):
+        gt[a:b] = (
+            rng.integers(-128, 128, size=b - a)
+            if dtype == "int8"
+            else rng.integers(0, 256, size=b - a)
+        )
+        pred[a:b] = rng.integers(0, 256, size=b - a)
+    g, p = aligned_empty(n, dtype), aligned_empty(n, dtype)
+    g[...] = gt.astype(np.int64).astype(dtype)
+    p[...] = pred.astype(np.int64).astype(dtype)
+    ignore = (255,) if dtype == "uint8" else (-1,)
+    pair = LabelPair(g, p, 19, ignore)
+    assert _word_path(g, p)
+    ref = _ref(pair)
+    assert ref.unexpected_gt
+    assert ref.unexpected_pred
+    assert ref.n_ignored
+    assert ref.void.sum()
+    for threads in (1, 2):
+        cm = _count_with(pair, threads=threads, on_unexpected="count")
+        reference.assert_same_counts(cm, ref)
+        _assert_invariant(cm, n)
+
+
 def test_word_path_int8_negative_ids_raw_spec():
     # int8 masks whose raw ids are negative: the byte table must read bytes as signed.
     spec = LabelSpec(
