@@ -35,8 +35,9 @@ _MAX_INTERLEAVED_CELLS = 32768
 _TABLE_BUDGET_BYTES = 64 << 20
 #: Below this many pixels one thread is faster than waking the pool.
 _PARALLEL_MIN_PIXELS = 1 << 16
-#: Below this many pixels folding the 65536-bin raw table costs more than the word path saves.
-_WORD_PATH_MIN_PIXELS = 1 << 20
+#: Below this many pixels folding the 65536-bin raw table costs more than the word path saves
+#: (measured: at 512 x 512 the word path is 13-27% faster, at 256 x 256 1.8x slower).
+_WORD_PATH_MIN_PIXELS = 1 << 18
 
 _layer_lock = threading.Lock()
 #: Per-thread scratch tables of the 8-bit word path.
