@@ -21,8 +21,11 @@ every increment on the previous store to the same address. The caller folds the 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba as nb
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 #: Options shared by every kernel: cached on disk, and releasing the GIL so that threads (for
 #: example Dask's threaded scheduler) run kernels side by side.
@@ -83,9 +86,9 @@ def count_parallel(g, p, glut, glo, gunexp, plut, plo, punexp, mask, tabs, per_i
 # ``SAMPLE_PIXELS`` pixels (how often a pixel repeats its left neighbour's pair):
 #
 # * coherent blocks (real masks: mostly uniform regions) go to the ``RAW_COPIES``-counter region:
-#   a word constant in both masks is added in one step, other words byte by byte, pixel ``k`` of
-#   a word into copy ``k``, so that runs of equal pairs do not chain every increment on the
-#   previous store to the same address;
+#   a word constant in both masks is added in one step, a word with one change of pair in two,
+#   other words byte by byte, pixel ``k`` of a word into copy ``k``, so that runs of equal pairs
+#   do not chain every increment on the previous store to the same address;
 # * noisy blocks (few repeats, e.g. iid labels) go to the single-counter region after a
 #   vectorised pass that turns the block into 16-bit pair codes: a compact table (the bins of
 #   one ground-truth value share cache lines) and one load per pixel. The copies' layout puts
@@ -103,18 +106,38 @@ BLOCK_WORDS = 2048
 SAMPLE_PIXELS = 256
 _BYTE = np.uint64(0xFF)
 _ONES = np.uint64(0x0101010101010101)
+_NOT_BYTE0 = np.uint64(0xFFFFFFFFFFFFFF00)
+_U3 = np.uint64(3)
+_U8 = np.uint64(8)
+_U56 = np.uint64(56)
+#: Count trailing zero bits (an LLVM intrinsic; typed Any for mypy, which cannot see through it).
+_ctz: Any = trailing_zeros
 
 
 @kernel
 def _count_words_copies(gs, ps, gb, pb, t):
-    """Count words ``gs``/``ps`` (bytes ``gb``/``pb``) into the interleaved-copies region."""
+    """Count words ``gs``/``ps`` (bytes ``gb``/``pb``) into the interleaved-copies region.
+
+    A word constant in both masks adds 8 to its pair (copy 0). A word with one change of pair
+    (a region boundary: most other words of real masks) adds its two runs to their pairs
+    (copies 1 and 2). Other words are counted byte by byte, pixel ``k`` into copy ``k``.
+    """
     for q in range(gs.size):
         gw = gs[q]
         pw = ps[q]
         g0 = gw & _BYTE
         p0 = pw & _BYTE
         if gw == g0 * _ONES and pw == p0 * _ONES:
-            t[np.int64((g0 << np.uint64(8)) | p0) * RAW_COPIES] += 8
+            t[np.int64((g0 << _U8) | p0) * RAW_COPIES] += 8
+            continue
+        # byte k (k >= 1) of d is non-zero where pixel k's pair differs from pixel k-1's
+        d = ((gw ^ (gw << _U8)) | (pw ^ (pw << _U8))) & _NOT_BYTE0
+        z = _ctz(d) & _U56  # 8 * (first change)
+        if (d >> z) >> _U8 == 0:  # no other change
+            head = np.int64(z >> _U3)  # pixels before the change
+            last = np.int64(((gw >> _U56) << _U8) | (pw >> _U56))
+            t[np.int64((g0 << _U8) | p0) * RAW_COPIES + 1] += head
+            t[last * RAW_COPIES + 2] += 8 - head
         else:
             base = q * 8
             for k in range(8):
