@@ -98,6 +98,21 @@ def main() -> int:
             f"{ratio:5.1f}x bincount (target >= {TARGETS[kind]:.0f}x), {vs_floor:4.2f}x floor "
             f"(target <= {FLOOR_TARGET:.0f}x) {'PASS' if good else 'FAIL'}"
         )
+    # Other dtypes (no target): the generic kernel, on the same coherent masks.
+    gt, pred = make_data("coherent", n, h, w)
+    for gd, pd in (("uint16", "uint16"), ("int32", "int32"), ("int64", "int64"),
+                   ("uint8", "int64")):  # fmt: skip
+        g2, p2 = gt.astype(gd), pred.astype(pd)
+        t = interleaved_seconds(
+            {"bincount": lambda: bincount_idiom(g2, p2),  # noqa: B023
+             "segiou": lambda: segiou_count(g2, p2)},  # noqa: B023
+            rounds=5,
+        )  # fmt: skip
+        seg = statistics.median(t["segiou"])
+        print(
+            f"coherent {gd}/{pd}: segiou {seg / g2.size * 1e9:6.3f} ns/px, "
+            f"{median_ratio(t['bincount'], t['segiou']):5.1f}x bincount (no target)"
+        )
     ct = compile_times()
     print(f"first call incl. import: cold cache {ct['cold']:.2f} s, warm cache {ct['warm']:.2f} s")
     return 0 if ok else 1

@@ -17,6 +17,11 @@ their output.
 Each table cell has ``copies`` interleaved counters (pixel ``k`` of a row goes to copy
 ``k & (copies - 1)``): runs of equal pairs, which real masks are made of, would otherwise chain
 every increment on the previous store to the same address. The caller folds the copies.
+
+Two ways of counting, chosen per row segment (generic kernel) or per block (8-bit word path)
+from a small sample of how often a pixel repeats its left neighbour's pair: real masks are
+counted run by run or word by word, noise pixel by pixel into a compact table. Both give the
+same counts; the choice only changes the speed (``benchmarks/bench_kernel.py``).
 """
 
 from __future__ import annotations
