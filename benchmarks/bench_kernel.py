@@ -94,7 +94,8 @@ def main() -> int:
         ok &= good
         print(
             f"{kind:9s} bincount {base / px * 1e9:6.3f} ns/px | segiou {seg / px * 1e9:6.3f} ns/px "
-            f"({px / seg / 1e6:7.0f} Mpx/s) | read floor {floor / px * 1e9:6.3f} ns/px | "
+            f"({px / seg / 1e6:7.0f} Mpx/s) | read floor {floor / px * 1e9:6.3f} ns/px "
+            f"(rounds {min(t['floor']) / px * 1e9:.3f}-{max(t['floor']) / px * 1e9:.3f}) | "
             f"{ratio:5.1f}x bincount (target >= {TARGETS[kind]:.0f}x), {vs_floor:4.2f}x floor "
             f"(target <= {FLOOR_TARGET:.0f}x) {'PASS' if good else 'FAIL'}"
         )
