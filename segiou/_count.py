@@ -521,6 +521,16 @@ def count_pairs(
                 f"{where}: " + "; ".join(parts) + ". Nothing was counted. Fix the label spec "
                 "(ids, ignore values) or pass on_unexpected='count' to count and report them"
             )
+            odd = [n for n, a, bad in (("gt", gt, bad_g), ("pred", pred, bad_p))
+                   if np.asarray(a).dtype == np.bool_ and any(v > 1 for v in bad)]  # fmt: skip
+            if odd:
+                one = len(odd) == 1
+                msg += (
+                    f". The bool {'mask' if one else 'masks'} {' and '.join(odd)} "
+                    f"{'holds' if one else 'hold'} bytes other than 0 and 1 "
+                    "(made with .view(bool)?), which numpy shows as True: normalise them with "
+                    "mask.view(np.uint8) != 0"
+                )
             raise LabelRangeError(msg)
         unexpected_gt = {v: c for v, (c, _) in bad_g.items()}
         unexpected_pred = {v: c for v, (c, _) in bad_p.items()}

@@ -464,6 +464,30 @@ def test_unexpected_message_example():
     assert "Nothing was counted" in msg
 
 
+@pytest.mark.parametrize("side", ["gt", "pred", "both"])
+def test_bool_mask_with_odd_bytes_names_the_cause(side):
+    # numpy shows any non-zero byte of a bool array as True; segiou counts the byte and refuses
+    # it, and the message says why and how to normalise the mask.
+    fine = np.array([[0, 1, 1, 1]], bool)
+    gt = np.array([[0, 1, 255, 2]], np.uint8).view(bool) if side != "pred" else fine
+    # predictions are checked where the ground truth is valid: put their odd bytes there
+    pred = np.array([[255, 2, 1, 1]], np.uint8).view(bool) if side != "gt" else fine
+    with pytest.raises(LabelRangeError) as info:
+        ConfusionMatrix(2).update(gt, pred)
+    msg = str(info.value)
+    named = {"gt": "mask gt holds", "pred": "mask pred holds", "both": "masks gt and pred hold"}
+    assert f"The bool {named[side]} bytes other than 0 and 1" in msg
+    assert "mask.view(np.uint8) != 0" in msg
+    fixed = ConfusionMatrix(2).update(gt.view(np.uint8) != 0, pred.view(np.uint8) != 0)
+    assert fixed.counts.sum() == 4
+
+
+def test_int_masks_with_values_above_one_get_no_bool_hint():
+    with pytest.raises(LabelRangeError) as info:
+        ConfusionMatrix(2).update(np.array([0, 1, 2], np.uint8), np.array([0, 1, 1], np.uint8))
+    assert "bool" not in str(info.value)
+
+
 def test_on_unexpected_count_reports_values():
     gt = np.array([[0, 5, 5], [-3, 1, 1]])
     pred = np.array([[0, 1, 1], [1, 7, 255]])
