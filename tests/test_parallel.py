@@ -390,6 +390,25 @@ def test_missing_ground_truth_chunk_raises_or_fills(chunked):
     _assert_same(cm, _eager(filled, pred, names))
 
 
+def test_ground_truth_chunk_missing_inside_a_shard_raises_or_fills(tmp_path):
+    # zarr's defaults leave a chunk equal to the fill value out of its shard and read it back
+    # as the fill value: for ground truth that is a missing chunk, refused by default.
+    gt, pred = cityscapes_like(2, 16, 24, seed=4)
+    gt = np.where(gt == 0, 1, gt).astype(np.uint8)
+    gt[1, 8:, 8:16] = 0  # chunk (1, 1, 1) of image 1 is all fill value: never written
+    names = ["img_a", "img_b"]
+    g = str(tmp_path / "gt.zarr")
+    a = zarr.create_array(g, shape=gt.shape, chunks=(1, 8, 8), shards=(2, 16, 24), dtype="uint8",
+                          attributes={"segiou": {"names": names}})  # fmt: skip
+    a[:] = gt
+    p = _stack(tmp_path / "pred.zarr", pred, chunks=(8, 8), names=names)
+    with pytest.raises(ChunkError, match=r"chunk \(1, 1, 1\) \(images 'img_b'\) is missing"):
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous")
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
+                       missing_gt_chunks="fill")  # fmt: skip
+    _assert_same(cm, _eager(gt, pred, names))
+
+
 @pytest.mark.parametrize("side", ["gt", "pred"])
 def test_corrupt_chunk_raises_chunk_error(chunked, side):
     root, g, p, *_ = chunked

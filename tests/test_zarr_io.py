@@ -274,6 +274,44 @@ def test_missing_chunk_reads_as_fill_or_raises(tmp_path, kind):
     assert isinstance(info.value, OSError)
 
 
+@pytest.mark.parametrize("index_location", ["end", "start"])
+@pytest.mark.parametrize("index_codecs", ["bytes+crc32c", "bytes"])
+def test_chunk_missing_inside_a_shard_is_missing(tmp_path, index_location, index_codecs):
+    # zarr leaves a chunk equal to the fill value out of its shard (write_empty_chunks=False)
+    # and reads it back as the fill value; with missing="error" that is a missing chunk.
+    from zarr.codecs import ShardingCodec
+
+    codecs = [BytesCodec()] + ([Crc32cCodec()] if index_codecs == "bytes+crc32c" else [])
+    url = str(tmp_path / "s.zarr")
+    sharding = ShardingCodec(chunk_shape=CHUNKS, codecs=[BytesCodec(), ZstdCodec()],
+                             index_codecs=codecs, index_location=index_location)  # fmt: skip
+    a = zarr.create_array(url, shape=SHAPE, chunks=(2, 10, 12), dtype="uint16",
+                          serializer=sharding, compressors=None)  # fmt: skip
+    assert (a.shards, a.chunks) == ((2, 10, 12), CHUNKS)
+    data = _data("uint16") + 1  # no fill value (0) anywhere
+    data[0:2, 5:10, 6:12] = 0  # chunk (0, 1, 1) is all fill: never written into shard (0, 0, 0)
+    a[:] = data
+    arr = open_masks(url).arrays[0]
+    assert arr.read_spec.codecs is None  # zarr's own read path
+    with pytest.raises(ChunkError, match=r"chunk \(0, 1, 1\) \(images 'x'\) is missing"):
+        arr.read_chunk((0, 1, 1), missing="error", images="'x'")
+    assert_array_equal(arr.read_chunk((0, 1, 1), missing="fill", images="'x'"), 0)
+    for c in iter_chunk_grid(arr.shape, arr.chunks):  # every other chunk, the same shard too
+        if c != (0, 1, 1):
+            inner, expected = _expected_chunk(a, c)
+            assert_array_equal(arr.read_chunk(c, missing="error", images="x")[inner], expected)
+
+
+def test_corrupt_shard_with_missing_error_is_a_chunk_error(tmp_path):
+    url, a, _ = _make(tmp_path, "v3-sharded")
+    Path(url, _stored_key(a, (0, 1, 2))).write_bytes(
+        b"\x00garbage\xff" * 3
+    )  # shorter than its index
+    arr = open_masks(url).arrays[0]
+    with pytest.raises(ChunkError, match="corrupt"):
+        arr.read_chunk((0, 1, 2), missing="error", images="'a'")
+
+
 @pytest.mark.parametrize(
     "kind", ["v3-zstd-u8", "v3-raw", "v3-zstd-crc32c", "v2-blosc", "v2-raw", "v3-sharded"]
 )

@@ -16,7 +16,8 @@ Reading: the bytes of a chunk are read from the store and decoded with numcodecs
 reused buffer, which is 2-4x faster than zarr-python's per-chunk machinery for small chunks.
 Codec chains this fast path does not know (sharding, transpose, ...) are read through
 zarr-python instead: slower, same values. A chunk missing from the store reads as the array's
-fill value (``missing="fill"``) or raises (``missing="error"``).
+fill value (``missing="fill"``) or raises (``missing="error"``); for a sharded array that also
+holds for a chunk missing inside an existing shard (read from the shard's index).
 """
 
 from __future__ import annotations
@@ -166,6 +167,7 @@ class _Decoder:
             None if spec.codecs is None else [numcodecs.get_codec(dict(c)) for c in spec.codecs]
         )
         self.arr: Any = _open(url, path) if spec.codecs is None or spec.root is None else None
+        self._shard_indexes: dict[tuple[int, ...], np.ndarray] = {}
 
     def raw(self, coords: tuple[int, ...]) -> bytes | None:
         key = self.spec.key(coords)
@@ -188,6 +190,63 @@ class _Decoder:
         from zarr.core.sync import sync
 
         return bool(sync(self.arr.store.exists(key)))
+
+    def in_shard(self, stored: tuple[int, ...], inner: tuple[int, ...]) -> bool | None:
+        """Whether inner chunk ``inner`` of the (existing) shard ``stored`` was written.
+
+        Reads the shard's index (Zarr v3 sharding: one ``(offset, nbytes)`` pair of uint64 per
+        inner chunk, both all ones for a chunk never written), once per shard. ``None`` when it
+        cannot tell: the sharding codec is not the array's only codec, its index codecs are
+        other than ``bytes`` and ``crc32c``, or the index cannot be read (a corrupt shard, which
+        zarr's own read then reports).
+        """
+        index = self._shard_indexes.get(stored)
+        if index is None:
+            index = self._shard_index(stored)
+            if index is None:
+                return None
+            if len(self._shard_indexes) >= 64:  # shards are read in order: keep a few
+                self._shard_indexes.clear()
+            self._shard_indexes[stored] = index
+        return bool(index[inner] != _EMPTY)
+
+    def _shard_index(self, stored: tuple[int, ...]) -> np.ndarray | None:
+        from zarr.abc.store import RangeByteRequest, SuffixByteRequest
+        from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+
+        codecs: tuple[Any, ...] = tuple(getattr(self.arr.metadata, "codecs", ()))
+        sc = codecs[0] if len(codecs) == 1 else None
+        if not isinstance(sc, ShardingCodec):
+            return None
+        kinds = [type(c) for c in sc.index_codecs]
+        if not kinds or kinds[0] is not BytesCodec or any(k is not Crc32cCodec for k in kinds[1:]):
+            return None
+        shape = tuple(s // c for s, c in zip(self.arr.shards, sc.chunk_shape, strict=True))
+        n = int(np.prod(shape))
+        size = 16 * n + 4 * (len(kinds) - 1)  # crc32c appends 4 bytes
+        at_end = str(getattr(sc.index_location, "value", sc.index_location)) == "end"
+        rng = SuffixByteRequest(size) if at_end else RangeByteRequest(0, size)
+        key = self.spec.key(stored)
+        try:
+            buf = sync(
+                self.arr.store.get(key, prototype=default_buffer_prototype(), byte_range=rng)
+            )
+        except Exception:  # noqa: BLE001 - a short or unreadable shard: zarr's read names it
+            return None
+        raw = None if buf is None else buf.to_bytes()
+        if raw is None or len(raw) != size:
+            return None
+        endian = getattr(sc.index_codecs[0], "endian", None)
+        little = str(getattr(endian, "value", "little")) == "little"
+        pairs = np.frombuffer(raw[: 16 * n], dtype="<u8" if little else ">u8").reshape(*shape, 2)
+        index: np.ndarray = pairs[..., 0] & pairs[..., 1]  # all ones only for a missing chunk
+        return index
+
+
+#: A shard-index entry of a chunk never written: offset and size both 2**64 - 1.
+_EMPTY = np.uint64(2**64 - 1)
 
 
 @dataclass(frozen=True)
@@ -301,8 +360,14 @@ class MaskArray:
             # sharded array) first, and name the chunk when zarr cannot decode it
             shards = getattr(dec.arr, "shards", None) or self.chunks
             stored = tuple(i * c // s for i, c, s in zip(coords, self.chunks, shards, strict=True))
-            if missing == "error" and not dec.exists(stored):
-                raise self._missing(coords, images)
+            if missing == "error":
+                if not dec.exists(stored):
+                    raise self._missing(coords, images)
+                # zarr also fills a chunk missing inside a shard that exists: read the index
+                inner = tuple(i % (s // c) for i, c, s in zip(coords, self.chunks, shards,
+                                                              strict=True))  # fmt: skip
+                if shards != self.chunks and dec.in_shard(stored, inner) is False:
+                    raise self._missing(coords, images)
             sl = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in
                        zip(coords, self.chunks, self.shape, strict=True))  # fmt: skip
             try:
