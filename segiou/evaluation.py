@@ -121,7 +121,8 @@ def scheduler_context(name: str) -> Iterator[Any]:
     Raises
     ------
     UsageError
-        ``name`` is none of the above, or no scheduler can be reached at the address.
+        ``name`` is none of the above, no scheduler can be reached at the address, or a local
+        cluster cannot be started.
     """
     if name.startswith(("tcp://", "tls://", "ucx://")) or name == "local-cluster":
         try:
@@ -134,10 +135,16 @@ def scheduler_context(name: str) -> Iterator[Any]:
             raise UsageError(msg) from err
 
         if name == "local-cluster":
-            with (
-                LocalCluster(processes=True, dashboard_address=None) as cluster,
-                Client(cluster) as c,
-            ):
+            try:
+                cluster = LocalCluster(processes=True, dashboard_address=None)
+            except Exception as err:  # any failure to start: say what to do
+                msg = (
+                    f"--scheduler local-cluster: cannot start a local dask cluster "
+                    f"({type(err).__name__}: {err}); use --scheduler threads, which needs no "
+                    "worker processes"
+                )
+                raise UsageError(msg) from err
+            with cluster, Client(cluster) as c:
                 yield c
         else:
             try:

@@ -169,3 +169,19 @@ def test_a_worker_killed_mid_run_changes_nothing(cluster, client, stores, when):
     _assert_same(cm, ref)  # ... and every image was still counted exactly once
     client.wait_for_workers(2, timeout=30)  # the nanny restarts it
     assert set(client.run(os.getpid).values()).isdisjoint({pids[plugin.killed]})
+
+
+def test_local_cluster_that_cannot_start_is_a_usage_error(monkeypatch):
+    import distributed
+
+    from segiou.errors import UsageError
+    from segiou.evaluation import scheduler_context
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        msg = "no room for worker processes"
+        raise OSError(msg)
+
+    monkeypatch.setattr(distributed, "LocalCluster", refuse)
+    needle = r"cannot start a local dask cluster \(OSError: no room"
+    with pytest.raises(UsageError, match=needle), scheduler_context("local-cluster"):
+        pass
