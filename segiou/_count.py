@@ -133,6 +133,26 @@ class Lookup:
         ]:
             object.__setattr__(self, name, value)
 
+    def for_bool(self, gt: bool, pred: bool) -> Lookup:
+        """Return this lookup for bool masks on the given sides: non-zero bytes read as id 1.
+
+        Kernels read a bool mask as its bytes. numpy reads any non-zero byte as True (a mask
+        made with ``.view(bool)`` may hold 2 or 255), so a bool side maps each byte ``b`` to
+        the class of id ``1 if b else 0``: segiou counts what numpy shows. Cached.
+        """
+        if not (gt or pred):
+            return self
+        cache = self.__dict__.setdefault("_bool_cache", {})
+        key = (gt, pred)
+        if key not in cache:
+            cache[key] = Lookup(
+                self.num_classes,
+                _bool_bytes(self.gt_map) if gt else self.gt_map,
+                _bool_bytes(self.pred_map) if pred else self.pred_map,
+            )
+        out: Lookup = cache[key]
+        return out
+
     def gbytes(self, dtype: np.dtype) -> IntArray:
         """Code of each byte value of an 8-bit ground-truth dtype (for :func:`fold_raw_clear`)."""
         return self._bytes("gt", dtype.kind == "i")
@@ -154,6 +174,11 @@ class Lookup:
     def table_size(self) -> int:
         """Number of int64 counters in one flat table."""
         return (self.num_classes + 2) ** 2 * self.copies
+
+
+def _bool_bytes(mapping: Mapping[int, int]) -> dict[int, int]:
+    """Extend ``mapping`` to the 256 bytes of a bool mask: byte ``b`` reads as id ``1 if b else 0``."""
+    return {b: mapping[min(b, 1)] for b in range(256) if min(b, 1) in mapping}
 
 
 @dataclass(frozen=True)
@@ -492,6 +517,9 @@ def count_pairs(
             z2, z1 = np.zeros((n, k), dtype=np.int64), np.zeros(n, dtype=np.int64)
             images = ImageCounts(z2, z2.copy(), z2.copy(), z1, z1.copy())
         return Tally(np.zeros((k, k), np.int64), np.zeros(k, np.int64), 0, {}, {}, images)
+    given = lookup
+    g_bool, p_bool = np.asarray(gt).dtype == np.bool_, np.asarray(pred).dtype == np.bool_
+    lookup = lookup.for_bool(g_bool, p_bool)
     gk, pk = _kernel_values(g, lookup.gt_map), _kernel_values(p, lookup.pred_map)
     full = _tables(gk, pk, lookup, None if threads is None else max(1, int(threads)), per_image)
     n_unexp_gt = int(full[:, k + 1, :].sum())
@@ -499,38 +527,30 @@ def count_pairs(
     unexpected_gt: dict[int, int] = {}
     unexpected_pred: dict[int, int] = {}
     if n_unexp_gt or n_unexp_pred:
-        bad_g = _describe_unexpected(g, None, lookup.gt_map, g.shape) if n_unexp_gt else {}
+        # values as numpy shows them: a bool mask's non-zero bytes are True (1)
+        gv, pv = (g != 0) if g_bool else g, (p != 0) if p_bool else p
+        bad_g = _describe_unexpected(gv, None, given.gt_map, g.shape) if n_unexp_gt else {}
         bad_p: dict[int, tuple[int, tuple[int, ...]]] = {}
         if n_unexp_pred:
-            classes = [r for r, c in lookup.gt_map.items() if c != IGNORE]
-            bad_p = _describe_unexpected(p, np.isin(g, classes), lookup.pred_map, g.shape)
+            classes = [r for r, c in given.gt_map.items() if c != IGNORE]
+            bad_p = _describe_unexpected(pv, np.isin(gv, classes), given.pred_map, g.shape)
         if on_unexpected == "raise":
             parts = []
             if bad_g:
                 parts.append(
                     f"{n_unexp_gt:,} ground-truth pixel(s) with unexpected value(s) "
-                    f"{_format_unexpected(bad_g)}; expected {_expected(lookup.gt_map, k, 'ignore')}"
+                    f"{_format_unexpected(bad_g)}; expected {_expected(given.gt_map, k, 'ignore')}"
                 )
             if bad_p:
                 parts.append(
                     f"{n_unexp_pred:,} predicted pixel(s) at valid ground truth with unexpected "
                     f"value(s) {_format_unexpected(bad_p)}; expected "
-                    f"{_expected(lookup.pred_map, k, 'void')}"
+                    f"{_expected(given.pred_map, k, 'void')}"
                 )
             msg = (
                 f"{where}: " + "; ".join(parts) + ". Nothing was counted. Fix the label spec "
                 "(ids, ignore values) or pass on_unexpected='count' to count and report them"
             )
-            odd = [n for n, a, bad in (("gt", gt, bad_g), ("pred", pred, bad_p))
-                   if np.asarray(a).dtype == np.bool_ and any(v > 1 for v in bad)]  # fmt: skip
-            if odd:
-                one = len(odd) == 1
-                msg += (
-                    f". The bool {'mask' if one else 'masks'} {' and '.join(odd)} "
-                    f"{'holds' if one else 'hold'} bytes other than 0 and 1 "
-                    "(made with .view(bool)?), which numpy shows as True: normalise them with "
-                    "mask.view(np.uint8) != 0"
-                )
             raise LabelRangeError(msg)
         unexpected_gt = {v: c for v, (c, _) in bad_g.items()}
         unexpected_pred = {v: c for v, (c, _) in bad_p.items()}
@@ -589,7 +609,8 @@ class ImageCounter:
                 if owner is not None:  # fold them into that counter first
                     owner._fold_raw()
                 _scratch.owner = self
-            types = (g8.dtype, p8.dtype)
+            types = (g.dtype if g.dtype == np.bool_ else g8.dtype,
+                     p.dtype if p.dtype == np.bool_ else p8.dtype)  # fmt: skip
             if self._raw_used is not None and self._raw_used != types:
                 self._fold_raw()
             self._raw_used = types
@@ -601,7 +622,7 @@ class ImageCounter:
             _kernels.count_words_serial(gf, pf, g64, p64, tabs)
             _kernels.count_bytes(gf[n64 * 8 :], pf[n64 * 8 :], raw)
             return
-        lk = self.lookup
+        lk = self.lookup.for_bool(g.dtype == np.bool_, p.dtype == np.bool_)
         g8, p8 = _kernel_values(g8, lk.gt_map), _kernel_values(p8, lk.pred_map)
         _kernels.count_serial(_as_3d(g8), _as_3d(p8), lk.glut, lk.glo, lk.gunexp, lk.plut,
                               lk.plo, lk.punexp, lk.copies - 1, self._small, False)  # fmt: skip
@@ -610,9 +631,8 @@ class ImageCounter:
         if self._raw_used is None:
             return
         gt_t, pr_t = self._raw_used
-        _kernels.fold_raw_clear(
-            _raw_scratch(), self.lookup.gbytes(gt_t), self.lookup.pbytes(pr_t), self._out
-        )
+        lk = self.lookup.for_bool(gt_t == np.bool_, pr_t == np.bool_)
+        _kernels.fold_raw_clear(_raw_scratch(), lk.gbytes(gt_t), lk.pbytes(pr_t), self._out)
         self._raw_used = None
 
     def finish(self) -> IntArray:

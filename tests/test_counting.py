@@ -464,28 +464,61 @@ def test_unexpected_message_example():
     assert "Nothing was counted" in msg
 
 
-@pytest.mark.parametrize("side", ["gt", "pred", "both"])
-def test_bool_mask_with_odd_bytes_names_the_cause(side):
-    # numpy shows any non-zero byte of a bool array as True; segiou counts the byte and refuses
-    # it, and the message says why and how to normalise the mask.
-    fine = np.array([[0, 1, 1, 1]], bool)
-    gt = np.array([[0, 1, 255, 2]], np.uint8).view(bool) if side != "pred" else fine
-    # predictions are checked where the ground truth is valid: put their odd bytes there
-    pred = np.array([[255, 2, 1, 1]], np.uint8).view(bool) if side != "gt" else fine
-    with pytest.raises(LabelRangeError) as info:
-        ConfusionMatrix(2).update(gt, pred)
-    msg = str(info.value)
-    named = {"gt": "mask gt holds", "pred": "mask pred holds", "both": "masks gt and pred hold"}
-    assert f"The bool {named[side]} bytes other than 0 and 1" in msg
-    assert "mask.view(np.uint8) != 0" in msg
-    fixed = ConfusionMatrix(2).update(gt.view(np.uint8) != 0, pred.view(np.uint8) != 0)
-    assert fixed.counts.sum() == 4
+def _odd_bool(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """A bool mask whose True pixels hold any non-zero byte (as ``.view(bool)`` makes them)."""
+    raw = rng.integers(1, 256, shape).astype(np.uint8)
+    raw[rng.random(shape) < 0.5] = 0
+    raw.flat[:4] = [0, 1, 2, 255]
+    return raw.view(bool)
 
 
-def test_int_masks_with_values_above_one_get_no_bool_hint():
-    with pytest.raises(LabelRangeError) as info:
-        ConfusionMatrix(2).update(np.array([0, 1, 2], np.uint8), np.array([0, 1, 1], np.uint8))
-    assert "bool" not in str(info.value)
+@pytest.mark.parametrize(
+    "shape", [(1, 9), (600, 600), (3, 300, 301)], ids=["tiny", "word-path", "batch"]
+)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "per_image"])
+def test_bool_masks_count_any_nonzero_byte_as_true(shape, threads, layout):
+    # numpy reads every non-zero byte of a bool array as True; so does segiou, even where the
+    # byte is an ignore value (255) or another class id (5) of the spec.
+    rng = np.random.default_rng(sum(shape) + threads)
+    g, p = _odd_bool(rng, shape), _odd_bool(rng, shape)
+    if layout == "strided":
+        g, p = g[..., ::2], p[..., ::2]
+    ref = reference.confusion(g.astype(np.int64), p.astype(np.int64), 19, ignore=(255,))
+    cm = ConfusionMatrix(19, ignore_index=255, threads=threads, per_image=layout == "per_image")
+    cm.update(g, p)
+    assert_array_equal(cm.counts, ref.counts)
+    assert cm.counts.sum() == g.size
+    assert (cm.n_ignored, cm.n_unexpected) == (0, 0)
+    mixed = ConfusionMatrix(19, ignore_index=255, threads=threads).update(g, p.astype(np.uint8))
+    assert_array_equal(mixed.counts, ref.counts)
+
+
+def test_bool_true_outside_the_spec_is_reported_as_1():
+    # a spec with id 0 only: True pixels are unexpected, reported as numpy shows them (1)
+    g = np.array([[0, 1, 255, 2]], np.uint8).view(bool)
+    with pytest.raises(LabelRangeError, match=r"value\(s\) 1 \(3 px, first at \(0, 1\)\)"):
+        ConfusionMatrix(LabelSpec.from_num_classes(1)).update(g, np.zeros((1, 4), bool))
+    cm = ConfusionMatrix(LabelSpec.from_num_classes(1), on_unexpected="count")
+    cm.update(g, np.zeros((1, 4), bool))
+    assert cm.unexpected_gt == {1: 3}
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["word-path", "generic"])
+def test_image_counter_reads_bool_chunks_like_numpy(contiguous):
+    rng = np.random.default_rng(5)
+    gt, pred = _odd_bool(rng, (37, 45)), _odd_bool(rng, (37, 45))
+    spec = LabelSpec.from_num_classes(19, ignore=(255,))
+    counter = _count.ImageCounter(_count.Lookup(19, spec.gt_map(), spec.pred_map()))
+    form = np.ascontiguousarray if contiguous else (lambda a: a)  # views: the generic kernel
+    for y, x in _chunks(gt, 16):
+        g, p = form(gt[y : y + 16, x : x + 16]), form(pred[y : y + 16, x : x + 16])
+        counter.add(g, p if (y + x) % 32 else form(p.astype(np.uint8)))  # bool and uint8 preds
+    counts, void, ignored, ug, up = _split(counter.finish(), 19)
+    ref = reference.confusion(gt.astype(np.int64), pred.astype(np.int64), 19, ignore=(255,))
+    assert_array_equal(counts, ref.counts)
+    assert_array_equal(void, ref.void)
+    assert (ignored, ug, up) == (0, 0, 0)
 
 
 def test_on_unexpected_count_reports_values():
