@@ -302,6 +302,33 @@ def test_chunk_missing_inside_a_shard_is_missing(tmp_path, index_location, index
             assert_array_equal(arr.read_chunk(c, missing="error", images="x")[inner], expected)
 
 
+def test_shard_index_is_read_fresh_when_the_store_changes(tmp_path):
+    # an open MaskSet must see a chunk dropped from, or added to, a shard after it was opened
+    url = str(tmp_path / "s.zarr")
+    a = zarr.create_array(url, shape=(1, 8, 8), chunks=(1, 4, 4), shards=(1, 8, 8), dtype="uint8")
+    a[:] = 1
+    arr = open_masks(url).arrays[0]
+    assert_array_equal(arr.read_chunk((0, 1, 1), missing="error", images="x"), 1)
+    a[0, 4:, 4:] = 0  # zarr drops that chunk from the shard
+    with pytest.raises(ChunkError, match="is missing"):
+        arr.read_chunk((0, 1, 1), missing="error", images="x")
+    a[0, 4:, 4:] = 2  # and writes it again
+    assert_array_equal(arr.read_chunk((0, 1, 1), missing="error", images="x"), 2)
+
+
+def test_shard_index_failing_its_checksum_is_corrupt_not_missing(tmp_path):
+    url = str(tmp_path / "s.zarr")
+    a = zarr.create_array(url, shape=(1, 8, 8), chunks=(1, 4, 4), shards=(1, 8, 8), dtype="uint8")
+    a[:] = 1
+    shard = Path(url, _stored_key(a, (0, 0, 0)))
+    data = bytearray(shard.read_bytes())
+    data[-20:-4] = b"\xff" * 16  # the last index entry reads "never written"; the crc disagrees
+    shard.write_bytes(bytes(data))
+    arr = open_masks(url).arrays[0]
+    with pytest.raises(ChunkError, match="corrupt"):
+        arr.read_chunk((0, 1, 1), missing="error", images="x")
+
+
 def test_corrupt_shard_with_missing_error_is_a_chunk_error(tmp_path):
     url, a, _ = _make(tmp_path, "v3-sharded")
     Path(url, _stored_key(a, (0, 1, 2))).write_bytes(

@@ -167,7 +167,6 @@ class _Decoder:
             None if spec.codecs is None else [numcodecs.get_codec(dict(c)) for c in spec.codecs]
         )
         self.arr: Any = _open(url, path) if spec.codecs is None or spec.root is None else None
-        self._shard_indexes: dict[tuple[int, ...], np.ndarray] = {}
 
     def raw(self, coords: tuple[int, ...]) -> bytes | None:
         key = self.spec.key(coords)
@@ -195,20 +194,14 @@ class _Decoder:
         """Whether inner chunk ``inner`` of the (existing) shard ``stored`` was written.
 
         Reads the shard's index (Zarr v3 sharding: one ``(offset, nbytes)`` pair of uint64 per
-        inner chunk, both all ones for a chunk never written), once per shard. ``None`` when it
-        cannot tell: the sharding codec is not the array's only codec, its index codecs are
-        other than ``bytes`` and ``crc32c``, or the index cannot be read (a corrupt shard, which
-        zarr's own read then reports).
+        inner chunk, both all ones for a chunk never written) on every call, as the existence
+        check reads the store: a cache would go stale when the store changes under an open
+        :class:`MaskSet`. ``None`` when it cannot tell: the sharding codec is not the array's
+        only codec, its index codecs are other than ``bytes`` and ``crc32c``, or the index
+        cannot be read or fails its checksum (a corrupt shard, which zarr's own read reports).
         """
-        index = self._shard_indexes.get(stored)
-        if index is None:
-            index = self._shard_index(stored)
-            if index is None:
-                return None
-            if len(self._shard_indexes) >= 64:  # shards are read in order: keep a few
-                self._shard_indexes.clear()
-            self._shard_indexes[stored] = index
-        return bool(index[inner] != _EMPTY)
+        index = self._shard_index(stored)
+        return None if index is None else bool(index[inner] != _EMPTY)
 
     def _shard_index(self, stored: tuple[int, ...]) -> np.ndarray | None:
         from zarr.abc.store import RangeByteRequest, SuffixByteRequest
@@ -238,6 +231,13 @@ class _Decoder:
         raw = None if buf is None else buf.to_bytes()
         if raw is None or len(raw) != size:
             return None
+        if len(kinds) > 1:  # crc32c: a corrupt index must not pass for missing chunks
+            import numcodecs
+
+            try:
+                numcodecs.CRC32C().decode(raw)
+            except RuntimeError:
+                return None
         endian = getattr(sc.index_codecs[0], "endian", None)
         little = str(getattr(endian, "value", "little")) == "little"
         pairs = np.frombuffer(raw[: 16 * n], dtype="<u8" if little else ">u8").reshape(*shape, 2)
