@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from _timing import first_call_seconds, median_seconds
 
-from segiou.boxes import box_iou
+from segiou.geometry.boxes import box_iou
 
 N = 10_000
 N_SMALL = 500
@@ -90,7 +90,7 @@ def peak_mb(fn: Callable[[], object]) -> float:
 def compile_times() -> dict[str, float]:
     """First-call time in a fresh process: empty Numba cache (cold), then populated (warm)."""
     code = (
-        "import time, numpy as np; t0 = time.perf_counter(); from segiou.boxes import box_iou; "
+        "import time, numpy as np; t0 = time.perf_counter(); from segiou.geometry.boxes import box_iou; "
         "a = np.zeros((3, 4)); box_iou(a, a); box_iou(a.astype(np.float32), a.astype(np.float32)); "
         "print(time.perf_counter() - t0)"
     )

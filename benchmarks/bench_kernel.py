@@ -27,7 +27,7 @@ import pytest
 from _timing import first_call_seconds, interleaved_seconds, median_ratio
 
 from segiou import ConfusionMatrix
-from segiou.synthetic import cityscapes_like, iid_labels
+from segiou.testing.synthetic import cityscapes_like, iid_labels
 
 K = 19
 TARGETS = {"coherent": 15.0, "iid": 8.0}  # x faster than bincount, 2 threads

@@ -38,7 +38,7 @@ from _timing import interleaved_seconds, median_ratio
 from segiou._count import IGNORE, ImageCounter, Lookup
 from segiou.io.zarr import create_stack
 from segiou.parallel import evaluate_zarr
-from segiou.synthetic import cityscapes_like
+from segiou.testing.synthetic import cityscapes_like
 
 K = 19
 _MAP = {**{i: i for i in range(K)}, 255: IGNORE}

@@ -27,10 +27,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from segiou import PRESETS, evaluate
+from segiou.cli.options import labels_arg
+from segiou.cli.scheduler import scheduler_context
 from segiou.compare import compare_reports
 from segiou.errors import SegiouError, UsageError
-from segiou.evaluation import check_eval_args, evaluate_paths, scheduler_context, spec_from_arg
-from segiou.report import render_analysis, write_per_image_csv
+from segiou.parallel import count_stores
+from segiou.report import render_analysis, render_text, write_per_image_csv
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
 
@@ -116,15 +119,12 @@ def _check_tables(cfg: dict[str, Any], where: str) -> None:
 
 def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -> int:
     ev = cfg["eval"]
-    args = argparse.Namespace(
-        gt_ids=ev.get("gt_ids"), pred_ids=ev.get("pred_ids"), ignore=ev.get("ignore"),
-        on_unexpected=ev.get("on_unexpected", "raise"), missing_pred=ev.get("missing_pred", "error"),
-        split_every=ev.get("split_every", 8), layout=ev.get("layout"),
-        missing_gt_chunks=ev.get("missing_gt_chunks", "error"),
-        preset=ev.get("preset", "segiou"), json=None, per_image=None,
-    )  # fmt: skip
-    check_eval_args(args)
-    spec = spec_from_arg(str(ev.get("labels", "cityscapes")))
+    preset = ev.get("preset", "segiou")
+    if preset not in PRESETS:  # refused before the evaluation, not after it
+        msg = f"--preset {preset!r} is not a preset; choose one of {sorted(PRESETS)}"
+        raise UsageError(msg)
+    labels = ev.get("labels", "cityscapes")
+    spec = labels if isinstance(labels, int) else labels_arg(str(labels))
     out = Path(cfg["report"]["dir"]) / date
     base_cfg = cfg.get("baseline", {})
     base_path = Path(base_cfg["path"]) if "path" in base_cfg else None
@@ -132,13 +132,20 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         msg = f"baseline {str(base_path)!r} does not exist; run once with --update-baseline"
         raise UsageError(msg)  # before the evaluation, not after it
     with scheduler_context(ev.get("scheduler", "threads")) as scheduler:
-        cm = evaluate_paths(ev["gt"], ev["pred"], spec=spec, args=args, scheduler=scheduler,
-                            progress=not quiet and sys.stderr.isatty())  # fmt: skip
-    result = cm.result(args.preset, beta=ev.get("beta"))
+        cm = count_stores(
+            ev["gt"], ev["pred"], labels=spec, ignore_index=ev.get("ignore"),
+            gt_ids=ev.get("gt_ids", "auto"), pred_ids=ev.get("pred_ids"),
+            on_unexpected=ev.get("on_unexpected", "raise"),
+            missing_pred=ev.get("missing_pred", "error"),
+            missing_gt_chunks=ev.get("missing_gt_chunks", "error"),
+            layout=ev.get("layout") or "plain", split_every=ev.get("split_every", 8),
+            scheduler=scheduler, progress=not quiet and sys.stderr.isatty(),
+        )  # fmt: skip
+    result = evaluate(cm, preset=preset, beta=ev.get("beta"))
     out.mkdir(parents=True, exist_ok=True)
     report = result.to_dict()
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    text = result.table() + "\n" + render_analysis(cm)
+    text = render_text(result) + "\n" + render_analysis(cm)
     (out / "report.txt").write_text(text, encoding="utf-8")
     write_per_image_csv(cm, out / "per_image.csv")
     cm.save(out / "state.json")

@@ -19,7 +19,17 @@ from segiou import _kernels
 from segiou._typing import CountMatrix, IntArray, LabelArray
 from segiou.errors import LabelDtypeError, LabelRangeError, LabelSpecError, ShapeMismatchError
 
-__all__ = ["IGNORE", "ImageCounts", "Lookup", "Tally", "count_pairs"]
+__all__ = [
+    "IGNORE",
+    "ImageCounter",
+    "ImageCounts",
+    "Lookup",
+    "OnUnexpected",
+    "Tally",
+    "count_pairs",
+    "describe_unexpected",
+    "format_unexpected",
+]
 
 #: Map target meaning "ignored" (ground truth) or "void" (prediction).
 IGNORE = -1
@@ -427,10 +437,14 @@ def _tables(
     return out
 
 
-def _describe_unexpected(
+def describe_unexpected(
     values: LabelArray, select: np.ndarray | None, known: Mapping[int, int], shape: tuple[int, ...]
 ) -> dict[int, tuple[int, tuple[int, ...]]]:
-    """Slow path: each unexpected value with its pixel count and first position."""
+    """Slow path: each unexpected value of ``values`` with its pixel count and first position.
+
+    ``known`` holds the expected values; ``select`` (optional) limits the search to where it is
+    true (for predictions: pixels with valid ground truth); positions index ``shape``.
+    """
     bad = ~np.isin(values, np.fromiter(known, dtype=np.int64, count=len(known)))
     if select is not None:
         bad &= select
@@ -442,7 +456,8 @@ def _describe_unexpected(
     }
 
 
-def _format_unexpected(found: dict[int, tuple[int, tuple[int, ...]]], limit: int = 8) -> str:
+def format_unexpected(found: dict[int, tuple[int, tuple[int, ...]]], limit: int = 8) -> str:
+    """Describe what :func:`describe_unexpected` found: the ``limit`` most frequent values."""
     items = sorted(found.items(), key=lambda kv: -kv[1][0])
     parts = [f"{v} ({c:,} px, first at {pos})" for v, (c, pos) in items[:limit]]
     if len(items) > limit:
@@ -529,22 +544,22 @@ def count_pairs(
     if n_unexp_gt or n_unexp_pred:
         # values as numpy shows them: a bool mask's non-zero bytes are True (1)
         gv, pv = (g != 0) if g_bool else g, (p != 0) if p_bool else p
-        bad_g = _describe_unexpected(gv, None, given.gt_map, g.shape) if n_unexp_gt else {}
+        bad_g = describe_unexpected(gv, None, given.gt_map, g.shape) if n_unexp_gt else {}
         bad_p: dict[int, tuple[int, tuple[int, ...]]] = {}
         if n_unexp_pred:
             classes = [r for r, c in given.gt_map.items() if c != IGNORE]
-            bad_p = _describe_unexpected(pv, np.isin(gv, classes), given.pred_map, g.shape)
+            bad_p = describe_unexpected(pv, np.isin(gv, classes), given.pred_map, g.shape)
         if on_unexpected == "raise":
             parts = []
             if bad_g:
                 parts.append(
                     f"{n_unexp_gt:,} ground-truth pixel(s) with unexpected value(s) "
-                    f"{_format_unexpected(bad_g)}; expected {_expected(given.gt_map, k, 'ignore')}"
+                    f"{format_unexpected(bad_g)}; expected {_expected(given.gt_map, k, 'ignore')}"
                 )
             if bad_p:
                 parts.append(
                     f"{n_unexp_pred:,} predicted pixel(s) at valid ground truth with unexpected "
-                    f"value(s) {_format_unexpected(bad_p)}; expected "
+                    f"value(s) {format_unexpected(bad_p)}; expected "
                     f"{_expected(given.pred_map, k, 'void')}"
                 )
             msg = (

@@ -32,13 +32,10 @@ import numba as nb
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-#: Options shared by every kernel: cached on disk, and releasing the GIL so that threads (for
-#: example Dask's threaded scheduler) run kernels side by side.
-kernel = nb.njit(cache=True, nogil=True)
-parallel_kernel = nb.njit(cache=True, nogil=True, parallel=True)
-#: The two row counters of :func:`count_span` stay separate functions: inlined into one loop,
-#: the pixel-by-pixel counter ran 10-20% slower on noise.
-row_kernel = nb.njit(cache=True, nogil=True, inline="never")
+from segiou._jit import kernel, parallel_kernel, row_kernel
+
+# The two row counters of :func:`count_span` stay separate functions (``row_kernel``): inlined
+# into one loop, the pixel-by-pixel counter ran 10-20% slower on noise.
 
 
 #: Pixels at the start of a row segment sampled to choose how to count it.

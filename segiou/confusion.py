@@ -13,29 +13,27 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import numpy as np
 
 from segiou._count import Lookup, OnUnexpected, Tally, count_pairs
 from segiou._typing import CountMatrix, IntArray
-from segiou.errors import CheckpointError, DuplicateBatchError, IncompatibleMatrixError
+from segiou._version import __version__
+from segiou.errors import (
+    CheckpointError,
+    DuplicateBatchError,
+    IncompatibleMatrixError,
+    NotAStateError,
+    UsageError,
+)
 from segiou.labels import IdSpace, LabelSpec, load_spec
-
-if TYPE_CHECKING:
-    from segiou.results import Result
 
 __all__ = ["FORMAT", "VERSION", "ConfusionMatrix", "ImageTable"]
 
 #: Name and version of the serialised state written by :meth:`ConfusionMatrix.to_dict`.
 FORMAT = "segiou.confusion"
 VERSION = 1
-
-
-def _version() -> str:
-    from segiou import __version__
-
-    return __version__
 
 
 @dataclass(frozen=True)
@@ -130,7 +128,7 @@ class ConfusionMatrix:
                 spec = spec.with_ignore(ignore_index)
         if on_unexpected not in ("raise", "count"):
             msg = f"on_unexpected={on_unexpected!r} is unknown; expected 'raise' or 'count'"
-            raise ValueError(msg)
+            raise UsageError(msg)
         self.spec = spec
         self.gt_ids: IdSpace = gt_ids
         self.pred_ids: IdSpace = gt_ids if pred_ids is None else pred_ids
@@ -197,7 +195,7 @@ class ConfusionMatrix:
         """Per-image rows (requires ``per_image=True``)."""
         if not self.per_image:
             msg = "per-image rows were not kept; create the ConfusionMatrix with per_image=True"
-            raise ValueError(msg)
+            raise UsageError(msg)
         return _stack(self._rows, self.num_classes)
 
     # -- counting -----------------------------------------------------------------------------
@@ -248,23 +246,44 @@ class ConfusionMatrix:
             tally = count_pairs(gt, pred, self._lookup, where=where,
                                 on_unexpected=self.on_unexpected, per_image=self.per_image,
                                 threads=self.threads)  # fmt: skip
-            self._absorb(tally, key=k, names=names, n_images=_n_images(np.shape(gt)))  # type: ignore[call-overload]
+            self.add_tally(tally, key=k, names=names, n_images=_n_images(np.shape(gt)))  # type: ignore[call-overload]
         finally:
             if k is not None:
                 with self._lock:
                     self._pending.discard(k)
         return self
 
-    def _absorb(
+    def add_tally(
         self, tally: Tally, *, key: str | None, names: Sequence[str] | None, n_images: int
     ) -> None:
-        """Add a tally counted elsewhere (for example by the Dask engine)."""
+        """Add what one counting pass found, counted elsewhere (for example by the Dask engine).
+
+        Parameters
+        ----------
+        tally : Tally
+            Counts from :func:`segiou._count.count_pairs` or the engine, counted with this
+            accumulator's lookup (with per-image counts when it keeps per-image rows).
+        key : str, optional
+            Batch key; a key counted before is refused.
+        names : sequence of str, optional
+            Names of the tally's images (per-image rows); default from ``key``.
+        n_images : int
+            Number of images the tally covers.
+
+        Raises
+        ------
+        DuplicateBatchError
+            ``key`` was counted before.
+        UsageError
+            Per-image rows are kept but the tally has none, or ``names`` does not hold one name
+            per image.
+        """
         im = tally.images if self.per_image else None
         labels: list[str] | None = None
         if self.per_image:
             if im is None:
                 msg = "per-image rows are missing from a tally counted without per_image=True"
-                raise ValueError(msg)
+                raise UsageError(msg)
             n = im.tp.shape[0]
             if names is None and key is not None:
                 names = [key] if n == 1 else [f"{key}/{i}" for i in range(n)]
@@ -272,7 +291,7 @@ class ConfusionMatrix:
                 labels = list(map(str, names))
                 if len(labels) != n:
                     msg = f"{len(labels)} image name(s) given for a batch of {n} image(s)"
-                    raise ValueError(msg)
+                    raise UsageError(msg)
         with self._lock:
             if key is not None and key in self.keys:
                 msg = f"batch key {key!r} was counted before; a batch is never counted twice"
@@ -306,7 +325,7 @@ class ConfusionMatrix:
     def _check_compatible(self, other: ConfusionMatrix) -> None:
         if not isinstance(other, ConfusionMatrix):
             msg = f"cannot merge a ConfusionMatrix with {type(other).__name__}"  # type: ignore[unreachable]
-            raise TypeError(msg)
+            raise NotAStateError(msg)
         mine, theirs = self._config(), other._config()
         mine["on_unexpected"], theirs["on_unexpected"] = self.on_unexpected, other.on_unexpected
         for name in ("gt_ids", "pred_ids", "per_image", "on_unexpected"):
@@ -356,8 +375,8 @@ class ConfusionMatrix:
         DuplicateBatchError
             A batch key is counted on both sides, or ``other`` is ``self`` (its batches would be
             counted twice).
-        TypeError
-            ``other`` is not a :class:`ConfusionMatrix`.
+        NotAStateError
+            ``other`` is not a :class:`ConfusionMatrix` (also a ``TypeError``).
         """
         self._check_compatible(other)
         if other is self:
@@ -427,7 +446,7 @@ class ConfusionMatrix:
         """
         with self._lock:
             out: dict[str, Any] = {"format": FORMAT, "version": VERSION,
-                                   "writer": {"segiou": _version()}}  # fmt: skip
+                                   "writer": {"segiou": __version__}}  # fmt: skip
             out |= self._config()
             out |= {
                 "on_unexpected": self.on_unexpected,
@@ -495,7 +514,7 @@ class ConfusionMatrix:
             writer = w.get("segiou", "?") if isinstance(w, Mapping) else "?"
             msg = (
                 f"{source}: state version {version!r} (written by segiou {writer}) is not "
-                f"readable by segiou {_version()}, which reads version {VERSION}; upgrade segiou"
+                f"readable by segiou {__version__}, which reads version {VERSION}; upgrade segiou"
             )
             raise CheckpointError(msg)
         try:
@@ -624,33 +643,6 @@ class ConfusionMatrix:
         other = ConfusionMatrix.from_dict(state["state"])
         self.__dict__.update(other.__dict__)
         self.threads = state["threads"]
-
-    # -- results ------------------------------------------------------------------------------
-    def result(self, preset: str = "segiou", *, beta: float | None = None) -> Result:
-        """Compute every metric with the named convention (see :func:`segiou.evaluate`).
-
-        Parameters
-        ----------
-        preset : str, default "segiou"
-            Name of a convention in :data:`segiou.conventions.PRESETS` (e.g. ``"cityscapes"``,
-            ``"mmseg"``, ``"detectron2"``).
-        beta : float, optional
-            Also report per-class F-beta (``fbeta``) and its mean (``mfbeta``); ``1`` gives
-            F1 (mmsegmentation's mFscore with the ``mmseg`` preset).
-
-        Returns
-        -------
-        Result
-            Per-class scores, means, categories and pixel counts, with the rules echoed.
-
-        Raises
-        ------
-        KeyError
-            Unknown preset name; the message lists the known ones.
-        """
-        from segiou.results import evaluate
-
-        return evaluate(self, preset=preset, beta=beta)
 
 
 def _n_images(shape: tuple[int, ...]) -> int:

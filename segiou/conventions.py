@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from segiou.errors import UnknownNameError
 from segiou.metrics import MeanOver
 
 __all__ = ["PRESETS", "Convention", "get_convention"]
@@ -214,8 +215,8 @@ def get_convention(preset: str | Convention) -> Convention:
 
     Raises
     ------
-    KeyError
-        Unknown preset; the message lists the known ones.
+    UnknownNameError
+        Unknown preset (also a ``KeyError``); the message lists the known ones.
 
     Examples
     --------
@@ -228,4 +229,4 @@ def get_convention(preset: str | Convention) -> Convention:
         return PRESETS[preset]
     except KeyError:
         msg = f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}"
-        raise KeyError(msg) from None
+        raise UnknownNameError(msg) from None

@@ -1,23 +1,37 @@
-"""Exceptions raised by segiou.
+"""Exceptions raised by segiou: every class lives here.
 
 Every deliberate error subclasses :class:`SegiouError` *and* the fitting builtin exception, so
-callers can catch either ``segiou.errors.SegiouError`` or, for example, ``ValueError``.
+callers can catch either ``segiou.errors.SegiouError`` or, for example, ``ValueError``. The
+command line turns each into exit code 2 and its message (no traceback).
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "BoxError",
     "CheckpointError",
+    "ChunkError",
+    "CountDtypeError",
+    "CountMatrixError",
     "DuplicateBatchError",
+    "ImageDecodeError",
     "IncompatibleMatrixError",
+    "IndicatorMatrixError",
     "LabelDtypeError",
     "LabelRangeError",
+    "LabelSetError",
     "LabelSpecError",
     "MaskNotFoundError",
+    "NamingError",
+    "NotAStateError",
     "SegiouError",
+    "SetOptionError",
     "ShapeMismatchError",
+    "StoreExistsError",
     "StoreLayoutError",
+    "UnknownNameError",
     "UsageError",
+    "VerdictError",
 ]
 
 
@@ -63,3 +77,60 @@ class StoreLayoutError(SegiouError, ValueError):
 
 class UsageError(SegiouError, ValueError):
     """An option or argument has a value segiou does not understand."""
+
+
+class UnknownNameError(SegiouError, KeyError):
+    """A name (preset, built-in spec, ...) is not one segiou knows; the message lists them."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+class CountMatrixError(SegiouError, ValueError):
+    """A count matrix (or its void counts) has the wrong shape, or a negative count."""
+
+
+class CountDtypeError(CountMatrixError, TypeError):
+    """A count matrix does not hold integer counts."""
+
+
+class NotAStateError(SegiouError, TypeError):
+    """An object that is not a segiou accumulator was given where one is needed."""
+
+
+# -- storage ------------------------------------------------------------------------------------
+class ChunkError(SegiouError, OSError):
+    """A chunk is missing (where that is not allowed) or cannot be decoded."""
+
+
+class ImageDecodeError(SegiouError, ValueError):
+    """A label image cannot be decoded to a 2-D integer mask (format, mode, colour)."""
+
+
+class NamingError(StoreLayoutError):
+    """Image names cannot be derived from file names (no match, empty or duplicate names)."""
+
+
+class StoreExistsError(SegiouError, FileExistsError):
+    """The output store exists and may not be replaced."""
+
+
+# -- geometry (boxes, label sets, verdicts) -----------------------------------------------------
+class BoxError(SegiouError, ValueError):
+    """Boxes are malformed (shape, dtype, non-finite or inverted coordinates) or an option is."""
+
+
+class LabelSetError(SegiouError, TypeError):
+    """A label collection is a bare string, not iterable, or holds an unhashable label."""
+
+
+class SetOptionError(SegiouError, ValueError):
+    """An option (``average``, ``empty``) has an invalid value."""
+
+
+class IndicatorMatrixError(SegiouError, ValueError):
+    """A multi-label indicator matrix is not 2-D or holds values other than 0 and 1."""
+
+
+class VerdictError(SegiouError, ValueError):
+    """An IoU or a threshold is not a number in [0, 1]."""

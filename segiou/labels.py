@@ -16,6 +16,13 @@ from typing import Any, Literal
 
 import numpy as np
 
+from segiou._builtin_specs import (
+    ADE20K_CLASSES,
+    CITYSCAPES,
+    CITYSCAPES_CATEGORIES,
+    VOC_CLASSES,
+    voc_colors,
+)
 from segiou._count import IGNORE
 from segiou._typing import IntArray
 from segiou.errors import LabelSpecError
@@ -616,108 +623,29 @@ def load_spec(source: str | Path | LabelSpec) -> LabelSpec:
 
 
 # -- built-in specs ---------------------------------------------------------------------------
-# Cityscapes: (name, labelId, trainId or None, category, colour), from the dataset's label table.
-_CITYSCAPES = [
-    ("unlabeled", 0, None, "void", (0, 0, 0)),
-    ("ego vehicle", 1, None, "void", (0, 0, 0)),
-    ("rectification border", 2, None, "void", (0, 0, 0)),
-    ("out of roi", 3, None, "void", (0, 0, 0)),
-    ("static", 4, None, "void", (0, 0, 0)),
-    ("dynamic", 5, None, "void", (111, 74, 0)),
-    ("ground", 6, None, "void", (81, 0, 81)),
-    ("road", 7, 0, "flat", (128, 64, 128)),
-    ("sidewalk", 8, 1, "flat", (244, 35, 232)),
-    ("parking", 9, None, "flat", (250, 170, 160)),
-    ("rail track", 10, None, "flat", (230, 150, 140)),
-    ("building", 11, 2, "construction", (70, 70, 70)),
-    ("wall", 12, 3, "construction", (102, 102, 156)),
-    ("fence", 13, 4, "construction", (190, 153, 153)),
-    ("guard rail", 14, None, "construction", (180, 165, 180)),
-    ("bridge", 15, None, "construction", (150, 100, 100)),
-    ("tunnel", 16, None, "construction", (150, 120, 90)),
-    ("pole", 17, 5, "object", (153, 153, 153)),
-    ("polegroup", 18, None, "object", (153, 153, 153)),
-    ("traffic light", 19, 6, "object", (250, 170, 30)),
-    ("traffic sign", 20, 7, "object", (220, 220, 0)),
-    ("vegetation", 21, 8, "nature", (107, 142, 35)),
-    ("terrain", 22, 9, "nature", (152, 251, 152)),
-    ("sky", 23, 10, "sky", (70, 130, 180)),
-    ("person", 24, 11, "human", (220, 20, 60)),
-    ("rider", 25, 12, "human", (255, 0, 0)),
-    ("car", 26, 13, "vehicle", (0, 0, 142)),
-    ("truck", 27, 14, "vehicle", (0, 0, 70)),
-    ("bus", 28, 15, "vehicle", (0, 60, 100)),
-    ("caravan", 29, None, "vehicle", (0, 0, 90)),
-    ("trailer", 30, None, "vehicle", (0, 0, 110)),
-    ("train", 31, 16, "vehicle", (0, 80, 100)),
-    ("motorcycle", 32, 17, "vehicle", (0, 0, 230)),
-    ("bicycle", 33, 18, "vehicle", (119, 11, 32)),
-]
-_CITYSCAPES_CATEGORIES = ("flat", "construction", "object", "nature", "sky", "human", "vehicle")
-
-_VOC = (
-    "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair",
-    "cow", "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
-    "train", "tvmonitor",
-)  # fmt: skip
-
-_ADE20K = (
-    "wall", "building", "sky", "floor", "tree", "ceiling", "road", "bed", "windowpane", "grass",
-    "cabinet", "sidewalk", "person", "earth", "door", "table", "mountain", "plant", "curtain",
-    "chair", "car", "water", "painting", "sofa", "shelf", "house", "sea", "mirror", "rug",
-    "field", "armchair", "seat", "fence", "desk", "rock", "wardrobe", "lamp", "bathtub",
-    "railing", "cushion", "base", "box", "column", "signboard", "chest of drawers", "counter",
-    "sand", "sink", "skyscraper", "fireplace", "refrigerator", "grandstand", "path", "stairs",
-    "runway", "case", "pool table", "pillow", "screen door", "stairway", "river", "bridge",
-    "bookcase", "blind", "coffee table", "toilet", "flower", "book", "hill", "bench",
-    "countertop", "stove", "palm", "kitchen island", "computer", "swivel chair", "boat", "bar",
-    "arcade machine", "hovel", "bus", "towel", "light", "truck", "tower", "chandelier",
-    "awning", "streetlight", "booth", "television receiver", "airplane", "dirt track",
-    "apparel", "pole", "land", "bannister", "escalator", "ottoman", "bottle", "buffet",
-    "poster", "stage", "van", "ship", "fountain", "conveyer belt", "canopy", "washer",
-    "plaything", "swimming pool", "stool", "barrel", "basket", "waterfall", "tent", "bag",
-    "minibike", "cradle", "oven", "ball", "food", "step", "tank", "trade name", "microwave",
-    "pot", "animal", "bicycle", "lake", "dishwasher", "screen", "blanket", "sculpture", "hood",
-    "sconce", "vase", "traffic light", "tray", "ashcan", "fan", "pier", "crt screen", "plate",
-    "monitor", "bulletin board", "shower", "radiator", "glass", "clock", "flag",
-)  # fmt: skip
-
-
-def _voc_colors(n: int) -> tuple[Color, ...]:
-    """Return the PASCAL VOC devkit colour map: bits of the index spread over R, G and B."""
-    out = []
-    for i in range(n):
-        r = g = b = 0
-        c = i
-        for j in range(8):
-            r |= ((c >> 0) & 1) << (7 - j)
-            g |= ((c >> 1) & 1) << (7 - j)
-            b |= ((c >> 2) & 1) << (7 - j)
-            c >>= 3
-        out.append((r, g, b))
-    return tuple(out)
-
-
 def _cityscapes() -> LabelSpec:
-    train = sorted((t, n, cat, col) for n, _, t, cat, col in _CITYSCAPES if t is not None)
+    train = sorted((t, n, cat, col) for n, _, t, cat, col in CITYSCAPES if t is not None)
     return LabelSpec(
         name="cityscapes",
         classes=tuple(n for _, n, _, _ in train),
         ignore=(255,),
         colors=tuple(col for *_, col in train),
-        categories=_CITYSCAPES_CATEGORIES,
-        class_categories=tuple(_CITYSCAPES_CATEGORIES.index(cat) for _, _, cat, _ in train),
-        raw=tuple(RawLabel(i, n, t, col) for n, i, t, _, col in _CITYSCAPES),
+        categories=CITYSCAPES_CATEGORIES,
+        class_categories=tuple(CITYSCAPES_CATEGORIES.index(cat) for _, _, cat, _ in train),
+        raw=tuple(RawLabel(i, n, t, col) for n, i, t, _, col in CITYSCAPES),
     )
 
 
 def _pascal_voc() -> LabelSpec:
-    return LabelSpec("pascal_voc", _VOC, ignore=(255,), colors=_voc_colors(len(_VOC)))
+    return LabelSpec("pascal_voc", VOC_CLASSES, ignore=(255,), colors=voc_colors(len(VOC_CLASSES)))
 
 
 def _ade20k() -> LabelSpec:
-    raw = (RawLabel(0, "other", None), *tuple(RawLabel(i + 1, n, i) for i, n in enumerate(_ADE20K)))
-    return LabelSpec("ade20k", _ADE20K, ignore=(255,), raw=raw)
+    raw = (
+        RawLabel(0, "other", None),
+        *tuple(RawLabel(i + 1, n, i) for i, n in enumerate(ADE20K_CLASSES)),
+    )
+    return LabelSpec("ade20k", ADE20K_CLASSES, ignore=(255,), raw=raw)
 
 
 _BUILTIN = {"cityscapes": _cityscapes, "pascal_voc": _pascal_voc, "ade20k": _ade20k}

@@ -14,6 +14,10 @@ Conventions shared by every reducer (the ``over`` argument of the means selects 
   classes scored 0 (scikit-learn with ``labels=range(K)``).
 
 Ratios are computed here, once, from summed counts: never average per-image or per-batch scores.
+
+Every reducer checks its input: a matrix that is not square, ``void`` of the wrong shape or a
+negative count raises :class:`~segiou.errors.CountMatrixError` (a ``ValueError``), counts that
+are not integers :class:`~segiou.errors.CountDtypeError` (also a ``TypeError``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from segiou._typing import CountMatrix, FloatArray, IntArray
-from segiou.errors import UsageError
+from segiou.errors import CountDtypeError, CountMatrixError, UsageError
 
 __all__ = [
     "MeanOver",
@@ -53,20 +57,20 @@ def _check(cm: CountMatrix, void: IntArray | None) -> tuple[CountMatrix, IntArra
     cm = np.asarray(cm)
     if cm.ndim != 2 or cm.shape[0] != cm.shape[1]:
         msg = f"count matrix must be square (K x K), got shape {cm.shape}"
-        raise ValueError(msg)
+        raise CountMatrixError(msg)
     if cm.dtype.kind not in "iu":
         msg = f"count matrix must hold integer counts, got dtype {cm.dtype}"
-        raise TypeError(msg)
+        raise CountDtypeError(msg)
     k = cm.shape[0]
     v = np.zeros(k, dtype=np.int64) if void is None else np.asarray(void, dtype=np.int64)
     if v.shape != (k,):
         msg = f"void must have one count per class, shape ({k},), got {v.shape}"
-        raise ValueError(msg)
+        raise CountMatrixError(msg)
     for what, a in (("count matrix", cm), ("void", v)):
         if a.size and a.min() < 0:  # e.g. a difference of two states taken the wrong way round
             where = tuple(int(i) for i in np.unravel_index(int(np.argmin(a)), a.shape))
             msg = f"{what} holds a negative count ({int(a.min())} at {where}); counts are >= 0"
-            raise ValueError(msg)
+            raise CountMatrixError(msg)
     return cm.astype(np.int64, copy=False), v
 
 
@@ -164,7 +168,7 @@ def mean(scores: FloatArray, cm: CountMatrix, *, void: IntArray | None = None,
 
     Raises
     ------
-    ValueError
+    UsageError
         ``over`` is not one of the three choices.
 
     Examples
@@ -185,7 +189,7 @@ def mean(scores: FloatArray, cm: CountMatrix, *, void: IntArray | None = None,
         sel = np.ones(s.shape, dtype=bool)
     else:
         msg = f"over={over!r} is unknown; expected 'present', 'gt' or 'all'"  # type: ignore[unreachable]
-        raise ValueError(msg)
+        raise UsageError(msg)
     vals = s[sel]
     vals = vals[~np.isnan(vals)]
     return float(vals.mean()) if vals.size else float("nan")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,8 +31,8 @@ from segiou._count import (
     Lookup,
     OnUnexpected,
     Tally,
-    _describe_unexpected,
-    _format_unexpected,
+    describe_unexpected,
+    format_unexpected,
 )
 from segiou._typing import IntArray
 from segiou.confusion import ConfusionMatrix
@@ -44,14 +43,14 @@ from segiou.errors import (
     StoreLayoutError,
     UsageError,
 )
-from segiou.io.zarr import MaskArray, MaskSet, Missing, open_masks
-from segiou.labels import IdSpace, LabelSpec
+from segiou.io.chunks import ChunkCache, image_array, read_region
+from segiou.io.sources import FolderLayout, Source, open_pair
+from segiou.io.zarr import MaskSet, Missing, open_masks
+from segiou.labels import IdSpace, LabelSpec, load_spec
 
-__all__ = ["evaluate_zarr", "plan_groups"]
+__all__ = ["count_stores", "evaluate_zarr", "plan_groups", "plan_tasks"]
 
 MissingPred = Literal["error", "void"]
-#: A source of named masks: a Zarr store, or image files (:class:`segiou.io.png.PngSet`).
-Source = Any
 #: Aim for tasks of about this many pixels (fewer, larger tasks amortise Dask's overhead).
 _TASK_PIXELS = 8 << 20
 
@@ -79,140 +78,15 @@ class _Job:
                       self.spec.pred_map(self.pred_ids))  # fmt: skip
 
 
-# -- reading ----------------------------------------------------------------------------------
-class _BufferPool:
-    """Decode buffers kept per thread across tasks and calls, at most ``max_bytes`` per thread.
-
-    Decoding into freshly mapped memory pays a page fault per 4 KiB, and the allocator hands
-    large freed blocks back to the system (so after any other large allocation, e.g. another
-    evaluation, every new buffer is fresh again): measured 1.6 vs 1.1 ns/px end to end
-    (benchmarks/bench_zarr.py, 1024 x 2048 chunks). Dask's worker threads outlive tasks, so the
-    pool does too.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._local = threading.local()
-
-    def _free(self) -> list[np.ndarray]:
-        free: list[np.ndarray] | None = getattr(self._local, "free", None)
-        if free is None:
-            free = self._local.free = []
-        return free
-
-    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """Return a buffer of ``shape`` and ``dtype``: a pooled one if any, else a new one."""
-        free = self._free()
-        for j, buf in enumerate(free):
-            if buf.shape == shape and buf.dtype == dtype:
-                return free.pop(j)
-        return np.empty(shape, dtype)
-
-    def give(self, buf: np.ndarray) -> None:
-        """Keep ``buf`` for reuse on this thread, evicting the oldest beyond the budget."""
-        if buf.nbytes > self.max_bytes:
-            return
-        free = self._free()
-        free.append(buf)
-        while sum(b.nbytes for b in free) > self.max_bytes:
-            free.pop(0)
-
-
-#: Decode buffers per thread: a few chunks of each array a task reads.
-_buffers = _BufferPool(64 << 20)
-
-
-class _ChunkCache:
-    """Decoded chunks of one array, kept while a task walks one chunk row of images."""
-
-    def __init__(self, arr: MaskArray, missing: Missing, ms: MaskSet, image: int) -> None:
-        self.arr = arr
-        self.missing = missing
-        self.cache: dict[tuple[int, ...], np.ndarray] = {}
-        # images a chunk covers, for error messages: a stack chunk may hold several images
-        self._names = ms.names
-        self._stack = ms.layout == "stack"
-        self._name = ms.names[image]  # a group's array holds one image
-
-    def images(self, coords: tuple[int, ...]) -> str:
-        """Return the names of the images chunk ``coords`` covers (for messages)."""
-        if not self._stack:
-            return repr(self._name)
-        c0 = self.arr.chunks[0]
-        return ", ".join(repr(n) for n in self._names[coords[0] * c0 : (coords[0] + 1) * c0])
-
-    def get(self, coords: tuple[int, ...]) -> np.ndarray:
-        c = self.cache.get(coords)
-        if c is None:
-            buf = _buffers.take(tuple(self.arr.chunks), np.dtype(self.arr.dtype))
-            c = self.arr.read_chunk(coords, missing=self.missing, images=self.images(coords),
-                                    out=buf)  # fmt: skip
-            if c is not buf and c.base is not buf:  # not decoded into it: pool it again
-                _buffers.give(buf)
-            self.cache[coords] = c
-        return c
-
-    def drop(self, keep: int | None = None) -> None:
-        """Forget chunks (all, or those outside chunk row ``keep``); pool their buffers."""
-        self._forget([k for k in self.cache if keep is None or k[0] != keep])
-
-    def drop_above(self, y: int) -> None:
-        """Forget the chunks that end at or above image row ``y`` (a walk never goes back)."""
-        if self._stack and self.arr.chunks[0] > 1:
-            return  # the next images of the stack chunk need them again: keep (decode once)
-        ax = 1 if self._stack else 0
-        ch = self.arr.chunks[ax]
-        self._forget([k for k in self.cache if (k[ax] + 1) * ch <= y])
-
-    def _forget(self, gone: list[tuple[int, ...]]) -> None:
-        for k in gone:
-            c = self.cache.pop(k)
-            base = c.base if isinstance(c.base, np.ndarray) else c  # numpy: the owner
-            if base.flags.owndata and base.flags.writeable and base.shape == c.shape:
-                _buffers.give(base)
-
-
-def _image_array(ms: MaskSet, i: int) -> tuple[MaskArray, int | None]:
-    """Return the array holding image ``i`` and its index along axis 0 (``None`` for 2-D arrays)."""
-    return (ms.arrays[0], i) if ms.layout == "stack" else (ms.arrays[i], None)
-
-
-def _read_region(cache: _ChunkCache, n: int | None, y0: int, y1: int, x0: int,
-                 x1: int) -> np.ndarray:  # fmt: skip
-    """Image region ``[y0:y1, x0:x1]`` of image ``n``; a view of one chunk when aligned."""
-    arr = cache.arr
-    ax = 0 if n is None else 1
-    ys = list(arr.chunk_ranges(ax, y0, y1))
-    xs = list(arr.chunk_ranges(ax + 1, x0, x1))
-    lead = () if n is None else (n // arr.chunks[0],)
-    if len(ys) == 1 and len(xs) == 1:
-        (cy, _, _), (cx, _, _) = ys[0], xs[0]
-        chunk = cache.get((*lead, cy, cx))
-        sub = chunk if n is None else chunk[n % arr.chunks[0]]
-        oy, ox = cy * arr.chunks[ax], cx * arr.chunks[ax + 1]
-        return sub[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
-    out = None
-    for cy, ya, yb in ys:
-        for cx, xa, xb in xs:
-            chunk = cache.get((*lead, cy, cx))
-            sub = chunk if n is None else chunk[n % arr.chunks[0]]
-            if out is None:
-                out = np.empty((y1 - y0, x1 - x0), dtype=sub.dtype)
-            oy, ox = cy * arr.chunks[ax], cx * arr.chunks[ax + 1]
-            out[ya - y0 : yb - y0, xa - x0 : xb - x0] = sub[ya - oy : yb - oy, xa - ox : xb - ox]
-    assert out is not None
-    return out
-
-
-def _walk_image(job: _Job, i: int, rows: tuple[int, int], gcache: _ChunkCache,
-                pcache: _ChunkCache | None,
+def _walk_image(job: _Job, i: int, rows: tuple[int, int], gcache: ChunkCache,
+                pcache: ChunkCache | None,
                 counter: ImageCounter | None) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
     """Count rows ``rows[0]:rows[1]`` of image ``i`` chunk by chunk into ``counter``.
 
     With ``counter=None``, return that band of the image pair instead (the slow path that
     describes unexpected values).
     """
-    garr, gn = _image_array(job.gt, i)
+    garr, gn = image_array(job.gt, i)
     _, w = job.gt.image_shape(i)
     top, bottom = rows
     pi = job.pred_index[i]
@@ -221,12 +95,12 @@ def _walk_image(job: _Job, i: int, rows: tuple[int, int], gcache: _ChunkCache,
     whole_p: np.ndarray | None = None
     for _, y0, y1 in garr.chunk_ranges(ax, top, bottom):
         for _, x0, x1 in garr.chunk_ranges(ax + 1, 0, w):
-            g = _read_region(gcache, gn, y0, y1, x0, x1)
+            g = read_region(gcache, gn, y0, y1, x0, x1)
             if pi < 0 or pcache is None:
                 p = np.full(g.shape, job.void_value, dtype=np.int64)
             else:
-                _, pn = _image_array(job.pred, pi)  # type: ignore[arg-type]
-                p = _read_region(pcache, pn, y0, y1, x0, x1)
+                _, pn = image_array(job.pred, pi)  # type: ignore[arg-type]
+                p = read_region(pcache, pn, y0, y1, x0, x1)
             if counter is not None:
                 counter.add(g, p)
             else:
@@ -251,20 +125,20 @@ def _describe(job: _Job, i: int, g: np.ndarray, p: np.ndarray, n_gt: int, n_pred
               top: int = 0) -> tuple[dict[int, int], dict[int, int]]:  # fmt: skip
     """Find each unexpected value of image ``i`` (rows from ``top``); raise or return counts."""
     lk = job.lookup
-    bad_g = _describe_unexpected(g, None, lk.gt_map, g.shape) if n_gt else {}
+    bad_g = describe_unexpected(g, None, lk.gt_map, g.shape) if n_gt else {}
     bad_p = {}
     if n_pred:
         classes = [r for r, c in lk.gt_map.items() if c != IGNORE]
-        bad_p = _describe_unexpected(p, np.isin(g, classes), lk.pred_map, g.shape)
+        bad_p = describe_unexpected(p, np.isin(g, classes), lk.pred_map, g.shape)
     if top:  # a band of the image: positions in the image
         bad_g = {v: (c, (y + top, x)) for v, (c, (y, x)) in bad_g.items()}
         bad_p = {v: (c, (y + top, x)) for v, (c, (y, x)) in bad_p.items()}
     if job.on_unexpected == "raise":
         parts = []
         if bad_g:
-            parts.append(f"ground truth has unexpected value(s) {_format_unexpected(bad_g)}")
+            parts.append(f"ground truth has unexpected value(s) {format_unexpected(bad_g)}")
         if bad_p:
-            parts.append(f"prediction has unexpected value(s) {_format_unexpected(bad_p)}")
+            parts.append(f"prediction has unexpected value(s) {format_unexpected(bad_p)}")
         msg = (
             f"{job.gt.where()} image {job.gt.names[i]!r} (index {i}): "
             + "; ".join(parts)
@@ -291,8 +165,8 @@ def _count_group(job: _Job, units: IntArray) -> Partial:
     rows = np.zeros((len(indices), 3 * k + 2), dtype=np.int64)
     unexp_g: dict[int, int] = {}
     unexp_p: dict[int, int] = {}
-    gcaches: dict[str, _ChunkCache] = {}
-    pcaches: dict[str, _ChunkCache] = {}
+    gcaches: dict[str, ChunkCache] = {}
+    pcaches: dict[str, ChunkCache] = {}
     chunked = isinstance(job.gt, MaskSet) and (job.pred is None or isinstance(job.pred, MaskSet))
     for r, (i, top, bottom) in enumerate(bands):
         if not chunked:  # image files: decode whole images (never split)
@@ -305,16 +179,16 @@ def _count_group(job: _Job, units: IntArray) -> Partial:
             _store_row(rows[r], full, k)
             table += full
             continue
-        garr, gn = _image_array(job.gt, i)
+        garr, gn = image_array(job.gt, i)
         gc = gcaches.get(garr.path)
         if gc is None:
-            gc = gcaches[garr.path] = _ChunkCache(garr, job.missing_gt_chunks, job.gt, i)
+            gc = gcaches[garr.path] = ChunkCache(garr, job.missing_gt_chunks, job.gt, i)
         pc = None
         if job.pred is not None and job.pred_index[i] >= 0:
-            parr, pn = _image_array(job.pred, job.pred_index[i])
+            parr, pn = image_array(job.pred, job.pred_index[i])
             pc = pcaches.get(parr.path)
             if pc is None:
-                pc = pcaches[parr.path] = _ChunkCache(parr, "fill", job.pred, job.pred_index[i])
+                pc = pcaches[parr.path] = ChunkCache(parr, "fill", job.pred, job.pred_index[i])
             if pn is not None:
                 pc.drop(keep=pn // parr.chunks[0])
         if gn is not None:
@@ -346,11 +220,11 @@ def _whole_image(job: _Job, i: int) -> tuple[np.ndarray, np.ndarray]:
     def read(src: Source, j: int, side: Literal["gt", "pred"]) -> np.ndarray:
         # by side, not by identity: gt and pred may be the same source object
         if isinstance(src, MaskSet):
-            arr, n = _image_array(src, j)
+            arr, n = image_array(src, j)
             missing: Missing = job.missing_gt_chunks if side == "gt" else "fill"
-            cache = _ChunkCache(arr, missing, src, j)
+            cache = ChunkCache(arr, missing, src, j)
             h, w = src.image_shape(j)
-            return np.ascontiguousarray(_read_region(cache, n, 0, h, 0, w))
+            return np.ascontiguousarray(read_region(cache, n, 0, h, 0, w))
         ids = job.gt_ids if side == "gt" else job.pred_ids  # colour masks decode into it
         return np.ascontiguousarray(src.read(j, job.spec, ids=ids))
 
@@ -531,7 +405,7 @@ def plan_tasks(
             if not (splittable and h * w > target):
                 units.append((i, 0, h))
                 continue
-            arr, n = _image_array(ms, i)  # a large image: its own tasks, one band each
+            arr, n = image_array(ms, i)  # a large image: its own tasks, one band each
             step = arr.chunks[0 if n is None else 1]  # rows of a chunk row
             band = max(step, target // max(1, w) // step * step)
             tasks += [np.array([[i, y, min(h, y + band)]], dtype=np.int64)
@@ -627,33 +501,42 @@ def _compute(obj: Any, scheduler: Any, progress: bool) -> Any:
     return obj.compute(scheduler=scheduler)
 
 
-def evaluate_zarr(
+def count_stores(
     gt: Source | str | Path,
     pred: Source | str | Path | None,
     *,
     labels: int | str | Path | LabelSpec,
     ignore_index: int | Sequence[int] | None = None,
-    gt_ids: IdSpace = "class",
+    gt_ids: IdSpace | Literal["auto"] = "class",
     pred_ids: IdSpace | None = None,
     on_unexpected: OnUnexpected = "raise",
     missing_pred: MissingPred = "error",
     missing_gt_chunks: Missing = "error",
+    layout: FolderLayout = "plain",
+    gt_pattern: str | None = None,
+    pred_pattern: str | None = None,
     scheduler: Any = None,
     split_every: int = 8,
     pixels_per_task: int = _TASK_PIXELS,
     progress: bool = False,
 ) -> ConfusionMatrix:
-    """Count a whole test set stored in Zarr, in parallel with Dask.
+    """Count a whole test set (Zarr stores or folders of label images) in parallel with Dask.
 
     Parameters
     ----------
     gt, pred : MaskSet, PngSet, str or Path
-        Ground-truth and prediction stores (a path is opened with
-        :func:`segiou.io.zarr.open_masks`), or image files (:class:`segiou.io.png.PngSet`,
-        decoded whole, one image at a time). ``pred`` may be ``None`` with
-        ``missing_pred="void"`` (every prediction missing).
-    labels, ignore_index, gt_ids, pred_ids, on_unexpected
+        Ground-truth and prediction sources: Zarr stores or folders of label images (paths are
+        opened with :func:`segiou.io.sources.open_pair`), or opened sources
+        (:class:`segiou.io.zarr.MaskSet`, :class:`segiou.io.png.PngSet`: image files decoded
+        whole, one image at a time). ``pred`` may be ``None`` with ``missing_pred="void"``
+        (every prediction missing).
+    labels, ignore_index, pred_ids, on_unexpected
         As for :class:`~segiou.confusion.ConfusionMatrix`.
+    gt_ids : {"class", "raw", "auto"}, default "class"
+        As for the accumulator; ``"auto"``: the id space ``segiou ingest`` recorded in the
+        ground-truth store, else ``"raw"`` when the spec has raw ids, else ``"class"``. With
+        ``"auto"``, ``pred_ids=None`` means the id space recorded in the prediction store,
+        else the ground truth's.
     missing_pred : {"error", "void"}, default "error"
         A ground-truth image without prediction raises (default) or is scored as all-void:
         every valid pixel a false negative, as a leaderboard would.
@@ -668,6 +551,9 @@ def evaluate_zarr(
     pixels_per_task : int, default 8 << 20
         Target pixels per Dask task (whole images per task, unless a large image is split into
         bands of chunk rows; see :func:`plan_tasks`).
+    layout, gt_pattern, pred_pattern
+        Folders of label images only: how files are named and found (see
+        :func:`segiou.io.png.find_pairs`).
     progress : bool, default False
         Show a progress bar (Dask's local diagnostics, or distributed's progress).
 
@@ -695,10 +581,27 @@ def evaluate_zarr(
     segiou.io.zarr.ChunkError
         A missing ground-truth chunk or a corrupt chunk (store, array, chunk, images named).
     UsageError
-        ``split_every`` below 2.
+        ``split_every`` below 2, or one path is a Zarr store and the other a folder.
+    segiou.errors.NamingError, segiou.errors.ImageDecodeError
+        Image files without a name or with duplicate names; a file that is no label image.
     """
-    gms = open_masks(gt) if isinstance(gt, str | Path) else gt
-    pms = open_masks(pred) if isinstance(pred, str | Path) else pred
+    if isinstance(gt, str | Path) and isinstance(pred, str | Path):
+        gms, pms = open_pair(gt, pred, layout=layout, gt_pattern=gt_pattern,
+                             pred_pattern=pred_pattern)  # fmt: skip
+    else:
+        gms = open_masks(gt) if isinstance(gt, str | Path) else gt
+        pms = open_masks(pred) if isinstance(pred, str | Path) else pred
+    if gt_ids == "auto":
+        spec_ = load_spec(labels) if not isinstance(labels, int) else None
+        has_raw = spec_ is not None and spec_.has_raw
+
+        def recorded(src: Source) -> IdSpace | None:
+            ids = getattr(src, "ids", None)
+            return None if ids == "raw" and not has_raw else ids  # another spec's raw ids
+
+        gt_ids = recorded(gms) or ("raw" if has_raw else "class")
+        if pred_ids is None and pms is not None:
+            pred_ids = recorded(pms)
     out = ConfusionMatrix(labels, ignore_index=ignore_index, gt_ids=gt_ids, pred_ids=pred_ids,
                           on_unexpected=on_unexpected, per_image=True)  # fmt: skip
     spec = out.spec
@@ -735,7 +638,7 @@ def evaluate_zarr(
     images = ImageCounts(tp=rows[:, :k], fp=rows[:, k : 2 * k], fn=rows[:, 2 * k : 3 * k],
                          ignored=rows[:, 3 * k], unexpected=rows[:, 3 * k + 1])  # fmt: skip
     tally = Tally.from_table(table, k, unexp_g, unexp_p, images)
-    out._absorb(tally, key=_batch_key(gms), names=[gms.names[i] for i in order],
+    out.add_tally(tally, key=_batch_key(gms), names=[gms.names[i] for i in order],
                 n_images=len(gms.names))  # fmt: skip
     return out
 
@@ -745,3 +648,7 @@ def _batch_key(src: Source) -> str:
     if isinstance(src, MaskSet) and "://" not in src.url:
         src = replace(src, url=str(Path(src.url).resolve()))
     return f"zarr:{src.where()}"
+
+
+#: The name of :func:`count_stores` in segiou 0.1 (it also counts folders of label images).
+evaluate_zarr = count_stores

@@ -15,6 +15,7 @@ import numpy as np
 
 from segiou import metrics as m
 from segiou._typing import CountMatrix, FloatArray, IntArray
+from segiou._version import __version__
 from segiou.confusion import ConfusionMatrix
 from segiou.conventions import Convention, get_convention
 from segiou.errors import UsageError
@@ -40,7 +41,7 @@ class Result:
     class_names : list of str
         Names of the evaluated classes; class ``i`` is ``class_names[i]``.
     convention : Convention
-        The averaging rules (echoed by :meth:`to_dict` and :meth:`table`).
+        The averaging rules (echoed by :meth:`to_dict` and by the reports).
     per_class : dict of str to ndarray
         ``iou``, ``dice``, ``precision``, ``recall`` (and ``fbeta`` when evaluated with
         ``beta``) (float) and ``tp``, ``fp``, ``fn``, ``void``, ``gt_pixels``, ``pred_pixels``
@@ -83,8 +84,6 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict in the documented, versioned schema (``nan`` -> ``None``)."""
-        from segiou import __version__
-
         classes = [
             {"id": i, "name": n}
             | {
@@ -137,27 +136,6 @@ class Result:
             Strict JSON: undefined scores are ``null``, never ``NaN``.
         """
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
-
-    def table(self, *, width: int = 100) -> str:
-        """Render a readable text table: per-class scores, categories, summary and rules.
-
-        Parameters
-        ----------
-        width : int, default 100
-            Maximum line width.
-
-        Returns
-        -------
-        str
-            The tables of :func:`segiou.report.render_text`: scores in percent, ``-`` for an
-            undefined score.
-        """
-        from segiou.report import render_text
-
-        return render_text(self, width=width)
-
-    def __str__(self) -> str:
-        return self.table()
 
 
 def _num(x: Any) -> float | int | None:

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from segiou import ConfusionMatrix, LabelSpec, RawLabel, builtin_spec, load_spec
+from segiou import ConfusionMatrix, LabelSpec, RawLabel, builtin_spec, evaluate, load_spec
 from segiou.errors import LabelRangeError, LabelSpecError, SegiouError
 
 CITYSCAPES_TRAIN = [
@@ -430,14 +430,14 @@ def test_ignore_index_applies_to_raw_ids():
     assert cm.counts[0, 0] == 1
     assert cm.void[13] == 1  # 254 predicted on a car: void, a false negative
     assert cm.counts.sum() + cm.void.sum() == 2
-    r = cm.result()
+    r = evaluate(cm)
     assert r.counting["ignore"] == [254]
     rule = r.counting["ignore_rule"]
     assert "[254]" in rule
     assert "raw id" in rule
     assert "[0, 1, 2, 3, 4, 5, 6, 9, 10, 14, 15, 16, 18, 29, 30]" in rule
     # class ids: the rule names only the ignore values
-    rc = ConfusionMatrix("cityscapes", ignore_index=254).result()
+    rc = evaluate(ConfusionMatrix("cityscapes", ignore_index=254))
     assert "raw id" not in rc.counting["ignore_rule"]
     assert "[254]" in rc.counting["ignore_rule"]
 
@@ -461,10 +461,10 @@ def test_no_ignore_values_in_raw_ids():
     assert 255 not in cm.spec.gt_map("raw")
     with pytest.raises(LabelRangeError, match="255"):
         cm.update(np.array([255, 7], np.uint8), np.array([7, 7], np.uint8))
-    rule = cm.result().counting["ignore_rule"]
+    rule = evaluate(cm).counting["ignore_rule"]
     assert "raw id the spec does not evaluate" in rule
     assert "ignore value" not in rule
-    assert ConfusionMatrix(2, ignore_index=[]).result().counting["ignore_rule"] == (
+    assert evaluate(ConfusionMatrix(2, ignore_index=[])).counting["ignore_rule"] == (
         "no ground-truth value is ignored"
     )
 

@@ -32,7 +32,7 @@ from segiou.errors import (
 )
 from segiou.io.zarr import ChunkError, create_stack, open_masks
 from segiou.parallel import evaluate_zarr, plan_groups
-from segiou.synthetic import cityscapes_like
+from segiou.testing.synthetic import cityscapes_like
 
 K = 19  # cityscapes_like: trainIds 0..18, 255 = ignore (gt) / void (pred)
 
@@ -693,15 +693,15 @@ def test_memory_stays_far_below_the_dataset(tmp_path, layout):
 def test_decode_buffer_pool_reuses_per_thread_within_its_budget():
     import threading
 
-    from segiou.parallel import _BufferPool
+    from segiou.io.chunks import BufferPool
 
-    pool = _BufferPool(max_bytes=3000)
+    pool = BufferPool(max_bytes=3000)
     a = pool.take((10, 100), np.dtype(np.uint8))
     pool.give(a)
     assert pool.take((10, 100), np.dtype(np.int8)) is not a  # dtype must match
     assert pool.take((10, 100), np.dtype(np.uint8)) is a
     bufs = [np.empty(1000, np.uint8) for _ in range(4)]
-    pool2 = _BufferPool(max_bytes=3000)
+    pool2 = BufferPool(max_bytes=3000)
     for b in bufs:
         pool2.give(b)  # the oldest is evicted beyond 3000 bytes
     kept = {id(pool2.take((1000,), np.dtype(np.uint8))) for _ in range(3)}
@@ -739,7 +739,7 @@ def test_corrupt_chunk_names_every_image_it_covers(tmp_path):
 
 @pytest.mark.parametrize("layout", ["stack", "group"])
 def test_a_task_holds_one_chunk_row_not_a_whole_image(tmp_path, monkeypatch, layout):
-    import segiou.parallel as par
+    from segiou.io import chunks
 
     gt, pred = cityscapes_like(2, 64, 64, seed=4)
     if layout == "stack":
@@ -749,14 +749,14 @@ def test_a_task_holds_one_chunk_row_not_a_whole_image(tmp_path, monkeypatch, lay
         g = _group(tmp_path / "gt.zarr", {"a": gt[0], "b": gt[1]}, (8, 8))
         p = _group(tmp_path / "pred.zarr", {"a": pred[0], "b": pred[1]}, (8, 16))
     peak = {"n": 0}
-    real = par._ChunkCache.get
+    real = chunks.ChunkCache.get
 
     def spy(self: Any, coords: tuple[int, ...]) -> np.ndarray:
         out = real(self, coords)
         peak["n"] = max(peak["n"], len(self.cache))
         return out
 
-    monkeypatch.setattr(par._ChunkCache, "get", spy)
+    monkeypatch.setattr(chunks.ChunkCache, "get", spy)
     cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous")
     ref = ConfusionMatrix(K, ignore_index=255).update(gt, pred)
     np.testing.assert_array_equal(cm.counts, ref.counts)

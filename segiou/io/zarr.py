@@ -31,19 +31,24 @@ from typing import Any, Literal
 
 import numpy as np
 
-from segiou.errors import MaskNotFoundError, SegiouError, StoreLayoutError
+from segiou.errors import ChunkError, StoreLayoutError
+from segiou.io._zarr_fast import Decoder, ReadSpec, open_node, read_spec
 
-__all__ = ["ChunkError", "MaskArray", "MaskSet", "create_stack", "open_masks"]
+__all__ = [
+    "ChunkError",
+    "MaskArray",
+    "MaskSet",
+    "create_stack",
+    "open_masks",
+    "recorded_ids",
+    "split_url",
+]
 
 Layout = Literal["stack", "group"]
 Missing = Literal["fill", "error"]
 
 
-class ChunkError(SegiouError, OSError):
-    """A chunk is missing (where that is not allowed) or cannot be decoded."""
-
-
-def _split_url(url: str | Path, path: str | None) -> tuple[str, str]:
+def split_url(url: str | Path, path: str | None) -> tuple[str, str]:
     """Split ``data.zarr/val/gt`` into the store root (``data.zarr``) and the inner path."""
     text = str(url)
     if path is not None:
@@ -71,182 +76,30 @@ def _split_url(url: str | Path, path: str | None) -> tuple[str, str]:
     return text, ""
 
 
-def _open(url: str, path: str) -> Any:
-    import zarr
+def recorded_ids(url: str | Path) -> Literal["raw", "class"] | None:
+    """Return the id space ``segiou ingest`` recorded for the store holding ``url``.
 
+    Parameters
+    ----------
+    url : str or Path
+        A Zarr store, or a path through one (``data.zarr/gt``).
+
+    Returns
+    -------
+    str or None
+        ``"raw"`` or ``"class"`` (the root attribute ``segiou.ids``), or None when the store
+        records none (not written by ``segiou ingest``, not a Zarr store, or unreadable: the
+        engine reports that when it opens the store).
+    """
     try:
-        return zarr.open(store=url, path=path or None, mode="r")
-    except FileNotFoundError as err:
-        where = f"{url}" + (f" (path {path!r})" if path else "")
-        msg = f"no Zarr array or group at {where}; check the path, or run 'segiou ingest' first"
-        raise MaskNotFoundError(msg) from err
-    except Exception as err:  # zarr raises many types for "not a zarr node"
-        where = f"{url}" + (f" (path {path!r})" if path else "")
-        msg = f"cannot open a Zarr array or group at {where}: {type(err).__name__}: {err}"
-        raise StoreLayoutError(msg) from err
+        import zarr
 
-
-# -- fast chunk decoding ----------------------------------------------------------------------
-def _v3_codec_configs(codecs: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]] | None:
-    """(endianness, numcodecs configs in decode order) for a plain v3 chain, else None."""
-    if not codecs or codecs[0]["name"] != "bytes":
+        root, _ = split_url(url, None)
+        meta = dict(zarr.open_group(root, mode="r").attrs).get("segiou", {})
+    except Exception:  # noqa: BLE001 -- not a group, missing, remote: nothing recorded
         return None
-    endian = (codecs[0].get("configuration") or {}).get("endian") or "little"
-    out: list[dict[str, Any]] = []
-    for c in codecs[1:]:
-        cfg: dict[str, Any] = c.get("configuration") or {}
-        name = c["name"]
-        if name == "zstd":
-            out.append({"id": "zstd", "level": cfg.get("level", 0),
-                        "checksum": cfg.get("checksum", False)})  # fmt: skip
-        elif name == "gzip":
-            out.append({"id": "gzip", "level": cfg.get("level", 5)})
-        elif name == "blosc":
-            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}.get(
-                str(cfg.get("shuffle")), 1
-            )
-            out.append({"id": "blosc", "cname": cfg.get("cname", "zstd"),
-                        "clevel": cfg.get("clevel", 5), "shuffle": shuffle,
-                        "blocksize": cfg.get("blocksize", 0)})  # fmt: skip
-        elif name == "crc32c":
-            out.append({"id": "crc32c"})
-        else:
-            return None
-    return endian, out[::-1]
-
-
-@dataclass(frozen=True)
-class _ReadSpec:
-    """How to read a chunk without zarr-python: plain, picklable data fixed at open time."""
-
-    root: str | None  # local store root, or None: read through the zarr store
-    key_prefix: str  # e.g. "gt/c/" (array path + chunk key prefix)
-    key_sep: str  # "/" or "."
-    codecs: tuple[dict[str, Any], ...] | None  # numcodecs configs, decode order; None = zarr
-    dtype: str  # with byte order
-    fill: Any
-
-    def key(self, coords: tuple[int, ...]) -> str:
-        return self.key_prefix + self.key_sep.join(map(str, coords))
-
-
-def _read_spec(arr: Any) -> _ReadSpec:
-    md = arr.metadata
-    sample = md.encode_chunk_key(tuple(range(11, 11 + arr.ndim)))
-    i = sample.index("11")
-    sep = sample[i + 2] if arr.ndim > 1 else ""
-    prefix = (f"{arr.path}/" if arr.path else "") + sample[:i]
-    dtype = np.dtype(str(arr.dtype))
-    codecs: list[dict[str, Any]] | None = None
-    if getattr(md, "zarr_format", 3) == 3:
-        chain = _v3_codec_configs([c.to_dict() for c in md.codecs])
-        if chain is not None:
-            endian, codecs = chain
-            dtype = dtype.newbyteorder("<" if endian == "little" else ">")
-    elif md.order == "C":
-        codecs = [md.compressor.get_config()] if md.compressor is not None else []
-        codecs += [f.get_config() for f in reversed(md.filters or [])]
-        if hasattr(md.dtype, "to_native_dtype"):
-            dtype = np.dtype(md.dtype.to_native_dtype())
-    store = arr.store
-    root = str(store.root) if type(store).__name__ == "LocalStore" else None
-    fill = md.fill_value if md.fill_value is not None else 0
-    fill = fill.item() if hasattr(fill, "item") else fill
-    return _ReadSpec(root, prefix, sep, None if codecs is None else tuple(codecs), dtype.str, fill)
-
-
-class _Decoder:
-    """Per-thread decoding state of one array (numcodecs objects, or an open zarr array)."""
-
-    def __init__(self, spec: _ReadSpec, url: str, path: str) -> None:
-        import numcodecs
-
-        self.spec = spec
-        self.dtype = np.dtype(spec.dtype)
-        self.codecs = (
-            None if spec.codecs is None else [numcodecs.get_codec(dict(c)) for c in spec.codecs]
-        )
-        self.arr: Any = _open(url, path) if spec.codecs is None or spec.root is None else None
-
-    def raw(self, coords: tuple[int, ...]) -> bytes | None:
-        key = self.spec.key(coords)
-        if self.spec.root is not None:
-            try:
-                return (Path(self.spec.root) / key).read_bytes()
-            except FileNotFoundError:
-                return None
-        from zarr.core.buffer import default_buffer_prototype
-        from zarr.core.sync import sync
-
-        buf = sync(self.arr.store.get(key, prototype=default_buffer_prototype()))
-        return None if buf is None else buf.to_bytes()
-
-    def exists(self, coords: tuple[int, ...]) -> bool:
-        """Whether the stored object (chunk, or shard) of grid position ``coords`` exists."""
-        key = self.spec.key(coords)
-        if self.spec.root is not None:
-            return (Path(self.spec.root) / key).is_file()
-        from zarr.core.sync import sync
-
-        return bool(sync(self.arr.store.exists(key)))
-
-    def in_shard(self, stored: tuple[int, ...], inner: tuple[int, ...]) -> bool | None:
-        """Whether inner chunk ``inner`` of the (existing) shard ``stored`` was written.
-
-        Reads the shard's index (Zarr v3 sharding: one ``(offset, nbytes)`` pair of uint64 per
-        inner chunk, both all ones for a chunk never written) on every call, as the existence
-        check reads the store: a cache would go stale when the store changes under an open
-        :class:`MaskSet`. ``None`` when it cannot tell: the sharding codec is not the array's
-        only codec, its index codecs are other than ``bytes`` and ``crc32c``, or the index
-        cannot be read or fails its checksum (a corrupt shard, which zarr's own read reports).
-        """
-        index = self._shard_index(stored)
-        return None if index is None else bool(index[inner] != _EMPTY)
-
-    def _shard_index(self, stored: tuple[int, ...]) -> np.ndarray | None:
-        from zarr.abc.store import RangeByteRequest, SuffixByteRequest
-        from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
-        from zarr.core.buffer import default_buffer_prototype
-        from zarr.core.sync import sync
-
-        codecs: tuple[Any, ...] = tuple(getattr(self.arr.metadata, "codecs", ()))
-        sc = codecs[0] if len(codecs) == 1 else None
-        if not isinstance(sc, ShardingCodec):
-            return None
-        kinds = [type(c) for c in sc.index_codecs]
-        if not kinds or kinds[0] is not BytesCodec or any(k is not Crc32cCodec for k in kinds[1:]):
-            return None
-        shape = tuple(s // c for s, c in zip(self.arr.shards, sc.chunk_shape, strict=True))
-        n = int(np.prod(shape))
-        size = 16 * n + 4 * (len(kinds) - 1)  # crc32c appends 4 bytes
-        at_end = str(getattr(sc.index_location, "value", sc.index_location)) == "end"
-        rng = SuffixByteRequest(size) if at_end else RangeByteRequest(0, size)
-        key = self.spec.key(stored)
-        try:
-            buf = sync(
-                self.arr.store.get(key, prototype=default_buffer_prototype(), byte_range=rng)
-            )
-        except Exception:  # noqa: BLE001 - a short or unreadable shard: zarr's read names it
-            return None
-        raw = None if buf is None else buf.to_bytes()
-        if raw is None or len(raw) != size:
-            return None
-        if len(kinds) > 1:  # crc32c: a corrupt index must not pass for missing chunks
-            import numcodecs
-
-            try:
-                numcodecs.CRC32C().decode(raw)
-            except RuntimeError:
-                return None
-        endian = getattr(sc.index_codecs[0], "endian", None)
-        little = str(getattr(endian, "value", "little")) == "little"
-        pairs = np.frombuffer(raw[: 16 * n], dtype="<u8" if little else ">u8").reshape(*shape, 2)
-        index: np.ndarray = pairs[..., 0] & pairs[..., 1]  # all ones only for a missing chunk
-        return index
-
-
-#: A shard-index entry of a chunk never written: offset and size both 2**64 - 1.
-_EMPTY = np.uint64(2**64 - 1)
+    ids = meta.get("ids") if isinstance(meta, dict) else None
+    return ids if ids in ("raw", "class") else None
 
 
 @dataclass(frozen=True)
@@ -261,7 +114,7 @@ class MaskArray:
     shape: tuple[int, ...]
     chunks: tuple[int, ...]
     dtype: str
-    read_spec: _ReadSpec
+    read_spec: ReadSpec
     _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -273,10 +126,10 @@ class MaskArray:
             object.__setattr__(self, k, v)
         object.__setattr__(self, "_local", threading.local())
 
-    def _decoder(self) -> _Decoder:
+    def _decoder(self) -> Decoder:
         dec = getattr(self._local, "dec", None)
         if dec is None:
-            dec = _Decoder(self.read_spec, self.url, self.path)
+            dec = Decoder(self.read_spec, self.url, self.path)
             self._local.dec = dec
         return dec
 
@@ -429,6 +282,8 @@ class MaskSet:
         Image names in order.
     arrays : tuple of MaskArray
         ``stack``: one array; ``group``: one array per image.
+    ids : {"raw", "class"} or None
+        The id space ``segiou ingest`` recorded in the store (:func:`recorded_ids`).
     """
 
     url: str
@@ -436,6 +291,7 @@ class MaskSet:
     layout: Layout
     names: tuple[str, ...]
     arrays: tuple[MaskArray, ...]
+    ids: Literal["raw", "class"] | None = None
 
     @property
     def dtype(self) -> np.dtype:
@@ -492,8 +348,8 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
     """
     import zarr
 
-    root, inner = _split_url(url, path)
-    node = _open(root, inner)
+    root, inner = split_url(url, path)
+    node = open_node(root, inner)
     where = f"{root}" + (f" (path {inner!r})" if inner else "")
     if isinstance(node, zarr.Array):
         if node.ndim != 3:
@@ -513,8 +369,8 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
             raise StoreLayoutError(msg)
         _unique(where, names)
         arr = MaskArray(root, inner, tuple(node.shape), tuple(node.chunks), str(node.dtype),
-                        _read_spec(node))  # fmt: skip
-        return MaskSet(root, inner, "stack", names, (arr,))
+                        read_spec(node))  # fmt: skip
+        return MaskSet(root, inner, "stack", names, (arr,), recorded_ids(root))
     members = sorted(node.arrays(), key=lambda kv: kv[0])
     if not members:
         subs = sorted(k for k, _ in node.groups())
@@ -536,11 +392,11 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
         _check_dtype(f"{where} image {name!r}", a.dtype)
         sub = f"{inner}/{name}" if inner else name
         arrays.append(MaskArray(root, sub, tuple(a.shape), tuple(a.chunks), str(a.dtype),
-                                _read_spec(a)))  # fmt: skip
+                                read_spec(a)))  # fmt: skip
     original = dict(node.attrs).get("segiou", {}).get("original_names", {})
     names = tuple(str(original.get(n, n)) for n, _ in members)  # e.g. "a__b" -> "a/b"
     _unique(where, names)
-    return MaskSet(root, inner, "group", names, tuple(arrays))
+    return MaskSet(root, inner, "group", names, tuple(arrays), recorded_ids(root))
 
 
 def _check_dtype(where: str, dtype: Any) -> None:

@@ -1,0 +1,114 @@
+"""``segiou eval``: count ground truth against predictions, print the tables, write the outputs.
+
+Parses options (:class:`~segiou.cli.options.EvalOptions`), calls the public API
+(:func:`segiou.parallel.count_stores`, :func:`segiou.evaluate`), renders
+(:mod:`segiou.report`). No counting, no metric math.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from segiou.cli.options import EvalOptions, add_eval_options, positive_float, positive_int
+
+__all__ = ["register", "run"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``eval`` subcommand to an ``argparse`` subparsers object.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers()`` returned.
+    """
+    ev = sub.add_parser("eval", help="score predictions against ground truth (Zarr or PNG)")
+    ev.add_argument("--gt", required=True, help="ground truth: Zarr store[/path] or PNG folder")
+    ev.add_argument("--pred", required=True, help="predictions: Zarr store[/path] or PNG folder")
+    add_eval_options(ev)
+    ev.add_argument("--layout", choices=["plain", "cityscapes"], default="plain",
+                    help="PNG folders only: how files pair up (default: same relative names)")  # fmt: skip
+    ev.add_argument("--gt-pattern", help="PNG folders only: glob of ground-truth files")
+    ev.add_argument("--pred-pattern", help="PNG folders only: glob of prediction files")
+    ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v1)")
+    ev.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
+    ev.add_argument("--state", metavar="FILE", help="also save the count state (JSON checkpoint)")
+    ev.add_argument("--beta", type=positive_float, default=None, metavar="B",
+                    help="also report F-beta per class and its mean (1 = F1, mmseg's mFscore)")  # fmt: skip
+    ev.add_argument("--top", type=positive_int, default=5,
+                    help="confusions and worst images to list (default: %(default)s)")  # fmt: skip
+    ev.set_defaults(func=run)
+
+
+def _warn_assumed_raw_ids(cm: Any, opts: EvalOptions) -> None:
+    """Warn when raw ids were assumed (not asked for, not recorded) and most pixels vanished.
+
+    Class-id masks (Cityscapes trainIds 0..18, 255) read as raw ids (labelIds) are mostly
+    valid values that map elsewhere or are ignored: no error, but wrong numbers. A majority of
+    ignored ground-truth pixels is the tell.
+    """
+    from segiou.io.sources import recorded_ids
+
+    if opts.gt_ids is not None or cm.gt_ids != "raw" or recorded_ids(opts.gt) is not None:
+        return
+    if cm.n_pixels and cm.n_ignored > cm.n_pixels // 2:
+        share = 100 * cm.n_ignored / cm.n_pixels
+        print(
+            f"segiou eval: warning: {share:.0f}% of ground-truth pixels were ignored; the masks "
+            f"were read as raw ids of {cm.spec.name!r} (the default for this spec, e.g. "
+            "Cityscapes labelIds). If they hold class ids (e.g. trainIds), pass --gt-ids class",
+            file=sys.stderr,
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``segiou eval``: check the options, count, print the tables, write the outputs.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        What the ``eval`` subparser returned.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+
+    Raises
+    ------
+    SegiouError
+        Bad options or input (the command line prints the message and exits 2).
+    """
+    from segiou.cli.scheduler import scheduler_context
+    from segiou.parallel import count_stores
+    from segiou.report import render_analysis, render_text, write_per_image_csv
+    from segiou.results import evaluate
+
+    opts = EvalOptions.from_namespace(args)
+    progress = not opts.quiet and sys.stderr.isatty()
+    with scheduler_context(opts.scheduler) as scheduler:
+        cm = count_stores(
+            opts.gt, opts.pred, labels=opts.labels, ignore_index=opts.ignore,
+            gt_ids=opts.gt_ids or "auto", pred_ids=opts.pred_ids,
+            on_unexpected=opts.on_unexpected, missing_pred=opts.missing_pred,
+            missing_gt_chunks=opts.missing_gt_chunks, layout=opts.layout,
+            gt_pattern=opts.gt_pattern, pred_pattern=opts.pred_pattern, scheduler=scheduler,
+            split_every=opts.split_every, progress=progress,
+        )  # fmt: skip
+    _warn_assumed_raw_ids(cm, opts)
+    result = evaluate(cm, preset=opts.preset, beta=opts.beta)
+    # the files first: a reader that closes stdout early (| head) must not lose them
+    if opts.json:
+        opts.json.write_text(result.to_json() + "\n", encoding="utf-8")
+        print(f"wrote {opts.json}", file=sys.stderr)
+    if opts.per_image:
+        write_per_image_csv(cm, opts.per_image)
+        print(f"wrote {opts.per_image}", file=sys.stderr)
+    if opts.state:
+        cm.save(opts.state)
+        print(f"wrote {opts.state}", file=sys.stderr)
+    print(render_text(result))
+    print(render_analysis(cm, top=opts.top))
+    return 0

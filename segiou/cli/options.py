@@ -1,0 +1,257 @@
+"""Command-line option types, and the options of ``segiou eval`` as one dataclass.
+
+argparse checks each value's form with the types here (a bad value is a usage error naming the
+option); :meth:`EvalOptions.from_namespace` builds the evaluation's options once, checking what
+only the whole set of options can tell (the preset exists, the outputs can be written) before
+any mask is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from segiou.errors import UsageError
+from segiou.labels import IdSpace, LabelSpec, load_spec
+
+__all__ = [
+    "EvalOptions",
+    "add_eval_options",
+    "hw",
+    "labels_arg",
+    "positive_float",
+    "positive_int",
+]
+
+
+def positive_int(text: str) -> int:
+    """Parse a positive integer (an argparse type).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not an integer of at least 1.
+    """
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        msg = f"{text!r} is not a positive integer"
+        raise argparse.ArgumentTypeError(msg)
+    return n
+
+
+def positive_float(text: str) -> float:
+    """Parse a positive finite number (an argparse type).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not a finite number above 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        msg = f"{text!r} is not a positive finite number"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def hw(text: str) -> tuple[int, int]:
+    """Parse ``"HxW"`` (e.g. ``512x1024``) into two positive integers (an argparse type).
+
+    Parameters
+    ----------
+    text : str
+        Height and width separated by ``x`` (or ``X``); spaces around the numbers are allowed.
+
+    Returns
+    -------
+    (int, int)
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not two positive integers separated by ``x``.
+    """
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        h = w = 0
+    if h < 1 or w < 1:
+        msg = f"{text!r} is not HxW with two positive integers, e.g. 512x1024"
+        raise argparse.ArgumentTypeError(msg)
+    return h, w
+
+
+def labels_arg(text: str) -> LabelSpec:
+    """Make the label spec of a ``--labels`` value.
+
+    Parameters
+    ----------
+    text : str
+        A built-in spec name (``"cityscapes"``, ``"pascal_voc"``, ``"ade20k"``), the path of
+        a ``.json``/``.toml`` spec file, or a number of classes ``K`` (only digits), which
+        gives classes ``"0".."K-1"`` without ignore values.
+
+    Returns
+    -------
+    LabelSpec
+
+    Raises
+    ------
+    LabelSpecError
+        Unknown name, unreadable or invalid spec file, or ``0`` classes.
+    """
+    if text.isascii() and text.isdigit() and not Path(text).exists():
+        return LabelSpec.from_num_classes(int(text))
+    return load_spec(text)
+
+
+def add_eval_options(p: argparse.ArgumentParser) -> None:
+    """Add the options of ``segiou eval`` that say how to count and average.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The parser (or subparser) to add the options to; changed in place.
+    """
+    p.add_argument("--labels", default="cityscapes",
+                   help="cityscapes, pascal_voc, ade20k, a spec file (.json/.toml) or a number "
+                   "of classes (default: %(default)s)")  # fmt: skip
+    p.add_argument("--ignore", type=int, nargs="+", metavar="ID",
+                   help="ignore value(s), replacing the spec's (e.g. 255)")  # fmt: skip
+    p.add_argument("--gt-ids", choices=["class", "raw"], default=None,
+                   help="masks hold class ids or the spec's raw ids (default: what segiou "
+                   "ingest recorded in the store, else raw when the spec has a raw table, e.g. "
+                   "Cityscapes labelIds, else class)")  # fmt: skip
+    p.add_argument("--pred-ids", choices=["class", "raw"], default=None,
+                   help="id space of predictions (default: what segiou ingest recorded, else "
+                   "--gt-ids)")  # fmt: skip
+    p.add_argument("--preset", default="segiou",
+                   help="averaging convention: segiou, cityscapes, mmseg, hf_evaluate, "
+                   "detectron2, torchmetrics, sklearn, sklearn_all_labels, keras")  # fmt: skip
+    p.add_argument("--scheduler", default="threads",
+                   help="threads (default), synchronous, processes, local-cluster, or the "
+                   "address of a dask.distributed scheduler (tcp://host:8786)")  # fmt: skip
+    p.add_argument("--split-every", type=int, default=8, help="tree-reduction fan-in")
+    p.add_argument("--missing-pred", choices=["error", "void"], default="error",
+                   help="a ground-truth image without prediction: error, or score it all-void")  # fmt: skip
+    p.add_argument("--missing-gt-chunks", choices=["error", "fill"], default="error",
+                   help="a ground-truth chunk missing from a Zarr store: error (default), or "
+                   "read it as the fill value (for stores written by zarr without "
+                   "write_empty_chunks)")  # fmt: skip
+    p.add_argument("--on-unexpected", choices=["raise", "count"], default="raise",
+                   help="label values outside the spec: raise (default) or count and report")  # fmt: skip
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """Everything ``segiou eval`` was asked to do, checked once, before any mask is read.
+
+    Attributes mirror the command-line options (see ``segiou eval --help``); ``labels`` is
+    the loaded spec, outputs are paths or ``None``.
+    """
+
+    gt: str
+    pred: str
+    labels: LabelSpec
+    ignore: tuple[int, ...] | None
+    gt_ids: IdSpace | None
+    pred_ids: IdSpace | None
+    preset: str
+    beta: float | None
+    scheduler: str
+    split_every: int
+    missing_pred: Literal["error", "void"]
+    missing_gt_chunks: Literal["error", "fill"]
+    on_unexpected: Literal["raise", "count"]
+    layout: Literal["plain", "cityscapes"]
+    gt_pattern: str | None
+    pred_pattern: str | None
+    json: Path | None
+    per_image: Path | None
+    state: Path | None
+    top: int
+    quiet: bool
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> EvalOptions:
+        """Build and check the options parsed by the ``eval`` subparser.
+
+        Parameters
+        ----------
+        ns : argparse.Namespace
+            What ``segiou eval``'s parser returned.
+
+        Returns
+        -------
+        EvalOptions
+
+        Raises
+        ------
+        UsageError
+            An unknown preset, ``--split-every`` below 2, or an output that cannot be written
+            (its folder does not exist, or it is a folder).
+        LabelSpecError
+            An invalid ``--labels`` value.
+        """
+        from segiou.conventions import PRESETS
+
+        if ns.preset not in PRESETS:  # refused before counting, not after
+            msg = f"--preset {ns.preset!r} is not a preset; choose one of {sorted(PRESETS)}"
+            raise UsageError(msg)
+        if ns.split_every < 2:
+            msg = f"--split-every {ns.split_every}: the fan-in of the tree of sums must be >= 2"
+            raise UsageError(msg)
+        outputs = {}
+        for opt in ("json", "per_image", "state"):
+            value = getattr(ns, opt, None)
+            outputs[opt] = None if value is None else _output(f"--{opt.replace('_', '-')}", value)
+        return cls(
+            gt=ns.gt, pred=ns.pred, labels=labels_arg(ns.labels),
+            ignore=None if ns.ignore is None else tuple(ns.ignore), gt_ids=ns.gt_ids,
+            pred_ids=ns.pred_ids, preset=ns.preset, beta=ns.beta, scheduler=ns.scheduler,
+            split_every=ns.split_every, missing_pred=ns.missing_pred,
+            missing_gt_chunks=ns.missing_gt_chunks, on_unexpected=ns.on_unexpected,
+            layout=ns.layout, gt_pattern=ns.gt_pattern, pred_pattern=ns.pred_pattern,
+            json=outputs["json"], per_image=outputs["per_image"], state=outputs["state"],
+            top=ns.top, quiet=ns.quiet,
+        )  # fmt: skip
+
+
+def _output(option: str, value: str) -> Path:
+    """Check an output path before the evaluation: not a folder, in a folder that exists."""
+    target = Path(value)
+    if target.is_dir():
+        msg = f"{option} {value!r} is a folder; give a file path"
+        raise UsageError(msg)
+    if not target.parent.is_dir():
+        msg = f"{option} {value!r}: folder {str(target.parent)!r} does not exist; create it first"
+        raise UsageError(msg)
+    return target

@@ -1,0 +1,187 @@
+"""Decode one label image file (PNG, TIFF, NPY) to a 2-D integer mask, or colours."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from segiou.errors import (
+    ImageDecodeError,
+    MaskNotFoundError,
+)
+
+__all__ = ["SHOWN", "Header", "decode_file", "read_header", "smallest_dtype"]
+
+#: Colours / names listed in a message.
+SHOWN = 20
+_MODES_8 = frozenset({"1", "L", "P", "LA", "PA"})
+_MODES_16 = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
+_MODES_COLOR = frozenset({"RGB", "RGBA", "RGBX"})
+
+
+# -- decoding ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Header:
+    """What a file's header says: size, and the widest dtype its values can need."""
+
+    shape: tuple[int, int]
+    dtype: np.dtype[Any] | None  # None: colour-coded (ids through the spec's colours)
+
+
+def _decode_failed(path: str, err: BaseException) -> ImageDecodeError:
+    msg = (
+        f"{path}: cannot decode the file as a label image ({type(err).__name__}: {err}); "
+        "expected a PNG/TIFF image or a .npy array. Replace or remove the file, or narrow "
+        "the file pattern"
+    )
+    return ImageDecodeError(msg)
+
+
+def _not_2d(path: str, found: str) -> ImageDecodeError:
+    msg = (
+        f"{path}: {found}; expected one H x W label image (or H x W x 3/4 colours). Save "
+        "one mask per file"
+    )
+    return ImageDecodeError(msg)
+
+
+def _tifffile() -> Any:
+    try:
+        return importlib.import_module("tifffile")  # optional: segiou[tiff]
+    except ImportError:
+        return None
+
+
+def _is_tiff(path: str) -> bool:
+    return path.lower().endswith((".tif", ".tiff"))
+
+
+def _array_kind(path: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Header:
+    """Header of an array file (``.npy``, tifffile): 2-D ints, or H x W x 3/4 colours."""
+    if len(shape) == 3 and shape[2] == 1:
+        shape = shape[:2]
+    if len(shape) == 3 and shape[2] in (3, 4) and dtype == np.uint8:
+        return Header((shape[0], shape[1]), None)
+    if len(shape) != 2:
+        raise _not_2d(path, f"array of shape {shape}")
+    if dtype.kind not in "biu":
+        msg = (
+            f"{path}: dtype {dtype} is not an integer label type; masks must hold class or raw "
+            "ids (convert the array with astype)"
+        )
+        raise ImageDecodeError(msg)
+    return Header((shape[0], shape[1]), np.dtype(np.uint8) if dtype.kind == "b" else dtype)
+
+
+def _pil_kind(path: str, mode: str, size: tuple[int, int], frames: int) -> Header:
+    shape = (size[1], size[0])
+    if frames > 1:
+        raise _not_2d(path, f"{frames} frames/pages")
+    if mode in _MODES_8:
+        return Header(shape, np.dtype(np.uint8))
+    if mode in _MODES_16:
+        return Header(shape, np.dtype(np.uint16))
+    if mode == "I":
+        return Header(shape, np.dtype(np.int32))
+    if mode in _MODES_COLOR:
+        return Header(shape, None)
+    supported = sorted(_MODES_8 | _MODES_16 | _MODES_COLOR | {"I"})
+    msg = (
+        f"{path}: image mode {mode!r} is not a label image mode; expected one of {supported} "
+        "(grey or palette ids, 16/32-bit ids, or RGB colours)"
+    )
+    raise ImageDecodeError(msg)
+
+
+def read_header(path: str) -> Header:
+    """Size and dtype from the header only (no pixel decoding)."""
+    if path.lower().endswith(".npy"):
+        arr = _load_npy(path)
+        return _array_kind(path, arr.shape, arr.dtype)
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1))
+    except ImageDecodeError:
+        raise
+    except FileNotFoundError as err:
+        msg = f"{path}: file not found; was it moved or deleted after the folder was listed?"
+        raise MaskNotFoundError(msg) from err
+    except (OSError, ValueError, SyntaxError) as err:
+        tf = _tifffile() if _is_tiff(path) else None
+        if tf is None:
+            raise _decode_failed(path, err) from err
+        try:
+            with tf.TiffFile(path) as f:
+                if len(f.pages) > 1:
+                    raise _not_2d(path, f"{len(f.pages)} TIFF pages") from None
+                page = f.pages[0]
+                return _array_kind(path, tuple(page.shape), np.dtype(page.dtype))
+        except ImageDecodeError:
+            raise
+        except Exception as err2:
+            raise _decode_failed(path, err2) from err2
+
+
+def _load_npy(path: str) -> np.ndarray:
+    try:
+        arr: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError as err:
+        msg = f"{path}: file not found; was it moved or deleted after the folder was listed?"
+        raise MaskNotFoundError(msg) from err
+    except (OSError, ValueError) as err:
+        raise _decode_failed(path, err) from err
+    return arr
+
+
+def decode_file(path: str) -> np.ndarray:
+    """Pixels of one file: a 2-D integer array, or H x W x 3/4 ``uint8`` colours."""
+    if path.lower().endswith(".npy"):
+        arr = _load_npy(path)
+        head = _array_kind(path, arr.shape, arr.dtype)
+        arr = arr.reshape(*head.shape, -1) if head.dtype is None else arr.reshape(head.shape)
+        if arr.dtype.kind == "b":
+            return arr.view(np.uint8)
+        return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            head = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1))
+            arr = np.asarray(im)
+    except ImageDecodeError:
+        raise
+    except FileNotFoundError as err:
+        msg = f"{path}: file not found; was it moved or deleted after the folder was listed?"
+        raise MaskNotFoundError(msg) from err
+    except (OSError, ValueError, SyntaxError) as err:
+        tf = _tifffile() if _is_tiff(path) else None
+        if tf is None:
+            raise _decode_failed(path, err) from err
+        head = read_header(path)
+        try:
+            arr = np.asarray(tf.imread(path))
+        except Exception as err2:
+            raise _decode_failed(path, err2) from err2
+        arr = arr.reshape(*head.shape, -1) if head.dtype is None else arr.reshape(head.shape)
+    if arr.ndim == 3 and head.dtype is not None:  # LA / PA: the id is the first channel
+        arr = arr[..., 0]
+    if arr.dtype.kind == "b":
+        arr = arr.astype(np.uint8)
+    elif not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return arr
+
+
+def smallest_dtype(lo: int, hi: int) -> np.dtype[Any]:
+    kinds = (np.uint8, np.uint16, np.uint32, np.uint64) if lo >= 0 else (
+        np.int8, np.int16, np.int32, np.int64)  # fmt: skip
+    for t in kinds:
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return np.dtype(t)
+    return np.dtype(np.int64)

@@ -1,0 +1,167 @@
+"""The nightly pipeline, run as a scheduler would (in-process, through its main())."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_pipeline():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(
+        "nightly_eval", ROOT / "pipelines" / "nightly_eval.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["nightly_eval"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_nightly_pipeline_baseline_then_regression(demo_store: Path, tmp_path: Path) -> None:
+    import zarr
+
+    job = _load_pipeline()
+    data = tmp_path / "data.zarr"
+    shutil.copytree(demo_store, data)
+    cfg = tmp_path / "job.toml"
+    cfg.write_text(
+        '[eval]\ngt = "data.zarr/gt"\npred = "data.zarr/pred"\nlabels = "cityscapes"\n'
+        'gt_ids = "raw"\npreset = "cityscapes"\nscheduler = "synchronous"\n'
+        '[report]\ndir = "reports"\n[baseline]\npath = "reports/baseline.json"\n'
+        "max_drop = { miou = 0.005 }\nmax_class_drop = 0.02\n"
+    )
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0
+    for f in ("report.json", "report.txt", "per_image.csv", "state.json", "comparison.json"):
+        assert (tmp_path / "reports" / "d2" / f).is_file()
+    pred = zarr.open_array(data / "pred", mode="r+")
+    worse = pred[:]
+    worse[:, :, : worse.shape[2] // 2] = 26  # half of every image predicted "car"
+    pred[:] = worse
+    assert job.main([str(cfg), "--date", "d3", "--quiet"]) == 1
+    comp = json.loads((tmp_path / "reports" / "d3" / "comparison.json").read_text())
+    assert comp["regressed"]
+    assert comp["summary"]["miou"]["delta"] < -0.005
+
+
+def test_nightly_pipeline_bad_config_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = _load_pipeline()
+    cfg = tmp_path / "job.toml"
+    cfg.write_text('[eval]\ngt = "x"\n')
+    assert job.main([str(cfg)]) == 2
+    assert "'gt' and 'pred' is required" in capsys.readouterr().err
+
+
+def _nightly_config(tmp_path: Path, demo_store: Path, extra: str = "") -> Path:
+    data = tmp_path / "data.zarr"
+    if not data.exists():
+        shutil.copytree(demo_store, data)
+    cfg = tmp_path / "job.toml"
+    cfg.write_text(
+        '[eval]\ngt = "data.zarr/gt"\npred = "data.zarr/pred"\ngt_ids = "raw"\n'
+        'scheduler = "synchronous"\n' + extra + '[report]\ndir = "reports"\n'
+    )
+    return cfg
+
+
+def test_nightly_spec_file_is_found_next_to_the_config(
+    demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from segiou.labels import load_spec
+
+    job = _load_pipeline()
+    (tmp_path / "my_spec.json").write_text(json.dumps(load_spec("cityscapes").to_dict()))
+    cfg = _nightly_config(tmp_path, demo_store, 'labels = "my_spec.json"\n')
+    monkeypatch.chdir("/")  # relative to the config file, not to where the job runs
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 0
+    assert (tmp_path / "reports" / "d1" / "report.json").is_file()
+
+
+def test_nightly_bad_preset_exits_2_before_evaluating(
+    demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store, 'preset = "bogus"\n')
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    assert "--preset 'bogus' is not a preset" in capsys.readouterr().err
+    assert not (tmp_path / "reports" / "d1").exists()  # no empty dated folder
+
+
+def test_nightly_failure_that_is_no_regression_exits_3(
+    demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store)
+
+    def boom(*args: object, **kwargs: object) -> None:
+        msg = "worker lost"
+        raise RuntimeError(msg)
+
+    monkeypatch.setattr(job, "count_stores", boom)
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 3
+    err = capsys.readouterr().err
+    assert "RuntimeError: worker lost" in err
+    assert "the run failed" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (
+            '[baseline]\npath = "b.json"\nmax_drop = { mIoU = 0.005 }\n',
+            "unknown metric(s) ['mIoU']",
+        ),
+        ('[baseline]\npath = "b.json"\nmax_class_drops = 0.02\n', "unknown [baseline] key(s)"),
+        ('[baseline]\npath = "b.json"\nmax_drop = 0.01\n', "max_drop must be a table"),
+        ('[baseline]\npath = "b.json"\nmax_class_drop = "x"\n', "max_class_drop = 'x'"),
+        ('[baseline]\npath = "b.json"\nmax_drop = { miou = nan }\n', "miou = nan must be a finite"),
+        ("[baseline]\npath = 5\n", "[baseline] path = 5 must be a path"),
+    ],
+)
+def test_nightly_refuses_a_misspelt_or_mistyped_baseline_before_evaluating(
+    demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str,
+    needle: str,
+) -> None:  # fmt: skip
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store)
+    cfg.write_text(cfg.read_text().replace("[report]", extra + "[report]"))
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "reports" / "d1").exists()
+
+
+def test_nightly_missing_baseline_is_refused_before_evaluating(
+    demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store)
+    cfg.write_text(cfg.read_text().replace("[report]", '[baseline]\npath = "b.json"\n[report]'))
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError
+
+    monkeypatch.setattr(job, "count_stores", never)
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    assert "run once with --update-baseline" in capsys.readouterr().err
+
+
+def test_nightly_beta_must_be_a_positive_number(demo_store: Path, tmp_path: Path) -> None:
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store, 'beta = "one"\n')
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    cfg = _nightly_config(tmp_path, demo_store, "beta = 1\n")
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0
+    report = json.loads((tmp_path / "reports" / "d2" / "report.json").read_text())
+    assert "mfbeta" in report["summary"]

@@ -1,0 +1,40 @@
+"""Comparing a result report with a baseline (segiou.compare)."""
+
+from __future__ import annotations
+
+import pytest
+
+from segiou.compare import compare_reports
+from segiou.errors import CheckpointError
+
+
+def _report(miou: float, road: float, conv: str = "segiou") -> dict[str, object]:
+    return {"format": "segiou.result", "version": 1, "labels": "x", "convention": {"name": conv},
+            "summary": {"miou": miou}, "classes": [{"name": "road", "iou": road}]}  # fmt: skip
+
+
+def test_compare_flags_drops_beyond_tolerance_only() -> None:
+    ok = compare_reports(_report(0.700, 0.90), _report(0.703, 0.91))
+    assert not ok.regressed
+    bad = compare_reports(_report(0.690, 0.85), _report(0.700, 0.90))
+    assert bad.regressed
+    assert len(bad.regressions) == 2
+    assert "miou dropped by 0.0100" in bad.regressions[0]
+    with pytest.raises(CheckpointError, match="convention 'mmseg' now but 'segiou'"):
+        compare_reports(_report(0.7, 0.9, "mmseg"), _report(0.7, 0.9))
+
+
+@pytest.mark.parametrize("bad", [[1, 2], "report", None])
+def test_compare_refuses_what_is_not_a_report(bad: object) -> None:
+    with pytest.raises(CheckpointError, match="not a segiou result report"):
+        compare_reports(bad, _report(0.7, 0.9))  # type: ignore[arg-type]
+
+
+def test_compare_refuses_a_guarded_metric_no_report_has() -> None:
+    with pytest.raises(CheckpointError, match="max_drop guards 'category_miou'"):
+        compare_reports(_report(0.7, 0.9), _report(0.7, 0.9), max_drop={"category_miou": 0.01})
+    bad = _report(0.7, 0.9)
+    bad["summary"] = {"miou": None}
+    comp = compare_reports(bad, _report(0.7, 0.9))
+    assert comp.regressed
+    assert "miou is undefined now" in comp.regressions[0]

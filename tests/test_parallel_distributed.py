@@ -1,0 +1,187 @@
+"""The Zarr + Dask engine on a dask.distributed LocalCluster: exact counts, even when a worker dies.
+
+One cluster (two single-threaded worker processes with nannies) serves the whole module. The
+fault-tolerance tests kill a worker process with SIGKILL from a scheduler plugin, at a chosen
+moment of the run (a partial in flight, or a partial already computed and held in memory), and
+check that the nanny's restart plus the scheduler's recomputation give exactly the eager counts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from distributed import Client, LocalCluster, get_task_stream
+from distributed.diagnostics.plugin import SchedulerPlugin
+from numpy.testing import assert_array_equal
+
+from segiou import ConfusionMatrix
+from segiou.errors import LabelRangeError
+from segiou.io.zarr import ChunkError, create_stack
+from segiou.parallel import evaluate_zarr
+from segiou.testing.synthetic import cityscapes_like
+
+K = 19
+N_IMAGES = 40
+
+
+def _stack(url: Path, data: np.ndarray, chunks: tuple[int, int], names: list[str]) -> str:
+    n, h, w = data.shape
+    a = create_stack(url, n=n, height=h, width=w, chunks=chunks, names=names)
+    a[:] = data
+    return str(url)
+
+
+def _eager(gt: Any, pred: Any, names: list[str]) -> ConfusionMatrix:
+    cm = ConfusionMatrix(K, ignore_index=255, per_image=True)
+    for g, p, name in zip(gt, pred, names, strict=True):
+        cm.update(g, p, names=[name])
+    return cm
+
+
+def _assert_same(cm: ConfusionMatrix, ref: ConfusionMatrix) -> None:
+    assert_array_equal(cm.counts, ref.counts)
+    assert_array_equal(cm.void, ref.void)
+    assert cm.n_ignored == ref.n_ignored
+    assert cm.n_images == ref.n_images
+    a, b = cm.images, ref.images
+    assert a.names == b.names
+    for f in ("tp", "fp", "fn", "ignored", "unexpected"):
+        assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as c:  # fmt: skip
+        yield c
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    with Client(cluster, set_as_default=False) as c:
+        c.wait_for_workers(2, timeout=30)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dist")
+    gt, pred = cityscapes_like(N_IMAGES, 48, 64, seed=17)
+    names = [f"munster_{i:06d}" for i in range(N_IMAGES)]
+    g = _stack(tmp / "gt.zarr", gt, (24, 20), names)
+    p = _stack(tmp / "pred.zarr", pred, (48, 13), names)
+    return g, p, gt, pred, names, _eager(gt, pred, names)
+
+
+def test_client_as_scheduler(client, stores):
+    g, p, *_, ref = stores
+    with get_task_stream(client) as ts:
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client,
+                           pixels_per_task=1, split_every=3)  # fmt: skip
+    _assert_same(cm, ref)
+    assert len(ts.data) >= N_IMAGES  # one task per image ran on the cluster
+    assert {t["worker"] for t in ts.data} == set(client.scheduler_info()["workers"])
+
+
+def test_default_client_without_scheduler_argument(cluster, stores):
+    g, p, *_, ref = stores
+    with Client(cluster.scheduler_address) as default, get_task_stream(default) as ts:
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255)  # no scheduler: the default Client
+    _assert_same(cm, ref)
+    assert ts.data  # the tasks ran on the cluster, not on local threads
+
+
+def test_group_layout_on_the_cluster(client, tmp_path):
+    sizes = [(17, 23), (30, 8), (5, 41)]
+    imgs = [cityscapes_like(1, h, w, seed=i) for i, (h, w) in enumerate(sizes)]
+    names = ["x", "y", "z"]
+    for side, j in (("gt", 0), ("pred", 1)):
+        grp = zarr.open_group(str(tmp_path / f"{side}.zarr"), mode="w")
+        for name, pair in zip(names, imgs, strict=True):
+            grp.create_array(name, shape=pair[j][0].shape, chunks=(8, 8), dtype="uint8",
+                             config={"write_empty_chunks": True})[...] = pair[j][0]  # fmt: skip
+    cm = evaluate_zarr(tmp_path / "gt.zarr", tmp_path / "pred.zarr", labels=K, ignore_index=255,
+                       scheduler=client, pixels_per_task=1)  # fmt: skip
+    _assert_same(cm, _eager([i[0][0] for i in imgs], [i[1][0] for i in imgs], names))
+
+
+def test_errors_cross_the_cluster_with_their_type_and_message(client, tmp_path, stores):
+    *_, gt, pred, names, _ = stores
+    bad = pred[:4].copy()
+    bad[2, 5, 6] = 99
+    g = _stack(tmp_path / "gt.zarr", gt[:4], (24, 20), names[:4])
+    p = _stack(tmp_path / "pred.zarr", bad, (48, 13), names[:4])
+    with pytest.raises(LabelRangeError, match=r"'munster_000002'.*99 \(1 px, first at \(5, 6\)\)"):
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client)
+    (tmp_path / "gt.zarr" / "c" / "3" / "1" / "2").unlink()
+    with pytest.raises(ChunkError, match=r"chunk \(3, 1, 2\) \(images 'munster_000003'\)"):
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client,
+                      on_unexpected="count")  # fmt: skip
+
+
+# -- fault tolerance ----------------------------------------------------------------------------
+class _KillWorker(SchedulerPlugin):
+    """SIGKILL the worker running (``when="processing"``) or holding (``"memory"``) a partial.
+
+    Fires once, on the ``nth`` such transition of a per-partition counting task.
+    """
+
+    def __init__(self, scheduler: Any, pids: dict[str, int], when: str, nth: int) -> None:
+        self.scheduler, self.pids, self.when, self.nth = scheduler, pids, when, nth
+        self.seen = 0
+        self.killed: str | None = None
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        if self.killed or finish != self.when or "segiou-count" not in str(key):
+            return
+        self.seen += 1
+        if self.seen < self.nth:
+            return
+        ts = self.scheduler.tasks[key]
+        ws = ts.processing_on if finish == "processing" else next(iter(ts.who_has), None)
+        if ws is not None and ws.address in self.pids:
+            self.killed = ws.address
+            os.kill(self.pids[ws.address], signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["processing", "memory"])
+def test_a_worker_killed_mid_run_changes_nothing(cluster, client, stores, when):
+    g, p, *_, ref = stores
+    client.wait_for_workers(2, timeout=30)
+    pids = client.run(os.getpid)
+    assert len(pids) == 2
+    plugin = _KillWorker(cluster.scheduler, pids, when, nth=5)
+    cluster.scheduler.add_plugin(plugin, name="kill-worker")
+    try:
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client,
+                           pixels_per_task=1, split_every=4)  # fmt: skip
+    finally:
+        cluster.scheduler.remove_plugin(name="kill-worker")
+    assert plugin.killed is not None, "no worker was killed: the test proved nothing"
+    assert plugin.killed not in client.scheduler_info()["workers"]  # it is gone ...
+    _assert_same(cm, ref)  # ... and every image was still counted exactly once
+    client.wait_for_workers(2, timeout=30)  # the nanny restarts it
+    assert set(client.run(os.getpid).values()).isdisjoint({pids[plugin.killed]})
+
+
+def test_local_cluster_that_cannot_start_is_a_usage_error(monkeypatch):
+    import distributed
+
+    from segiou.cli.scheduler import scheduler_context
+    from segiou.errors import UsageError
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        msg = "no room for worker processes"
+        raise OSError(msg)
+
+    monkeypatch.setattr(distributed, "LocalCluster", refuse)
+    needle = r"cannot start a local dask cluster \(OSError: no room"
+    with pytest.raises(UsageError, match=needle), scheduler_context("local-cluster"):
+        pass
