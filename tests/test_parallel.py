@@ -632,7 +632,7 @@ def test_the_job_is_one_key_and_counting_tasks_stay_small(tmp_path, monkeypatch)
     # the job (every image name, the pairing) is shipped once, not once per task
     import pickle
 
-    import segiou.parallel as par
+    import segiou.parallel._engine as engine
 
     n = 300
     names = [f"a-rather-long-image-name-{i:06d}" for i in range(n)]
@@ -640,13 +640,13 @@ def test_the_job_is_one_key_and_counting_tasks_stay_small(tmp_path, monkeypatch)
     g = _stack(tmp_path / "gt.zarr", data, names=names)
     p = _stack(tmp_path / "pred.zarr", data, names=names)
     seen: dict[str, Any] = {}
-    real = par._compute
+    real = engine.compute
 
     def spy(obj: Any, scheduler: Any, progress: bool) -> Any:
         seen["graph"] = dict(obj.__dask_graph__())
         return real(obj, scheduler, progress)
 
-    monkeypatch.setattr(par, "_compute", spy)
+    monkeypatch.setattr(engine, "compute", spy)  # as the engine calls it
     cm = evaluate_zarr(g, p, labels=K, ignore_index=255, pixels_per_task=1, split_every=4,
                        scheduler="synchronous")  # fmt: skip
     assert cm.counts[0, 0] == n * 16

@@ -83,7 +83,7 @@ def test_half_road_half_car_colour_image_reads_as_raw_ids(tmp_path):
 
 
 def test_colour_folders_evaluated_directly_equal_grey_labelids(tmp_path):
-    # needs segiou.parallel._whole_image to pass the side's id space to PngSet.read
+    # needs segiou.parallel._tasks.whole_image to pass the side's id space to PngSet.read
     d = _folders(tmp_path, [(12, 16), (12, 16)])
     want = _eval(*find_pairs(d["grey"] / "gt", d["grey"] / "pred"))
     got = _eval(*find_pairs(d["colour"] / "gt", d["colour"] / "pred"))

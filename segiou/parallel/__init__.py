@@ -1,0 +1,25 @@
+"""The engine: count whole test sets (Zarr stores, image folders) with Dask. No metric math.
+
+The graph is built from public Dask APIs (``dask.delayed``): the job description is one key,
+one counting task per group of whole images depends on it, and a tree of sums with fan-in
+``split_every`` reduces the partials. Each task reads its own chunks (bytes from the store,
+decoded into buffers each thread reuses), counts them single-threaded with the Numba kernels
+(Dask owns the cores; the kernels release the GIL), folds one small table per image, and returns
+plain ``int64`` arrays: the dataset table and one row of TP/FP/FN per image. Partials are summed
+in a tree. Nothing image-sized leaves a task. Integer sums make results bit-identical across
+schedulers, chunkings and ``split_every``.
+
+No ``Client`` is created here: pass one (or a scheduler name); the CLI and ``pipelines/``
+create clusters.
+
+Rooms: :mod:`~segiou.parallel._engine` (:func:`count_stores`: open, pair, plan, run, absorb),
+:mod:`~segiou.parallel._plan` (which units each task counts), :mod:`~segiou.parallel._tasks`
+(what one task does), :mod:`~segiou.parallel._graph` (the graph and running it).
+"""
+
+from __future__ import annotations
+
+from segiou.parallel._engine import MissingPred, count_stores, evaluate_zarr
+from segiou.parallel._plan import plan_groups, plan_tasks
+
+__all__ = ["MissingPred", "count_stores", "evaluate_zarr", "plan_groups", "plan_tasks"]

@@ -1,0 +1,245 @@
+"""count_stores: open, validate and pair two sources, plan, build the graph, run it, absorb."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from segiou._count import (
+    IGNORE,
+    ImageCounts,
+    OnUnexpected,
+    Tally,
+)
+from segiou.confusion import ConfusionMatrix
+from segiou.errors import (
+    MaskNotFoundError,
+    ShapeMismatchError,
+    StoreLayoutError,
+)
+from segiou.io.sources import FolderLayout, Source, open_pair
+from segiou.io.zarr import MaskSet, Missing, open_masks
+from segiou.labels import IdSpace, LabelSpec, load_spec
+from segiou.parallel._graph import build_graph, compute
+from segiou.parallel._plan import TASK_PIXELS, plan_tasks
+from segiou.parallel._tasks import Job
+
+__all__ = ["MissingPred", "count_stores", "evaluate_zarr"]
+
+MissingPred = Literal["error", "void"]
+
+
+def _pair(gt: Source, pred: Source, missing_pred: MissingPred) -> tuple[int, ...]:
+    where = {n: i for i, n in enumerate(pred.names)}
+    gt_names = set(gt.names)
+    missing = [n for n in gt.names if n not in where]
+    extra = [n for n in pred.names if n not in gt_names]
+    problems = []
+    if extra:
+        problems.append(
+            f"{len(extra)} prediction(s) in {pred.where()} have no ground truth in "
+            f"{gt.where()}, e.g. {extra[:5]}; remove them or evaluate against the right split"
+        )
+    if missing and (missing_pred == "error" or extra):
+        fix = (
+            "add them, or score missing predictions as all-void (false negatives) with "
+            "missing_pred='void' (--missing-pred void)"
+            if missing_pred == "error"
+            else "they would be scored as all-void (missing_pred='void')"
+        )
+        problems.append(
+            f"{len(missing)} of {len(gt.names)} ground-truth image(s) have no prediction in "
+            f"{pred.where()}, e.g. {missing[:5]}; {fix}"
+        )
+    if problems:
+        if extra and missing:  # both at once usually means mismatched names, not lost files
+            problems.append(
+                "names differ on both sides: check that both stores name images the same way"
+            )
+        raise MaskNotFoundError("; ".join(problems))
+    index = tuple(where.get(n, -1) for n in gt.names)
+    bad = [
+        (gt.names[i], gt.image_shape(i), pred.image_shape(j))
+        for i, j in enumerate(index)
+        if j >= 0 and gt.image_shape(i) != pred.image_shape(j)
+    ]
+    if bad:
+        shown = ", ".join(f"{n!r}: gt {a} vs pred {b}" for n, a, b in bad[:3])
+        msg = (
+            f"{len(bad)} image(s) differ in size between ground truth and prediction: {shown}; "
+            "predictions must be at ground-truth resolution"
+        )
+        raise ShapeMismatchError(msg)
+    return index
+
+
+def _check_fits(ms: Source, spec: LabelSpec, ids: IdSpace, side: str) -> None:
+    if not isinstance(ms, MaskSet):
+        return  # image files: the dtype is known only once decoded
+    info = np.iinfo(ms.dtype) if ms.dtype.kind in "iu" else np.iinfo(np.uint8)
+    needed = spec.gt_map(ids)
+    classes = [r for r, c in needed.items() if c != IGNORE]
+    if classes and (max(classes) > info.max or min(classes) < info.min):
+        msg = (
+            f"{ms.where()}: {side} dtype {ms.dtype} cannot hold the {spec.name!r} class ids "
+            f"{min(classes)}..{max(classes)} ({ids} ids); check the label spec and the id space "
+            "(--gt-ids/--pred-ids raw or class)"
+        )
+        raise StoreLayoutError(msg)
+
+
+def count_stores(
+    gt: Source | str | Path,
+    pred: Source | str | Path | None,
+    *,
+    labels: int | str | Path | LabelSpec,
+    ignore_index: int | Sequence[int] | None = None,
+    gt_ids: IdSpace | Literal["auto"] = "class",
+    pred_ids: IdSpace | None = None,
+    on_unexpected: OnUnexpected = "raise",
+    missing_pred: MissingPred = "error",
+    missing_gt_chunks: Missing = "error",
+    layout: FolderLayout = "plain",
+    gt_pattern: str | None = None,
+    pred_pattern: str | None = None,
+    scheduler: Any = None,
+    split_every: int = 8,
+    pixels_per_task: int = TASK_PIXELS,
+    progress: bool = False,
+) -> ConfusionMatrix:
+    """Count a whole test set (Zarr stores or folders of label images) in parallel with Dask.
+
+    Parameters
+    ----------
+    gt, pred : MaskSet, PngSet, str or Path
+        Ground-truth and prediction sources: Zarr stores or folders of label images (paths are
+        opened with :func:`segiou.io.sources.open_pair`), or opened sources
+        (:class:`segiou.io.zarr.MaskSet`, :class:`segiou.io.png.PngSet`: image files decoded
+        whole, one image at a time). ``pred`` may be ``None`` with ``missing_pred="void"``
+        (every prediction missing).
+    labels, ignore_index, pred_ids, on_unexpected
+        As for :class:`~segiou.confusion.ConfusionMatrix`.
+    gt_ids : {"class", "raw", "auto"}, default "class"
+        As for the accumulator; ``"auto"``: the id space ``segiou ingest`` recorded in the
+        ground-truth store, else ``"raw"`` when the spec has raw ids, else ``"class"``. With
+        ``"auto"``, ``pred_ids=None`` means the id space recorded in the prediction store,
+        else the ground truth's.
+    missing_pred : {"error", "void"}, default "error"
+        A ground-truth image without prediction raises (default) or is scored as all-void:
+        every valid pixel a false negative, as a leaderboard would.
+    missing_gt_chunks : {"error", "fill"}, default "error"
+        A chunk missing from the ground-truth store raises (default) or reads as the fill
+        value. Missing prediction chunks always read as the fill value.
+    scheduler : str or distributed.Client, optional
+        ``"threads"`` (default when no Client is active), ``"synchronous"``, ``"processes"``,
+        or a ``distributed.Client``. The current default Client is used when there is one.
+    split_every : int, default 8
+        Fan-in of the tree reduction of partial counts.
+    pixels_per_task : int, default 8 << 20
+        Target pixels per Dask task (whole images per task, unless a large image is split into
+        bands of chunk rows; see :func:`plan_tasks`).
+    layout, gt_pattern, pred_pattern
+        Folders of label images only: how files are named and found (see
+        :func:`segiou.io.png.find_pairs`).
+    progress : bool, default False
+        Show a progress bar (Dask's local diagnostics, or distributed's progress).
+
+    Returns
+    -------
+    ConfusionMatrix
+        With per-image rows (``per_image=True``) named by image; its batch key is the
+        ground-truth store, so the same store cannot be counted twice into one state.
+
+    Raises
+    ------
+    LabelSpecError
+        Invalid ``labels``, ``ignore_index`` or id spaces (as for the accumulator).
+    MaskNotFoundError
+        Missing or extra predictions (names and counts listed), a store that does not exist,
+        no ``pred`` without ``missing_pred="void"``, or missing predictions to score as void
+        with a spec that has no void value (no ignore value, nor in raw ids a raw id that maps
+        to no class).
+    ShapeMismatchError
+        Image sizes differ between the stores.
+    StoreLayoutError
+        Not a valid mask store, or a dtype that cannot hold the classes.
+    LabelRangeError
+        Unexpected values (store, image, values, counts and first position listed).
+    segiou.io.zarr.ChunkError
+        A missing ground-truth chunk or a corrupt chunk (store, array, chunk, images named).
+    UsageError
+        ``split_every`` below 2, or one path is a Zarr store and the other a folder.
+    segiou.errors.NamingError, segiou.errors.ImageDecodeError
+        Image files without a name or with duplicate names; a file that is no label image.
+    """
+    if isinstance(gt, str | Path) and isinstance(pred, str | Path):
+        gms, pms = open_pair(gt, pred, layout=layout, gt_pattern=gt_pattern,
+                             pred_pattern=pred_pattern)  # fmt: skip
+    else:
+        gms = open_masks(gt) if isinstance(gt, str | Path) else gt
+        pms = open_masks(pred) if isinstance(pred, str | Path) else pred
+    if gt_ids == "auto":
+        spec_ = load_spec(labels) if not isinstance(labels, int) else None
+        has_raw = spec_ is not None and spec_.has_raw
+
+        def recorded(src: Source) -> IdSpace | None:
+            ids = getattr(src, "ids", None)
+            return None if ids == "raw" and not has_raw else ids  # another spec's raw ids
+
+        gt_ids = recorded(gms) or ("raw" if has_raw else "class")
+        if pred_ids is None and pms is not None:
+            pred_ids = recorded(pms)
+    out = ConfusionMatrix(labels, ignore_index=ignore_index, gt_ids=gt_ids, pred_ids=pred_ids,
+                          on_unexpected=on_unexpected, per_image=True)  # fmt: skip
+    spec = out.spec
+    _check_fits(gms, spec, out.gt_ids, "ground-truth")
+    if pms is None:
+        if missing_pred != "void":
+            msg = "no prediction store given; pass one, or missing_pred='void' to score all-void"
+            raise MaskNotFoundError(msg)
+        index = tuple(-1 for _ in gms.names)
+    else:
+        _check_fits(pms, spec, out.pred_ids, "prediction")
+        index = _pair(gms, pms, missing_pred)
+    voids = [r for r, c in spec.pred_map(out.pred_ids).items() if c == IGNORE]
+    void_value = voids[0] if voids else None
+    if void_value is None and any(i < 0 for i in index):
+        msg = (
+            f"label spec {spec.name!r} has no void value to score missing predictions with; "
+            "add an ignore value (e.g. 255)"
+        )
+        raise MaskNotFoundError(msg)
+    job = Job(gms, pms, index, spec, out.gt_ids, out.pred_ids, on_unexpected,
+               missing_gt_chunks, void_value)  # fmt: skip
+    chunked = isinstance(gms, MaskSet) and (pms is None or isinstance(pms, MaskSet))
+    groups = plan_tasks(gms, pixels_per_task=pixels_per_task, split_images=chunked)
+    if not groups:
+        return out
+    reduced = build_graph(job, groups, split_every)
+    table, idx, rows, unexp_g, unexp_p = compute(reduced, scheduler, progress)
+    order, inverse = np.unique(idx, return_inverse=True)  # an image split in bands: sum them
+    summed = np.zeros((len(order), rows.shape[1]), dtype=np.int64)
+    np.add.at(summed, inverse, rows)
+    rows = summed
+    k = spec.num_classes
+    images = ImageCounts(tp=rows[:, :k], fp=rows[:, k : 2 * k], fn=rows[:, 2 * k : 3 * k],
+                         ignored=rows[:, 3 * k], unexpected=rows[:, 3 * k + 1])  # fmt: skip
+    tally = Tally.from_table(table, k, unexp_g, unexp_p, images)
+    out.add_tally(tally, key=_batch_key(gms), names=[gms.names[i] for i in order],
+                n_images=len(gms.names))  # fmt: skip
+    return out
+
+
+def _batch_key(src: Source) -> str:
+    """``zarr:<store>``; a local store by its absolute path, so that one store has one key."""
+    if isinstance(src, MaskSet) and "://" not in src.url:
+        src = replace(src, url=str(Path(src.url).resolve()))
+    return f"zarr:{src.where()}"
+
+
+#: The name of :func:`count_stores` in segiou 0.1 (it also counts folders of label images).
+evaluate_zarr = count_stores
