@@ -20,7 +20,6 @@ import argparse
 import datetime as dt
 import json
 import math
-import shutil
 import sys
 import tomllib
 import traceback
@@ -32,6 +31,7 @@ from segiou.cli.options import labels_arg
 from segiou.cli.scheduler import scheduler_context
 from segiou.compare import compare_reports
 from segiou.errors import SegiouError, UsageError
+from segiou.outputs import check_outputs, write_atomic
 from segiou.parallel import count_stores
 from segiou.report import render_analysis, render_text, write_per_image_csv
 
@@ -131,6 +131,12 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     if base_path is not None and not base_path.is_file() and not update_baseline:
         msg = f"baseline {str(base_path)!r} does not exist; run once with --update-baseline"
         raise UsageError(msg)  # before the evaluation, not after it
+    # every output can be written, and none lies inside an input (before the evaluation)
+    names = ("report.json", "report.txt", "per_image.csv", "state.json", "comparison.json")
+    files = {f"[report] {n}": out / n for n in names}
+    if update_baseline and base_path is not None:
+        files["[baseline] path"] = base_path
+    check_outputs(files, inputs=[ev["gt"], ev["pred"]], create_parents=True)
     with scheduler_context(ev.get("scheduler", "threads")) as scheduler:
         cm = count_stores(
             ev["gt"], ev["pred"], labels=spec, ignore_index=ev.get("ignore"),
@@ -144,9 +150,9 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     result = evaluate(cm, preset=preset, beta=ev.get("beta"))
     out.mkdir(parents=True, exist_ok=True)
     report = result.to_dict()
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_atomic(out / "report.json", json.dumps(report, indent=2) + "\n", what="report")
     text = render_text(result) + "\n" + render_analysis(cm)
-    (out / "report.txt").write_text(text, encoding="utf-8")
+    write_atomic(out / "report.txt", text, what="text report")
     write_per_image_csv(cm, out / "per_image.csv")
     cm.save(out / "state.json")
     if not quiet:
@@ -156,7 +162,7 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         return EXIT_OK
     if not base_path.is_file():
         if update_baseline:
-            shutil.copyfile(out / "report.json", base_path)
+            write_atomic(base_path, (out / "report.json").read_bytes(), what="baseline")
             print(f"nightly: no baseline yet; {base_path} created from this run")
             return EXIT_OK
         msg = f"baseline {str(base_path)!r} does not exist; run once with --update-baseline"
@@ -164,9 +170,8 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     baseline = json.loads(base_path.read_text(encoding="utf-8"))
     comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
                            max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
-    (out / "comparison.json").write_text(
-        json.dumps(comp.to_dict(), indent=2) + "\n", encoding="utf-8"
-    )
+    write_atomic(out / "comparison.json", json.dumps(comp.to_dict(), indent=2) + "\n",
+                 what="comparison")  # fmt: skip
     miou = comp.summary.get("miou")
     if miou:
         print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f})")
@@ -174,7 +179,7 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         print("nightly: REGRESSION\n  " + "\n  ".join(comp.regressions), file=sys.stderr)
         return EXIT_REGRESSION
     if update_baseline:
-        shutil.copyfile(out / "report.json", base_path)
+        write_atomic(base_path, (out / "report.json").read_bytes(), what="baseline")
         print(f"nightly: baseline {base_path} updated")
     return EXIT_OK
 

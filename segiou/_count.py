@@ -18,11 +18,11 @@ import numpy as np
 from segiou import _kernels
 from segiou._typing import CountMatrix, IntArray, LabelArray
 from segiou.errors import LabelDtypeError, LabelRangeError, LabelSpecError, ShapeMismatchError
+from segiou.images import ImageRows
 
 __all__ = [
     "IGNORE",
     "ImageCounter",
-    "ImageCounts",
     "Lookup",
     "OnUnexpected",
     "Tally",
@@ -192,26 +192,6 @@ def _bool_bytes(mapping: Mapping[int, int]) -> dict[int, int]:
 
 
 @dataclass(frozen=True)
-class ImageCounts:
-    """Per-image counts from one batch, rows in image order.
-
-    Attributes
-    ----------
-    tp, fp, fn : ndarray of int64, shape (n_images, K)
-        True positives, false positives and false negatives (void predictions included in
-        ``fn``) of each class in each image.
-    ignored, unexpected : ndarray of int64, shape (n_images,)
-        Ignored pixels and pixels with an unexpected value (``on_unexpected="count"``).
-    """
-
-    tp: IntArray
-    fp: IntArray
-    fn: IntArray
-    ignored: IntArray
-    unexpected: IntArray
-
-
-@dataclass(frozen=True)
 class Tally:
     """Everything one counting pass found, pixel for pixel.
 
@@ -224,7 +204,7 @@ class Tally:
     n_ignored: int
     unexpected_gt: dict[int, int]
     unexpected_pred: dict[int, int]
-    images: ImageCounts | None = None
+    images: ImageRows | None = None
 
     @classmethod
     def from_table(
@@ -233,7 +213,7 @@ class Tally:
         k: int,
         unexpected_gt: dict[int, int],
         unexpected_pred: dict[int, int],
-        images: ImageCounts | None = None,
+        images: ImageRows | None = None,
     ) -> Tally:
         """Sort a folded ``(K+2) x (K+2)`` code table into counts, void and ignored pixels."""
         return cls(
@@ -529,8 +509,7 @@ def count_pairs(
         images = None
         if per_image:
             n = _as_3d(g).shape[0]
-            z2, z1 = np.zeros((n, k), dtype=np.int64), np.zeros(n, dtype=np.int64)
-            images = ImageCounts(z2, z2.copy(), z2.copy(), z1, z1.copy())
+            images = ImageRows.from_tables(np.zeros((n, k + 2, k + 2), np.int64))
         return Tally(np.zeros((k, k), np.int64), np.zeros(k, np.int64), 0, {}, {}, images)
     given = lookup
     g_bool, p_bool = np.asarray(gt).dtype == np.bool_, np.asarray(pred).dtype == np.bool_
@@ -572,15 +551,19 @@ def count_pairs(
     total = full.sum(axis=0)
     images = None
     if per_image:
-        cm = full[:, :k, :k]
-        tp = np.diagonal(cm, axis1=1, axis2=2).copy()
-        images = ImageCounts(
-            tp=tp,
-            fp=cm.sum(axis=1) - tp,
-            fn=cm.sum(axis=2) - tp + full[:, :k, k],
-            ignored=full[:, k, :].sum(axis=1),
-            unexpected=full[:, k + 1, :].sum(axis=1) + full[:, :k, k + 1].sum(axis=1),
-        )
+        odd = []
+        if unexpected_gt or unexpected_pred:  # the slow path: which image holds which value
+            g3, p3 = _as_3d((g != 0) if g_bool else g), _as_3d((p != 0) if p_bool else p)
+            classes = [r for r, c in given.gt_map.items() if c != IGNORE]
+            for i in range(g3.shape[0]):
+                if unexpected_gt:
+                    found = describe_unexpected(g3[i], None, given.gt_map, g3[i].shape)
+                    odd += [(i, "gt", v, c) for v, (c, _) in sorted(found.items())]
+                if unexpected_pred:
+                    sel = np.isin(g3[i], classes)
+                    found = describe_unexpected(p3[i], sel, given.pred_map, g3[i].shape)
+                    odd += [(i, "pred", v, c) for v, (c, _) in sorted(found.items())]
+        images = ImageRows.from_tables(full, None, odd)
     return Tally.from_table(total, k, unexpected_gt, unexpected_pred, images)
 
 

@@ -1,4 +1,4 @@
-"""Layer 2: the accumulator, :class:`ConfusionMatrix`.
+"""The accumulator, :class:`ConfusionMatrix`: counts that update, merge, save and load.
 
 Counts accumulate; ratios are computed once, at the end, from the summed counts (see
 :mod:`segiou.metrics` and :func:`segiou.evaluate`).
@@ -8,60 +8,37 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
 
+from segiou import _state
 from segiou._count import Lookup, OnUnexpected, Tally, count_pairs
+from segiou._resources import check_memory
 from segiou._typing import CountMatrix, IntArray
-from segiou._version import __version__
 from segiou.errors import (
     CheckpointError,
+    CountOverflowError,
     DuplicateBatchError,
+    DuplicateImageError,
     IncompatibleMatrixError,
     NotAStateError,
     UsageError,
 )
+from segiou.images import ImageRows, ImageTable, check_names, shared_rows
 from segiou.labels import IdSpace, LabelSpec, load_spec
+from segiou.outputs import write_atomic
 
 __all__ = ["FORMAT", "VERSION", "ConfusionMatrix", "ImageTable"]
 
-#: Name and version of the serialised state written by :meth:`ConfusionMatrix.to_dict`.
-FORMAT = "segiou.confusion"
-VERSION = 1
-
-
-@dataclass(frozen=True)
-class ImageTable:
-    """Per-image counts, one row per image, in the order images were counted.
-
-    Attributes
-    ----------
-    names : list of str
-        Image names (``"<key>/<i>"`` when none were given).
-    tp, fp, fn : ndarray of int64, shape (n_images, K)
-        Per-image, per-class true positives, false positives and false negatives.
-    ignored, unexpected : ndarray of int64, shape (n_images,)
-        Ignored pixels and pixels with an unexpected value per image.
-    """
-
-    names: list[str]
-    tp: IntArray
-    fp: IntArray
-    fn: IntArray
-    ignored: IntArray
-    unexpected: IntArray
-
-    def iou(self) -> np.ndarray:
-        """Per-image, per-class IoU (``nan`` where a class is absent from an image)."""
-        den = (self.tp + self.fp + self.fn).astype(np.float64)
-        out: np.ndarray = np.divide(self.tp, den, out=np.full(den.shape, np.nan), where=den > 0)
-        return out
+#: Name and version of the serialised state written by :meth:`ConfusionMatrix.to_dict`
+#: (version 1 states keep loading; see :mod:`segiou._state`).
+FORMAT = _state.FORMAT
+VERSION = _state.VERSION
 
 
 class ConfusionMatrix:
@@ -85,7 +62,8 @@ class ConfusionMatrix:
         counted; with ``"count"`` such pixels are left out of the counts and reported in
         :attr:`unexpected_gt` / :attr:`unexpected_pred`.
     per_image : bool
-        Also keep per-image TP/FP/FN rows (:attr:`images`); leading axes are images.
+        Also keep per-image counts (:attr:`images`): each image's sparse confusion entries,
+        from which its TP/FP/FN rows derive; leading axes are images.
     threads : int, optional
         Threads of the counting kernel (default: all of Numba's threads for large batches).
 
@@ -100,7 +78,9 @@ class ConfusionMatrix:
     unexpected counts (or an error). A batch ``key`` is counted at most once, across updates
     and merges; a state is never merged with itself. ``update`` is safe to call from several
     threads. ``==`` compares settings, counts, keys and per-image rows regardless of the order
-    of the rows, so that ``a + b == b + a``.
+    of the rows, so that ``a + b == b + a``. Every count is exact: an update or a merge that
+    would take the pixel total past ``2**63 - 1`` is refused (:class:`CountOverflowError`),
+    nothing wraps. An image name is counted once: see :meth:`update` and :meth:`merge`.
 
     Examples
     --------
@@ -135,6 +115,7 @@ class ConfusionMatrix:
         self.on_unexpected: OnUnexpected = on_unexpected
         self.per_image = bool(per_image)
         self.threads = threads
+        _check_fits(spec.num_classes, threads)
         self._lookup = Lookup(
             spec.num_classes, spec.gt_map(self.gt_ids), spec.pred_map(self.pred_ids)
         )
@@ -146,7 +127,9 @@ class ConfusionMatrix:
         self.unexpected_pred: dict[int, int] = {}
         self.keys: set[str] = set()
         self.n_images = 0
-        self._rows: list[ImageTable] = []
+        self._rows: list[ImageRows] = []
+        self._named: set[str] = set()  # image names in the rows
+        self._pixels = 0  # the exact pixel total (a Python int: never wraps)
         self._pending: set[str] = set()
         self._lock = threading.Lock()
 
@@ -187,8 +170,8 @@ class ConfusionMatrix:
 
     @property
     def n_pixels(self) -> int:
-        """Every pixel seen: counted + void + ignored + unexpected."""
-        return int(self.counts.sum() + self.void.sum()) + self.n_ignored + self.n_unexpected
+        """Every pixel seen: counted + void + ignored + unexpected (exact)."""
+        return self._pixels
 
     @property
     def images(self) -> ImageTable:
@@ -196,7 +179,10 @@ class ConfusionMatrix:
         if not self.per_image:
             msg = "per-image rows were not kept; create the ConfusionMatrix with per_image=True"
             raise UsageError(msg)
-        return _stack(self._rows, self.num_classes)
+        with self._lock:
+            rows = ImageRows.concat(self._rows, self.num_classes)
+            self._rows = [rows] if rows.n else []  # joined once, kept joined
+        return rows.table()
 
     # -- counting -----------------------------------------------------------------------------
     def update(
@@ -217,7 +203,10 @@ class ConfusionMatrix:
         key : str or int, optional
             Batch id. A key counted before (here or in a merged state) is refused.
         names : sequence of str, optional
-            Image names for per-image rows (one per image of the batch).
+            Image names for per-image rows: one distinct string per image of the batch, none
+            counted before in this accumulator; a name identifies its image (see
+            :meth:`merge`). Default: the labels ``key`` (one image) or ``key/0``, ``key/1``,
+            ...; without a key ``#<row>``.
 
         Returns
         -------
@@ -228,10 +217,18 @@ class ConfusionMatrix:
         ------
         DuplicateBatchError
             ``key`` was counted before.
+        DuplicateImageError
+            An image name given (or made from ``key``) was counted before.
+        UsageError
+            ``names`` is not a sequence of one distinct string per image.
+        CountOverflowError
+            The pixel total would pass ``2**63 - 1``; nothing is counted.
         ShapeMismatchError, LabelDtypeError, LabelRangeError
             Bad masks; the message names the batch, what was found and what to do.
         """
         k = None if key is None else str(key)
+        if self.per_image and names is not None:
+            check_names(names, _n_images(np.shape(gt)), "update")  # type: ignore[call-overload]
         with self._lock:
             if k is not None and (k in self.keys or k in self._pending):
                 msg = (
@@ -254,7 +251,13 @@ class ConfusionMatrix:
         return self
 
     def add_tally(
-        self, tally: Tally, *, key: str | None, names: Sequence[str] | None, n_images: int
+        self,
+        tally: Tally,
+        *,
+        key: str | None,
+        names: Sequence[str] | None,
+        n_images: int,
+        names_given: bool = True,
     ) -> None:
         """Add what one counting pass found, counted elsewhere (for example by the Dask engine).
 
@@ -266,52 +269,69 @@ class ConfusionMatrix:
         key : str, optional
             Batch key; a key counted before is refused.
         names : sequence of str, optional
-            Names of the tally's images (per-image rows); default from ``key``.
+            Names of the tally's images (per-image rows); default from ``key`` (``key`` or
+            ``key/0``, ``key/1``, ...) or, without a key, ``#<row>``: labels that only show
+            the images.
         n_images : int
             Number of images the tally covers.
+        names_given : bool, default True
+            Whether ``names`` identify the images (a name counted before is refused, and
+            merges match images by it), or only label them (e.g. a store's index numbers).
 
         Raises
         ------
         DuplicateBatchError
             ``key`` was counted before.
+        DuplicateImageError
+            An image name was counted before.
+        CountOverflowError
+            The pixel total would pass ``2**63 - 1``.
         UsageError
-            Per-image rows are kept but the tally has none, or ``names`` does not hold one name
-            per image.
+            Per-image rows are kept but the tally has none, or ``names`` is not one distinct
+            string per image.
         """
         im = tally.images if self.per_image else None
-        labels: list[str] | None = None
+        labels: tuple[str, ...] | None = None
+        given = names_given and names is not None
         if self.per_image:
             if im is None:
                 msg = "per-image rows are missing from a tally counted without per_image=True"
                 raise UsageError(msg)
-            n = im.tp.shape[0]
             if names is None and key is not None:
-                names = [key] if n == 1 else [f"{key}/{i}" for i in range(n)]
+                names = [key] if im.n == 1 else [f"{key}/{i}" for i in range(im.n)]
             if names is not None:
-                labels = list(map(str, names))
-                if len(labels) != n:
-                    msg = f"{len(labels)} image name(s) given for a batch of {n} image(s)"
-                    raise UsageError(msg)
+                labels = check_names(names, im.n, key or "update")
         with self._lock:
             if key is not None and key in self.keys:
                 msg = f"batch key {key!r} was counted before; a batch is never counted twice"
                 raise DuplicateBatchError(msg)
-            rows = None
-            if im is not None:
-                if labels is None:  # numbered under the lock: concurrent updates get distinct names
-                    start = sum(len(r.names) for r in self._rows)
-                    labels = [f"#{start + i}" for i in range(im.tp.shape[0])]
-                rows = ImageTable(labels, im.tp, im.fp, im.fn, im.ignored, im.unexpected)
+            if given and labels is not None and (again := sorted(self._named.intersection(labels))):
+                msg = (
+                    f"image name(s) {again[:3]} were counted before (batch {key!r}); an image is "
+                    "counted once: give new names, or skip images already in the state"
+                )
+                raise DuplicateImageError(msg)
+            total = self._pixels + tally.n_pixels
+            if total > _state.INT64_MAX:
+                raise _overflow(self._pixels, tally.n_pixels)
             self.counts += tally.counts
             self.void += tally.void
             self.n_ignored += tally.n_ignored
             _add_into(self.unexpected_gt, tally.unexpected_gt)
             _add_into(self.unexpected_pred, tally.unexpected_pred)
             self.n_images += n_images
+            self._pixels = total
             if key is not None:
                 self.keys.add(key)
-            if rows is not None:
-                self._rows.append(rows)
+            if im is not None:
+                if (
+                    labels is None
+                ):  # numbered under the lock: concurrent updates get distinct labels
+                    start = sum(r.n for r in self._rows)
+                    labels = tuple(f"#{start + i}" for i in range(im.n))
+                self._rows.append(replace(im, names=labels, given=(given,) * im.n))
+                if given:
+                    self._named.update(labels)
 
     # -- merging ------------------------------------------------------------------------------
     def _config(self) -> dict[str, Any]:
@@ -356,6 +376,10 @@ class ConfusionMatrix:
         their order); an empty accumulator is the identity. Per-image rows of ``self`` come
         first in :attr:`images`, then those of ``other``.
 
+        An image counted on both sides under the same name with identical counts is counted
+        once (samplers such as PyTorch's ``DistributedSampler`` pad the last batch of a rank
+        with images another rank also counts); the same name with different counts is refused.
+
         Parameters
         ----------
         other : ConfusionMatrix
@@ -375,6 +399,11 @@ class ConfusionMatrix:
         DuplicateBatchError
             A batch key is counted on both sides, or ``other`` is ``self`` (its batches would be
             counted twice).
+        DuplicateImageError
+            An image name is counted on both sides with different counts (or in a version-1
+            state, whose rows cannot tell).
+        CountOverflowError
+            The merged pixel total would pass ``2**63 - 1``.
         NotAStateError
             ``other`` is not a :class:`ConfusionMatrix` (also a ``TypeError``).
         """
@@ -397,6 +426,10 @@ class ConfusionMatrix:
                     f"{shown}; a batch is never counted twice. Merge states of disjoint batches"
                 )
                 raise DuplicateBatchError(msg)
+            drop, less = _shared_images(self, other)
+            total = self._pixels + other._pixels - (less["pixels"] if less else 0)
+            if total > _state.INT64_MAX:
+                raise _overflow(self._pixels, other._pixels)
             for src in (self, other):
                 out.counts += src.counts
                 out.void += src.void
@@ -405,7 +438,23 @@ class ConfusionMatrix:
                 _add_into(out.unexpected_pred, src.unexpected_pred)
                 out.n_images += src.n_images
                 out.keys |= src.keys
-                out._rows.extend(src._rows)
+            out._rows = list(self._rows)
+            theirs = ImageRows.concat(other._rows, self.num_classes) if drop else None
+            if theirs is not None and less is not None:  # images both sides counted: once
+                out.counts -= less["counts"]
+                out.void -= less["void"]
+                out.n_ignored -= less["ignored"]
+                _add_into(out.unexpected_gt, {v: -c for v, c in less["unexpected_gt"].items()})
+                _add_into(out.unexpected_pred, {v: -c for v, c in less["unexpected_pred"].items()})
+                out.unexpected_gt = {v: c for v, c in out.unexpected_gt.items() if c}
+                out.unexpected_pred = {v: c for v, c in out.unexpected_pred.items() if c}
+                out.n_images -= len(drop)
+                keep = [i for i in range(theirs.n) if i not in drop]
+                out._rows.append(theirs.select(keep))
+            else:
+                out._rows.extend(other._rows)
+            out._named = self._named | other._named
+            out._pixels = total
         return out
 
     def __add__(self, other: ConfusionMatrix) -> ConfusionMatrix:
@@ -420,9 +469,12 @@ class ConfusionMatrix:
         if not isinstance(other, ConfusionMatrix):
             return NotImplemented
         a, b = self.to_dict(), other.to_dict()
-        for d in (a, b):
+        # a version-1 state's rows hold TP/FP/FN only: compare both sides in that form then
+        dense = a["version"] == 1 or b["version"] == 1
+        for d, cm in ((a, self), (b, other)):
             d.pop("writer")
-            d["image_rows"] = _row_multiset(d["image_rows"])
+            d.pop("version")
+            d["image_rows"] = _row_multiset(cm, dense) if cm.per_image else None
         return a == b
 
     __hash__ = None  # type: ignore[assignment]
@@ -435,48 +487,34 @@ class ConfusionMatrix:
         )
 
     # -- serialisation ------------------------------------------------------------------------
+    def _parts(self) -> _state.StateParts:
+        rows = None
+        if self.per_image:
+            rows = ImageRows.concat(self._rows, self.num_classes)
+        return _state.StateParts(
+            spec=self.spec, gt_ids=self.gt_ids, pred_ids=self.pred_ids,
+            on_unexpected=self.on_unexpected, per_image=self.per_image, counts=self.counts,
+            void=self.void, ignored=self.n_ignored, unexpected_gt=self.unexpected_gt,
+            unexpected_pred=self.unexpected_pred, keys=self.keys, n_images=self.n_images,
+            rows=rows,
+        )  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         """Self-describing, versioned, JSON-safe state with exact integer counts.
 
         Returns
         -------
         dict
-            ``{"format": "segiou.confusion", "version": 1, "writer": {"segiou": ...}, ...}``;
-            :meth:`from_dict` reads it back.
+            ``{"format": "segiou.confusion", "version": 2, "writer": {"segiou": ...}, ...}``
+            (see the README for every field); :meth:`from_dict` reads it back. A state loaded
+            from version 1 is written as version 1 (its per-image rows hold TP/FP/FN only).
         """
         with self._lock:
-            out: dict[str, Any] = {"format": FORMAT, "version": VERSION,
-                                   "writer": {"segiou": __version__}}  # fmt: skip
-            out |= self._config()
-            out |= {
-                "on_unexpected": self.on_unexpected,
-                "counts": self.counts.tolist(),
-                "void": self.void.tolist(),
-                "ignored": self.n_ignored,
-                "unexpected": {
-                    "gt": {str(v): c for v, c in sorted(self.unexpected_gt.items())},
-                    "pred": {str(v): c for v, c in sorted(self.unexpected_pred.items())},
-                },
-                "keys": sorted(self.keys),
-                "images": self.n_images,
-                "pixels": self.n_pixels,
-                "image_rows": None,
-            }
-            if self.per_image:
-                t = _stack(self._rows, self.num_classes)
-                out["image_rows"] = {
-                    "names": t.names,
-                    "tp": t.tp.tolist(),
-                    "fp": t.fp.tolist(),
-                    "fn": t.fn.tolist(),
-                    "ignored": t.ignored.tolist(),
-                    "unexpected": t.unexpected.tolist(),
-                }
-            return out
+            return _state.dump(self._parts())
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, source: str = "state") -> ConfusionMatrix:
-        """Rebuild an accumulator from :meth:`to_dict` output.
+        """Rebuild an accumulator from :meth:`to_dict` output (format version 1 or 2).
 
         Parameters
         ----------
@@ -494,80 +532,25 @@ class ConfusionMatrix:
         Raises
         ------
         CheckpointError
-            Not a segiou state, an unknown version, missing or malformed fields (an invalid
-            label spec included), or counts that do not add up to the recorded number of
-            pixels.
+            Not a segiou state, an unknown version, an unknown or missing field, or a field
+            that breaks an invariant of the state (see :mod:`segiou._state`: counts that are
+            not exact integers in ``0 .. 2**63 - 1``, a pixel total beyond it or different from
+            the one recorded, keys that are not distinct strings, unexpected counts in a
+            ``raise``-mode state, per-image rows that do not add up to the totals).
         """
-        if not isinstance(d, Mapping) or d.get("format") != FORMAT:
-            found = d.get("format") if isinstance(d, Mapping) else type(d).__name__
-            msg = f"{source}: not a segiou confusion state (format {found!r}, expected {FORMAT!r})"
-            raise CheckpointError(msg)
-        version = d.get("version")
-        if not isinstance(version, int) or isinstance(version, bool):
-            msg = (
-                f"{source}: field 'version' is {version!r}, expected the integer {VERSION} (the "
-                "file was altered or not written by segiou)"
-            )
-            raise CheckpointError(msg)
-        if version != VERSION:
-            w = d.get("writer")
-            writer = w.get("segiou", "?") if isinstance(w, Mapping) else "?"
-            msg = (
-                f"{source}: state version {version!r} (written by segiou {writer}) is not "
-                f"readable by segiou {__version__}, which reads version {VERSION}; upgrade segiou"
-            )
-            raise CheckpointError(msg)
+        p = _state.load(d, source)
         try:
-            if not isinstance(d["per_image"], bool):
-                msg = f"field 'per_image' is {d['per_image']!r}, expected true or false"
-                raise CheckpointError(msg)
-            cm = cls(LabelSpec.from_dict(d["labels"], source=source), gt_ids=d["gt_ids"],
-                     pred_ids=d["pred_ids"], on_unexpected=d["on_unexpected"],
-                     per_image=d["per_image"])  # fmt: skip
-            k = cm.num_classes
-            cm.counts = _int_array(d["counts"], (k, k), "counts")
-            cm.void = _int_array(d["void"], (k,), "void")
-            cm.n_ignored = _nonneg(d["ignored"], "ignored")
-            cm.unexpected_gt = {
-                int(v): _nonneg(c, "unexpected") for v, c in d["unexpected"]["gt"].items()
-            }
-            cm.unexpected_pred = {
-                int(v): _nonneg(c, "unexpected") for v, c in d["unexpected"]["pred"].items()
-            }
-            cm.keys = {str(x) for x in d["keys"]}
-            cm.n_images = _nonneg(d["images"], "images")
-            r: Any = d.get("image_rows")
-            if not cm.per_image and r is not None:
-                msg = (
-                    "field 'image_rows' holds per-image rows but 'per_image' is false (a state "
-                    "without per-image rows has 'image_rows': null); the file was altered"
-                )
-                raise CheckpointError(msg)
-            if cm.per_image:
-                n = len(r["names"])
-                if n != cm.n_images:
-                    msg = (
-                        f"field 'images' is {cm.n_images} but 'image_rows' holds {n} row(s), one "
-                        "per counted image; the file was altered or truncated"
-                    )
-                    raise CheckpointError(msg)
-                cm._rows = [ImageTable(
-                    list(map(str, r["names"])), _int_array(r["tp"], (n, k), "tp"),
-                    _int_array(r["fp"], (n, k), "fp"), _int_array(r["fn"], (n, k), "fn"),
-                    _int_array(r["ignored"], (n,), "ignored"),
-                    _int_array(r["unexpected"], (n,), "unexpected"))]  # fmt: skip
-        except CheckpointError as err:
-            msg_0 = f"{source}: {err}"
-            raise CheckpointError(msg_0) from err
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            msg = f"{source}: malformed segiou state ({type(err).__name__}: {err})"
+            cm = cls(p.spec, gt_ids=p.gt_ids, pred_ids=p.pred_ids,
+                     on_unexpected=p.on_unexpected, per_image=p.per_image)  # fmt: skip
+        except Exception as err:  # e.g. a spec whose ids do not fit the declared id space
+            msg = f"{source}: the state's settings are invalid ({err})"
             raise CheckpointError(msg) from err
-        if cm.n_pixels != d.get("pixels"):
-            msg = (
-                f"{source}: counts add up to {cm.n_pixels:,} pixels but the state records "
-                f"{d.get('pixels')!r}; the file was altered or truncated"
-            )
-            raise CheckpointError(msg)
+        cm.counts, cm.void, cm.n_ignored = p.counts, p.void, p.ignored
+        cm.unexpected_gt, cm.unexpected_pred = p.unexpected_gt, p.unexpected_pred
+        cm.keys, cm.n_images, cm._pixels = p.keys, p.n_images, p.pixels
+        if p.rows is not None:
+            cm._rows = [p.rows] if p.rows.n else []
+            cm._named = {n for n, g in zip(p.rows.names, p.rows.given, strict=True) if g}
         return cm
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -576,35 +559,26 @@ class ConfusionMatrix:
         Parameters
         ----------
         path : str or os.PathLike
-            File to write (replaced if it exists); its directory must exist. The state is
-            :meth:`to_dict`; :meth:`load` reads it back.
+            File to write (a regular file, replaced if it exists; a symlink is written through
+            to its target); its folder must exist. The state is :meth:`to_dict`; :meth:`load`
+            reads it back.
 
         Returns
         -------
         Path
-            The path written.
+            The file written (symlinks followed).
 
         Raises
         ------
-        OSError
-            The file cannot be written; the temporary file is removed and an existing file at
-            ``path`` is left as it was.
+        UsageError
+            ``path`` is empty or names something that is not a regular file (a folder, a
+            device): it is never replaced.
+        OutputError
+            The file cannot be written (also an ``OSError``); the temporary file is removed and
+            an existing file at ``path`` is left as it was.
         """
-        target = Path(path)
         text = json.dumps(self.to_dict(), separators=(",", ":"))
-        # not mkstemp, whose files are private (0600): this one gets the mode the umask gives
-        tmp = target.parent / f".{target.name}.{secrets.token_hex(8)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            Path(tmp).replace(target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+        return write_atomic(path, text, what="state file")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ConfusionMatrix:
@@ -645,6 +619,17 @@ class ConfusionMatrix:
         self.threads = state["threads"]
 
 
+def _check_fits(k: int, threads: int | None) -> None:
+    """Refuse, before allocating, an accumulator whose tables would not fit in memory."""
+    import numba
+
+    workers = numba.get_num_threads() if threads is None else max(1, int(threads))
+    # the counts, and per update one code table of (K+2)^2 cells per kernel thread plus the fold
+    need = 8 * (k * k + (k + 2) ** 2 * (workers + 2))
+    check_memory(need, f"an accumulator of {k:,} classes ({workers} kernel thread(s))",
+                 "Check the number of classes, or pass threads=1")  # fmt: skip
+
+
 def _n_images(shape: tuple[int, ...]) -> int:
     # leading axes are images, as for the per-image rows; an empty H x W mask is one image
     if len(shape) <= 2:
@@ -657,40 +642,34 @@ def _add_into(acc: dict[int, int], new: Mapping[int, int]) -> None:
         acc[v] = acc.get(v, 0) + c
 
 
-def _row_multiset(rows: Mapping[str, Any] | None) -> list[tuple[Any, ...]] | None:
-    """Return the per-image rows of a :meth:`ConfusionMatrix.to_dict` state in a canonical order."""
-    if rows is None:
-        return None
-    fields = ("names", "tp", "fp", "fn", "ignored", "unexpected")
-    return sorted(zip(*(rows[f] for f in fields), strict=True))
-
-
-def _stack(rows: Iterable[ImageTable], k: int) -> ImageTable:
-    rows = list(rows)
-    if not rows:
-        z = np.zeros((0, k), dtype=np.int64)
-        return ImageTable([], z, z.copy(), z.copy(), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return ImageTable(
-        [n for r in rows for n in r.names],
-        *(
-            np.concatenate([getattr(r, f) for r in rows])
-            for f in ("tp", "fp", "fn", "ignored", "unexpected")
-        ),
+def _overflow(have: int, adding: int) -> CountOverflowError:
+    msg = (
+        f"counting {adding:,} more pixels into a state of {have:,} would pass 2**63 - 1, the "
+        "largest exact count; nothing was added. Split the evaluation into several states"
     )
+    return CountOverflowError(msg)
 
 
-def _nonneg(x: object, name: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-        msg = f"{name} must be a non-negative integer, got {x!r}"
-        raise CheckpointError(msg)
-    return x
+def _shared_images(
+    a: ConfusionMatrix, b: ConfusionMatrix
+) -> tuple[set[int], dict[str, Any] | None]:
+    """Rows of ``b`` that ``a`` counted too (see :func:`segiou.images.shared_rows`)."""
+    if not a._named & b._named:
+        return set(), None
+    ra = ImageRows.concat(a._rows, a.num_classes)
+    rb = ImageRows.concat(b._rows, b.num_classes)
+    return shared_rows(ra, rb)
 
 
-def _int_array(x: object, shape: tuple[int, ...], name: str) -> IntArray:
-    a = np.asarray(x)
-    if a.size == 0:
-        a = a.reshape(shape) if int(np.prod(shape)) == 0 else a
-    if a.shape != shape or (a.size and a.dtype.kind not in "iu") or (a.size and a.min() < 0):
-        msg = f"{name} must be non-negative integers of shape {shape}, got {a.shape} {a.dtype}"
-        raise CheckpointError(msg)
-    return a.astype(np.int64)
+def _row_multiset(cm: ConfusionMatrix, dense: bool) -> list[tuple[Any, ...]]:
+    """Return the per-image rows of ``cm`` in a canonical order (row order is only history).
+
+    ``dense``: compare TP/FP/FN rows (what a version-1 state keeps) instead of the entries.
+    """
+    rows = ImageRows.concat(cm._rows, cm.num_classes)
+    if dense:
+        tables = rows.dense()
+        return sorted((n, *(tuple(np.atleast_1d(t[i]).tolist()) for t in tables))
+                      for i, n in enumerate(rows.names))  # fmt: skip
+    return sorted((n, g, rows.signature(i))
+                  for i, (n, g) in enumerate(zip(rows.names, rows.given, strict=True)))  # fmt: skip

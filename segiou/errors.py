@@ -13,7 +13,9 @@ __all__ = [
     "ChunkError",
     "CountDtypeError",
     "CountMatrixError",
+    "CountOverflowError",
     "DuplicateBatchError",
+    "DuplicateImageError",
     "ImageDecodeError",
     "IncompatibleMatrixError",
     "IndicatorMatrixError",
@@ -21,10 +23,14 @@ __all__ = [
     "LabelRangeError",
     "LabelSetError",
     "LabelSpecError",
+    "LossyMaskWarning",
     "MaskNotFoundError",
     "NamingError",
     "NotAStateError",
+    "OutputError",
+    "ResourceError",
     "SegiouError",
+    "SegiouWarning",
     "SetOptionError",
     "ShapeMismatchError",
     "StoreExistsError",
@@ -55,6 +61,14 @@ class DuplicateBatchError(SegiouError, ValueError):
     """A batch key was counted before: a batch is never counted twice."""
 
 
+class DuplicateImageError(DuplicateBatchError):
+    """An image name was counted before (or on both sides of a merge, with other counts)."""
+
+
+class CountOverflowError(SegiouError, OverflowError):
+    """A count would pass 2**63 - 1, the largest exact count; nothing was added."""
+
+
 class IncompatibleMatrixError(SegiouError, ValueError):
     """Two accumulators with different classes, label specs or policies cannot be merged."""
 
@@ -79,6 +93,14 @@ class UsageError(SegiouError, ValueError):
     """An option or argument has a value segiou does not understand."""
 
 
+class SegiouWarning(UserWarning):
+    """Something segiou counted may not mean what it seems (the command line prints it)."""
+
+
+class LossyMaskWarning(SegiouWarning):
+    """Label masks in a lossy image format (JPEG): compression changed some labels."""
+
+
 class UnknownNameError(SegiouError, KeyError):
     """A name (preset, built-in spec, ...) is not one segiou knows; the message lists them."""
 
@@ -96,6 +118,14 @@ class CountDtypeError(CountMatrixError, TypeError):
 
 class NotAStateError(SegiouError, TypeError):
     """An object that is not a segiou accumulator was given where one is needed."""
+
+
+class OutputError(SegiouError, OSError):
+    """An output file cannot be written (a full disk, a permission); nothing was changed."""
+
+
+class ResourceError(SegiouError, MemoryError):
+    """What was asked for would not fit in this machine's memory; refused before allocating."""
 
 
 # -- storage ------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from segiou._builtin_specs import (
     voc_colors,
 )
 from segiou._count import IGNORE
+from segiou._resources import check_memory
 from segiou._typing import IntArray
 from segiou.errors import LabelSpecError
 
@@ -158,6 +159,13 @@ class LabelSpec:
             cats.append(ig)
         object.__setattr__(self, "class_categories", tuple(cats))
         object.__setattr__(self, "raw", tuple(_int_raw(self.name, r) for r in self.raw))
+        for what, values in (("ignore value", self.ignore), ("raw id", [r.id for r in self.raw])):
+            if far := [v for v in values if not -(2**63) <= v < 2**63]:
+                msg = (
+                    f"{what}(s) {far[:3]} lie outside the 64-bit integer range of mask values "
+                    f"(-2**63 .. 2**63 - 1); no mask can hold them: remove or renumber them"
+                )
+                raise _fail(self.name, msg)
         if self.colors is not None:
             object.__setattr__(self, "colors", tuple(tuple(c) for c in self.colors))
         self._validate()
@@ -375,6 +383,9 @@ class LabelSpec:
         if num_classes < 1:
             msg = f"num_classes must be at least 1, got {num_classes}"
             raise LabelSpecError(msg)
+        n = int(num_classes)
+        check_memory(8 * n * n, f"a {n:,} x {n:,} count matrix ({n:,} classes)",
+                     "Check the number of classes (--labels N)")  # fmt: skip
         ign: tuple[Any, ...] = ()  # validated by the spec: integers, not floats or bools
         if isinstance(ignore, Iterable) and not isinstance(ignore, str | bytes):
             ign = tuple(ignore)

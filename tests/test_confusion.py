@@ -266,7 +266,7 @@ def test_to_dict_from_dict_round_trip(per_image):
     cm = _full_state(per_image)
     d = cm.to_dict()
     assert d["format"] == "segiou.confusion"
-    assert d["version"] == 1
+    assert d["version"] == 2  # format 2 (per-image confusion entries); version 1 still loads
     assert d["writer"] == {"segiou": segiou.__version__}
     text = json.dumps(d, allow_nan=False)  # JSON-safe, exact integers
     back = ConfusionMatrix.from_dict(json.loads(text))
@@ -355,7 +355,7 @@ def _tamper(d: dict, path: tuple, value) -> dict:
     [
         (("format",), "something.else", ["'something.else'", "segiou.confusion"]),
         (("format",), KeyError, ["None", "segiou.confusion"]),
-        (("version",), 2, ["version 2", "version 1"]),
+        (("version",), 3, ["version 3", "versions [1, 2]"]),
         (("version",), "1", ["'1'"]),
         (("counts", 0, 0), 10**6, ["pixels", "altered"]),
         (("counts", 0, 0), -1, ["counts", "non-negative"]),
@@ -369,7 +369,7 @@ def _tamper(d: dict, path: tuple, value) -> dict:
         (("labels", "classes"), [], ["no classes"]),
         (("gt_ids",), "pixels", ["id space"]),
         (("unexpected", "gt", "42"), "x", ["unexpected"]),
-        (("version",), 2, ["segiou"]),
+        (("version",), 3, ["segiou"]),
         (("version",), True, ["'version'", "True", "integer 1"]),
         (("version",), 1.0, ["'version'", "1.0"]),
         (("per_image",), "yes", ["'per_image'", "'yes'"]),
@@ -504,6 +504,28 @@ def test_golden_checkpoint_v1(name, per_image):
             assert rows.unexpected[i] == r.n_unexpected
     # today's writer produces the same state
     assert cm == golden_state(per_image)
+
+
+@pytest.mark.parametrize(
+    ("name", "per_image"), [("confusion_v2.json", False), ("confusion_v2_per_image.json", True)]
+)
+def test_golden_checkpoint_v2(name, per_image):
+    cm = ConfusionMatrix.load(DATA / name)
+    raw = json.loads((DATA / name).read_text())
+    assert raw["version"] == 2
+    reference.assert_same_counts(cm, _golden_reference(GOLDEN_GT, GOLDEN_PRED))
+    assert cm.keys == {"frankfurt_000000", "frankfurt_000001"}
+    assert cm.per_image is per_image
+    if per_image:
+        rows = cm.images
+        assert rows.names == ["frankfurt_000000", "frankfurt_000001"]
+        for i in range(2):  # each image's whole confusion matrix, as counted alone
+            r = _golden_reference(GOLDEN_GT[i : i + 1], GOLDEN_PRED[i : i + 1])
+            counts, void = rows.confusion(i)
+            assert_array_equal(counts, r.counts)
+            assert_array_equal(void, r.void)
+    assert cm == golden_state(per_image)
+    assert cm.to_dict() | {"writer": raw["writer"]} == raw  # written again byte for byte
 
 
 # --- threads ---------------------------------------------------------------------------------------
@@ -685,7 +707,8 @@ def three_per_image_states(draw):
             how = draw(st.sampled_from(["key", "names", "none"]))
             key = None if how == "none" else f"{name}{i}"
             n = reference.n_images(pair.gt.shape)
-            names = [f"img{j % 2}" for j in range(n)] if how == "names" else None
+            # names identify images: distinct within a state (a repeated one is refused)
+            names = [f"img-{name}{i}-{j}" for j in range(n)] if how == "names" else None
             cm.update(pair.gt, pair.pred, key=key, names=names)
         states.append(cm)
     return states

@@ -24,11 +24,12 @@ PACKAGE = ROOT / "segiou"
 #: it. A module belongs to the layer of the longest prefix that names it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("segiou._version", "segiou.errors", "segiou._typing", "segiou._jit",
-              "segiou._files")),
+              "segiou.outputs", "segiou._resources")),
+    ("per-image rows", ("segiou.images",)),
     ("kernels", ("segiou._kernels", "segiou.geometry._box_kernels")),
     ("typed wrappers", ("segiou._count",)),
     ("label specs", ("segiou._builtin_specs", "segiou.labels")),
-    ("accumulator", ("segiou.confusion",)),
+    ("accumulator", ("segiou._state", "segiou.confusion")),
     ("reducers and results", ("segiou.metrics", "segiou.conventions", "segiou.results",
                               "segiou.compare", "segiou.stats")),
     ("geometry (beside)", ("segiou.geometry",)),

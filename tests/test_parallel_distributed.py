@@ -58,7 +58,7 @@ def _assert_same(cm: ConfusionMatrix, ref: ConfusionMatrix) -> None:
 @pytest.fixture(scope="module")
 def cluster():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as c:  # fmt: skip
+                      dashboard_address=":0") as c:  # fmt: skip
         yield c
 
 

@@ -9,17 +9,22 @@ One module per subcommand (:mod:`~segiou.cli.eval`, :mod:`~segiou.cli.demo`,
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
-from segiou.errors import SegiouError
+from segiou.errors import SegiouError, SegiouWarning
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "build_parser", "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "main"]
 
-#: Exit codes: success, and bad input (a message on stderr says what to fix).
+#: Exit codes: success; bad input (a message on stderr says what to fix); interrupted (Ctrl-C).
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,11 +52,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_stdout() -> None:
+    """Send what is left for standard output to /dev/null (it was closed, or its reader left)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # so that Python's exit flush does not fail
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``segiou`` command; return its exit code (0 ok, 2 bad input).
+    """Run the ``segiou`` command; return its exit code (0 ok, 2 bad input, 130 interrupted).
 
     A :class:`~segiou.errors.SegiouError` raised by the subcommand is printed to stderr as
-    ``segiou <command>: error: <message>`` and gives exit code 2.
+    ``segiou <command>: error: <message>`` and gives exit code 2; so does an operating-system
+    error (a file that cannot be read or written, a full disk) and running out of memory, with
+    what the system said. Ctrl-C prints ``segiou <command>: interrupted`` and gives 130; outputs
+    are written atomically, so none is left half-written. A reader that closes standard output
+    early (``segiou eval ... | head``) ends the command quietly, as does a closed standard output
+    (``>&-``): the files asked for are written first.
 
     Parameters
     ----------
@@ -61,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        The exit code: 0 ok, 2 (``EXIT_BAD_INPUT``) bad input.
+        The exit code: 0 ok, 2 (``EXIT_BAD_INPUT``) bad input, 130 (``EXIT_INTERRUPTED``)
+        interrupted.
 
     Raises
     ------
@@ -73,14 +91,58 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(shield_negative_boxes(sys.argv[1:] if argv is None else argv))
+
+    def fail(message: str) -> int:
+        print(f"segiou {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    if sys.stdout is None:  # started with standard output closed (>&-): refuse before work
+        _quiet_stdout()
+        sys.stdout = Path(os.devnull).open("w", encoding="utf-8")  # noqa: SIM115 - lives on
+        return fail(
+            "standard output is closed; segiou prints its results there: redirect it instead "
+            "(> results.txt, or > /dev/null to keep only the files asked for)"
+        )
+    with warnings.catch_warnings():  # library warnings (lossy masks, ...) as one line each
+        warnings.simplefilter("always", SegiouWarning)
+        warnings.showwarning = _show_warning(args.command)
+        return _run(args, fail)
+
+
+def _show_warning(command: str) -> Any:
+    def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
+        if issubclass(category, SegiouWarning):
+            print(f"segiou {command}: warning: {message}", file=sys.stderr)
+        else:  # another package's warning: as Python prints it
+            print(f"segiou {command}: {category.__name__}: {message}", file=sys.stderr)
+
+    return show
+
+
+def _run(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
+    """Run the parsed subcommand; map what it raises to exit codes (see :func:`main`)."""
     try:
         code = int(args.func(args))
         sys.stdout.flush()
     except SegiouError as err:
-        print(f"segiou {args.command}: error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(str(err))
+    except KeyboardInterrupt:
+        print(f"segiou {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # stdout closed early (segiou eval ... | head): not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so that Python's exit flush does not fail
+        _quiet_stdout()
         return EXIT_OK
+    except OSError as err:  # the system refused a file, a device, a full disk
+        where = f" ({err.filename!r})" if err.filename else ""
+        if err.errno is not None and _is_stdout_error(err):
+            _quiet_stdout()
+            return fail(f"cannot write to standard output ({err.strerror or err})")
+        return fail(f"{err.strerror or err}{where}")
+    except MemoryError:
+        return fail("out of memory; evaluate fewer or smaller images at a time")
     return code
+
+
+def _is_stdout_error(err: OSError) -> bool:
+    """Whether ``err`` came from writing standard output (no file name: the stream's own)."""
+    return err.filename is None and err.errno in (errno.ENOSPC, errno.EIO, errno.EBADF)

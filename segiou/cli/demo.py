@@ -8,10 +8,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from segiou.cli.options import hw
+from segiou._resources import check_memory
+from segiou.cli.options import hw, nonnegative_int
 from segiou.errors import UsageError
+from segiou.outputs import check_outputs, write_atomic
 
 __all__ = ["register", "run"]
+
+#: Peak memory of making one demo image, per pixel (the synthetic fields are int64, several at
+#: once: measured ~40 B/px with tracemalloc at 512 x 1024; rounded up).
+_DEMO_BYTES_PER_PIXEL = 64
 
 
 def register(sub: Any) -> None:
@@ -30,7 +36,7 @@ def register(sub: Any) -> None:
         "--images", type=int, default=24, help="number of images (default: %(default)s)"
     )
     demo.add_argument("--size", default="512x1024", help="HxW of each image (default: %(default)s)")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (>= 0)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=run)
 
@@ -63,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from segiou.parallel import count_stores
     from segiou.report import render_analysis, render_text, write_per_image_csv
     from segiou.results import evaluate
-    from segiou.testing.datasets import write_demo_store
+    from segiou.testing.datasets import is_demo_store, write_demo_store
 
     try:
         h, w = hw(args.size)
@@ -73,8 +79,20 @@ def run(args: argparse.Namespace) -> int:
     if args.images < 1:
         msg = f"--images {args.images}: the demo needs at least one image"
         raise UsageError(msg)
+    check_memory(_DEMO_BYTES_PER_PIXEL * h * w, f"making one {h}x{w} demo image",
+                 "Choose a smaller --size")  # fmt: skip
     out = Path(args.dir)
+    if out.exists() and not out.is_dir():
+        msg = f"{str(out)!r} is a file; give a folder for the demo (it is created if needed)"
+        raise UsageError(msg)
+    if (out / "demo.zarr").exists() and not is_demo_store(out / "demo.zarr"):
+        msg = (
+            f"{str(out / 'demo.zarr')!r} exists and was not written by segiou demo; it is never "
+            "replaced: choose another folder, or remove it yourself"
+        )
+        raise UsageError(msg)
     out.mkdir(parents=True, exist_ok=True)
+    check_outputs({"report": out / "report.json", "per-image CSV": out / "per_image.csv"})
     progress = not args.quiet and sys.stderr.isatty()
     t0 = time.perf_counter()
     store = write_demo_store(out / "demo.zarr", images=args.images, height=h, width=w,
@@ -86,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(cm, preset="cityscapes")
     print(render_text(result))
     print(render_analysis(cm, top=5))
-    (out / "report.json").write_text(result.to_json() + "\n", encoding="utf-8")
+    write_atomic(out / "report.json", result.to_json() + "\n", what="report")
     write_per_image_csv(cm, out / "per_image.csv")
     print(
         f"demo: {args.images} images of {h}x{w} written to {store} in {t1 - t0:.1f} s, scored in "

@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         Bad options or input (the command line prints the message and exits 2).
     """
     from segiou.cli.scheduler import scheduler_context
+    from segiou.outputs import write_atomic
     from segiou.parallel import count_stores
     from segiou.report import render_analysis, render_text, write_per_image_csv
     from segiou.results import evaluate
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(cm, preset=opts.preset, beta=opts.beta)
     # the files first: a reader that closes stdout early (| head) must not lose them
     if opts.json:
-        opts.json.write_text(result.to_json() + "\n", encoding="utf-8")
+        write_atomic(opts.json, result.to_json() + "\n", what="--json")
         print(f"wrote {opts.json}", file=sys.stderr)
     if opts.per_image:
         write_per_image_csv(cm, opts.per_image)

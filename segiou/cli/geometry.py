@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
-from segiou.errors import SegiouError, UsageError
+from segiou.errors import OutputError, SegiouError, UsageError
 from segiou.geometry.boxes import BOX_FORMATS, BoxOverlap, box_overlap
 from segiou.geometry.sets import set_overlap
 from segiou.geometry.verdicts import COCO_STRICT_THRESHOLD, COCO_THRESHOLDS, VOC_THRESHOLD, verdicts
+from segiou.outputs import write_atomic
 
 __all__ = ["register"]
 
@@ -249,9 +250,9 @@ def _cmd_box(args: argparse.Namespace) -> int:
     ]
     if args.svg is not None:  # write first: on failure, report only the error
         try:
-            args.svg.write_text(_svg(overlap), encoding="utf-8")
-        except OSError as err:
-            msg = f"cannot write the SVG to {str(args.svg)!r} ({err}); pick a writable path"
+            write_atomic(args.svg, _svg(overlap), what="--svg")
+        except (UsageError, OutputError) as err:
+            msg = f"cannot write the SVG: {err}"
             raise UsageError(msg) from err
         rows.append(("SVG", f"wrote {args.svg}"))
     width = max(len(label) for label, _ in rows) + 2
@@ -313,9 +314,9 @@ def _tokens(text: str, sep: str) -> list[str]:
 
 
 def _shown(labels: list[str], args: argparse.Namespace) -> list[str]:
-    """Return the labels as compared: lower-cased with --lower, de-duplicated unless kept."""
+    """Return the labels as compared: case-folded with --lower, de-duplicated unless kept."""
     if args.lower:
-        labels = [t.lower() for t in labels]
+        labels = [t.casefold() for t in labels]
     return labels if args.keep_duplicates else list(dict.fromkeys(labels))
 
 

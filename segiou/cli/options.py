@@ -16,12 +16,14 @@ from typing import Literal
 
 from segiou.errors import UsageError
 from segiou.labels import IdSpace, LabelSpec, load_spec
+from segiou.outputs import check_outputs
 
 __all__ = [
     "EvalOptions",
     "add_eval_options",
     "hw",
     "labels_arg",
+    "nonnegative_int",
     "positive_float",
     "positive_int",
 ]
@@ -50,6 +52,33 @@ def positive_int(text: str) -> int:
         n = 0
     if n < 1:
         msg = f"{text!r} is not a positive integer"
+        raise argparse.ArgumentTypeError(msg)
+    return n
+
+
+def nonnegative_int(text: str) -> int:
+    """Parse an integer of at least 0 (an argparse type).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not an integer of at least 0.
+    """
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        msg = f"{text!r} is not an integer >= 0"
         raise argparse.ArgumentTypeError(msg)
     return n
 
@@ -217,7 +246,9 @@ class EvalOptions:
         ------
         UsageError
             An unknown preset, ``--split-every`` below 2, or an output that cannot be written
-            (its folder does not exist, or it is a folder).
+            (see :func:`segiou.outputs.check_outputs`: empty, not a regular file, in a folder
+            that does not exist or is not writable, the same file as another output, or inside
+            an input).
         LabelSpecError
             An invalid ``--labels`` value.
         """
@@ -229,10 +260,13 @@ class EvalOptions:
         if ns.split_every < 2:
             msg = f"--split-every {ns.split_every}: the fan-in of the tree of sums must be >= 2"
             raise UsageError(msg)
-        outputs = {}
-        for opt in ("json", "per_image", "state"):
-            value = getattr(ns, opt, None)
-            outputs[opt] = None if value is None else _output(f"--{opt.replace('_', '-')}", value)
+        outputs = check_outputs(
+            {
+                f"--{o.replace('_', '-')}": getattr(ns, o, None)
+                for o in ("json", "per_image", "state")
+            },
+            inputs=[ns.gt, ns.pred],
+        )  # every output writable, distinct and outside the inputs, before anything is read
         return cls(
             gt=ns.gt, pred=ns.pred, labels=labels_arg(ns.labels),
             ignore=None if ns.ignore is None else tuple(ns.ignore), gt_ids=ns.gt_ids,
@@ -240,18 +274,6 @@ class EvalOptions:
             split_every=ns.split_every, missing_pred=ns.missing_pred,
             missing_gt_chunks=ns.missing_gt_chunks, on_unexpected=ns.on_unexpected,
             layout=ns.layout, gt_pattern=ns.gt_pattern, pred_pattern=ns.pred_pattern,
-            json=outputs["json"], per_image=outputs["per_image"], state=outputs["state"],
+            json=outputs["--json"], per_image=outputs["--per-image"], state=outputs["--state"],
             top=ns.top, quiet=ns.quiet,
         )  # fmt: skip
-
-
-def _output(option: str, value: str) -> Path:
-    """Check an output path before the evaluation: not a folder, in a folder that exists."""
-    target = Path(value)
-    if target.is_dir():
-        msg = f"{option} {value!r} is a folder; give a file path"
-        raise UsageError(msg)
-    if not target.parent.is_dir():
-        msg = f"{option} {value!r}: folder {str(target.parent)!r} does not exist; create it first"
-        raise UsageError(msg)
-    return target

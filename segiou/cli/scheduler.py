@@ -57,7 +57,7 @@ def scheduler_context(name: str) -> Iterator[Any]:
 
         if name == "local-cluster":
             try:
-                cluster = LocalCluster(processes=True, dashboard_address=None)
+                cluster = LocalCluster(processes=True, dashboard_address=":0")
             except Exception as err:  # any failure to start: say what to do
                 msg = (
                     f"--scheduler local-cluster: cannot start a local dask cluster "

@@ -106,7 +106,7 @@ def _labels(values: Iterable[Hashable], name: str, lower: bool) -> list[Hashable
                 "hashable (str, int, tuple, ...): convert it, e.g. with tuple()"
             )
             raise LabelSetError(msg) from err
-        out.append(item.lower() if lower and isinstance(item, str) else item)
+        out.append(item.casefold() if lower and isinstance(item, str) else item)
     return out
 
 
@@ -137,7 +137,8 @@ def set_overlap(
     gt, pred : iterable of hashable
         The two label collections (a list, set, tuple, ...; not a bare string).
     lower : bool, default False
-        Lower-case string labels before comparing (other labels are left alone).
+        Compare string labels case-insensitively (``str.casefold``: "ß" equals "SS"; other
+        labels are left alone).
     dedupe : bool, default True
         True: compare as sets (duplicates ignored). False: compare as multisets, where a label
         repeated ``k`` times counts ``k`` times.
@@ -209,7 +210,7 @@ def set_jaccard(
     gt, pred : iterable of hashable
         The two label collections (not a bare string).
     lower : bool, default False
-        Lower-case string labels before comparing.
+        Compare string labels case-insensitively (``str.casefold``).
     dedupe : bool, default True
         Compare as sets (True) or multisets (False); see :func:`set_overlap`.
     empty : float, default 1.0
@@ -260,7 +261,7 @@ def set_dice(
     gt, pred : iterable of hashable
         The two label collections (not a bare string).
     lower : bool, default False
-        Lower-case string labels before comparing.
+        Compare string labels case-insensitively (``str.casefold``).
     dedupe : bool, default True
         Compare as sets (True) or multisets (False); see :func:`set_overlap`.
     empty : float, default 1.0

@@ -22,7 +22,16 @@ import numpy as np
 
 from segiou.errors import MaskNotFoundError, StoreLayoutError
 
-__all__ = ["EMPTY", "INTERNALS", "Decoder", "ReadSpec", "open_node", "read_spec", "run_sync"]
+__all__ = [
+    "EMPTY",
+    "INTERNALS",
+    "Decoder",
+    "ReadSpec",
+    "declared_size",
+    "open_node",
+    "read_spec",
+    "run_sync",
+]
 
 try:  # zarr's own event loop: store objects (fsspec ones in particular) are bound to it
     from zarr.core.sync import sync as _zarr_sync
@@ -210,6 +219,55 @@ def read_spec(arr: Any) -> ReadSpec:
     fill = arr.fill_value if arr.fill_value is not None else 0
     fill = fill.item() if hasattr(fill, "item") else fill
     return ReadSpec(root, prefix, sep, None if codecs is None else tuple(codecs), dtype.str, fill)
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _zstd_content_size(b: memoryview) -> int | None:
+    """Frame_Content_Size of a zstd frame header (RFC 8878, 3.1.1.1), or None when absent."""
+    if len(b) < 6 or bytes(b[:4]) != _ZSTD_MAGIC:
+        return None
+    fhd = b[4]
+    single, fcs_flag, did_flag = (fhd >> 5) & 1, fhd >> 6, fhd & 3
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[did_flag]
+    width = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if width == 0 or len(b) < pos + width:
+        return None
+    value = int.from_bytes(b[pos : pos + width], "little")
+    return value + 256 if width == 2 else value
+
+
+def declared_size(config: dict[str, Any], buf: Any) -> int | None:
+    """Return the decoded byte count a frame states, where its decoder also enforces it.
+
+    A codec decoding into a given buffer (``decode(buf, out=...)``) writes as many bytes as the
+    frame holds and returns the whole buffer: a short frame leaves the rest of the buffer as it
+    was. So a reused buffer may take a frame only when the frame states its size and the decoder
+    checks the data against that statement: zstd (Frame_Content_Size), Blosc (the header's
+    ``nbytes``) and gzip (ISIZE, below 4 GiB). Other codecs, or a frame without the statement,
+    give None: decode into fresh memory and check the length.
+
+    Parameters
+    ----------
+    config : dict
+        The codec's numcodecs configuration (its ``id`` selects the format).
+    buf : bytes-like
+        The encoded frame.
+
+    Returns
+    -------
+    int or None
+    """
+    b = memoryview(buf).cast("B")
+    cid = config.get("id")
+    if cid == "zstd":
+        return _zstd_content_size(b)
+    if cid == "blosc" and len(b) >= 16:
+        return int.from_bytes(b[4:8], "little")
+    if cid == "gzip" and len(b) >= 18 and bytes(b[:2]) == b"\x1f\x8b":
+        return int.from_bytes(b[-4:], "little")  # ISIZE: the size modulo 2**32
+    return None
 
 
 class Decoder:

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from segiou.errors import ChunkError, StoreLayoutError
-from segiou.io._zarr_fast import Decoder, ReadSpec, open_node, read_spec
+from segiou.io._zarr_fast import Decoder, ReadSpec, declared_size, open_node, read_spec
 
 __all__ = [
     "ChunkError",
@@ -234,28 +234,44 @@ class MaskArray:
             out = np.full(self.chunks, dec.spec.fill, dtype=part.dtype)
             out[tuple(slice(0, n) for n in part.shape)] = part
             return out
-        raw = dec.raw(coords)
+        try:
+            raw = dec.raw(coords)
+        except OSError as err:  # a folder where the chunk should be, an unreadable file
+            msg = (
+                f"{self.where()}: chunk {coords} (images {images}) cannot be read "
+                f"({type(err).__name__}: {err}); a chunk is a file: fix or re-write it"
+            )
+            raise ChunkError(msg) from err
         if raw is None:
             if missing == "error":
                 raise self._missing(coords, images)
             return np.full(self.chunks, dec.spec.fill, dtype=dec.dtype)
         size = int(np.prod(self.chunks))
+        expected = size * dec.dtype.itemsize
+        configs = dec.spec.codecs or ()
         try:
             data: Any = raw
             for j, codec in enumerate(dec.codecs):
-                last = j == len(dec.codecs) - 1
-                if last and out is not None and out.dtype == dec.dtype and out.size == size:
+                # a reused buffer only for a frame that states the chunk's exact size (and whose
+                # decoder enforces it): a short frame would leave the buffer's old bytes behind
+                if (j == len(dec.codecs) - 1 and out is not None and out.dtype == dec.dtype
+                        and out.size == size
+                        and declared_size(configs[j], data) == expected):  # fmt: skip
                     data = codec.decode(data, out=out.reshape(-1).view(np.uint8))
                 else:
                     data = codec.decode(data)
+            nbytes = data.nbytes if isinstance(data, np.ndarray) else memoryview(data).nbytes
+            if nbytes != expected:
+                msg = (
+                    f"it decodes to {nbytes:,} bytes, but a chunk of shape {self.chunks} and "
+                    f"dtype {dec.dtype} holds {expected:,}"
+                )
+                raise ChunkError(msg)
             arr = (
                 np.frombuffer(data, dtype=dec.dtype)
                 if not isinstance(data, np.ndarray)
                 else (data.reshape(-1).view(dec.dtype))
             )
-            if arr.size != size:
-                msg = f"decoded {arr.size} values, expected {size}"
-                raise ValueError(msg)
         except Exception as err:
             msg = (
                 f"{self.where()}: chunk {coords} (images {images}) is corrupt and cannot be "
@@ -284,6 +300,9 @@ class MaskSet:
         ``stack``: one array; ``group``: one array per image.
     ids : {"raw", "class"} or None
         The id space ``segiou ingest`` recorded in the store (:func:`recorded_ids`).
+    named : bool
+        Whether the store names its images (``False``: a stack without ``segiou.names``, whose
+        images are numbered ``000000``, ...: such numbers only label images).
     """
 
     url: str
@@ -292,6 +311,7 @@ class MaskSet:
     names: tuple[str, ...]
     arrays: tuple[MaskArray, ...]
     ids: Literal["raw", "class"] | None = None
+    named: bool = True
 
     @property
     def dtype(self) -> np.dtype:
@@ -359,8 +379,18 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
             )
             raise StoreLayoutError(msg)
         _check_dtype(where, node.dtype)
-        meta: dict[str, Any] = dict(node.attrs).get("segiou", {})  # type: ignore[assignment]
-        names = tuple(meta.get("names") or (f"{i:06d}" for i in range(node.shape[0])))
+        meta = _segiou_attrs(node, where)
+        given = meta.get("names")
+        if given is not None and (
+            isinstance(given, str) or not isinstance(given, list)
+            or not all(isinstance(n, str) for n in given)
+        ):  # fmt: skip
+            msg = (
+                f"{where}: attribute segiou.names is {str(given)[:60]!r}; expected a list of "
+                "image names (strings), one per image"
+            )
+            raise StoreLayoutError(msg)
+        names = tuple(given or (f"{i:06d}" for i in range(node.shape[0])))
         if len(names) != node.shape[0]:
             msg = (
                 f"{where}: attribute segiou.names has {len(names)} names for "
@@ -370,16 +400,23 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
         _unique(where, names)
         arr = MaskArray(root, inner, tuple(node.shape), tuple(node.chunks), str(node.dtype),
                         read_spec(node))  # fmt: skip
-        return MaskSet(root, inner, "stack", names, (arr,), recorded_ids(root))
-    members = sorted(node.arrays(), key=lambda kv: kv[0])
+        return MaskSet(root, inner, "stack", names, (arr,), recorded_ids(root), given is not None)
+    subs = sorted(k for k, _ in node.groups())
+    if subs and "ingest" in _segiou_attrs(node, where) and not any(True for _ in node.arrays()):
+        # the root of a store written by segiou ingest: its groups are mask sets, not images
+        msg = (
+            f"{where}: this store holds the mask sets {subs}; point at one of them, e.g. "
+            f"{where}/{subs[0]}"
+        )
+        raise StoreLayoutError(msg)
+    members = _group_arrays(node, "", where)  # every array of the group and its subgroups
     if not members:
-        subs = sorted(k for k, _ in node.groups())
         msg = f"{where}: group holds no arrays; expected one H x W array per image"
         if subs:
             msg += f" (it holds groups {subs[:5]}: point at one of them, e.g. {where}/{subs[0]})"
         raise StoreLayoutError(msg)
     arrays = []
-    for name, a in members:
+    for name, _, a in members:
         if a.ndim != 2:
             hint = (
                 f"; this looks like a store with several mask sets: point at one of them, e.g. "
@@ -393,10 +430,42 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
         sub = f"{inner}/{name}" if inner else name
         arrays.append(MaskArray(root, sub, tuple(a.shape), tuple(a.chunks), str(a.dtype),
                                 read_spec(a)))  # fmt: skip
-    original = dict(node.attrs).get("segiou", {}).get("original_names", {})
-    names = tuple(str(original.get(n, n)) for n, _ in members)  # e.g. "a__b" -> "a/b"
+    names = tuple(image for _, image, _ in members)
     _unique(where, names)
     return MaskSet(root, inner, "group", names, tuple(arrays), recorded_ids(root))
+
+
+def _segiou_attrs(node: Any, where: str) -> dict[str, Any]:
+    """Return the node's ``segiou`` attribute, checked to be an object (``{}`` when absent)."""
+    meta = dict(node.attrs).get("segiou", {})
+    if not isinstance(meta, dict):
+        msg = (
+            f"{where}: attribute 'segiou' is {str(meta)[:60]!r}; expected an object such as "
+            '{"names": [...]} (it is written by segiou ingest and create_stack): fix or remove it'
+        )
+        raise StoreLayoutError(msg)
+    return meta
+
+
+def _group_arrays(group: Any, prefix: str, where: str) -> list[tuple[str, str, Any]]:
+    """(array path, image name, array) of every array in ``group`` and its subgroups, sorted.
+
+    An array ``city/x`` is the image ``city/x``, or the name the group attribute
+    ``segiou.original_names`` gives it (ingest stores ``a/b`` as the array ``a__b``).
+    """
+    original = _segiou_attrs(group, where).get("original_names", {})
+    if not isinstance(original, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in original.items()
+    ):
+        msg = (
+            f"{where}: attribute segiou.original_names of group {prefix or '/'!r} is "
+            f"{str(original)[:60]!r}; expected an object of array name -> image name (strings)"
+        )
+        raise StoreLayoutError(msg)
+    found = [(prefix + n, prefix + original.get(n, n), a) for n, a in group.arrays()]
+    for name, sub in group.groups():
+        found += _group_arrays(sub, f"{prefix}{name}/", where)
+    return sorted(found, key=lambda t: t[0])
 
 
 def _check_dtype(where: str, dtype: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -11,24 +13,29 @@ import numpy as np
 
 from segiou._count import (
     IGNORE,
-    ImageCounts,
     OnUnexpected,
     Tally,
+    format_unexpected,
 )
 from segiou.confusion import ConfusionMatrix
 from segiou.errors import (
+    LabelRangeError,
     MaskNotFoundError,
     ShapeMismatchError,
     StoreLayoutError,
 )
+from segiou.images import ImageRows
 from segiou.io.sources import FolderLayout, Source, open_pair
 from segiou.io.zarr import MaskSet, Missing, open_masks
 from segiou.labels import IdSpace, LabelSpec, load_spec
 from segiou.parallel._graph import build_graph, compute
 from segiou.parallel._plan import TASK_PIXELS, plan_tasks
-from segiou.parallel._tasks import Job
+from segiou.parallel._tasks import Job, Odd
 
 __all__ = ["MissingPred", "count_stores", "evaluate_zarr"]
+
+#: Images an error about unexpected values lists (then: "and N more").
+_MAX_LISTED = 20
 
 MissingPred = Literal["error", "void"]
 
@@ -83,11 +90,18 @@ def _check_fits(ms: Source, spec: LabelSpec, ids: IdSpace, side: str) -> None:
     info = np.iinfo(ms.dtype) if ms.dtype.kind in "iu" else np.iinfo(np.uint8)
     needed = spec.gt_map(ids)
     classes = [r for r, c in needed.items() if c != IGNORE]
-    if classes and (max(classes) > info.max or min(classes) < info.min):
+    # a store's dtype holds for every image: a class none of whose ids it can hold could never
+    # be counted (a wrong spec, id space or dtype). An id the dtype cannot hold is fine when
+    # its class has another id that fits (a negative raw id in a uint8 store), as in memory.
+    fits = {c for r, c in needed.items() if c != IGNORE and info.min <= r <= info.max}
+    lost = sorted({c for c in needed.values() if c != IGNORE} - fits)
+    if lost:
+        names = [spec.classes[c] for c in lost[:5]]
         msg = (
             f"{ms.where()}: {side} dtype {ms.dtype} cannot hold the {spec.name!r} class ids "
-            f"{min(classes)}..{max(classes)} ({ids} ids); check the label spec and the id space "
-            "(--gt-ids/--pred-ids raw or class)"
+            f"{min(classes)}..{max(classes)} ({ids} ids): {len(lost)} class(es) could never be "
+            f"counted, e.g. {names}; check the label spec and the id space (--gt-ids/--pred-ids "
+            "raw or class)"
         )
         raise StoreLayoutError(msg)
 
@@ -182,6 +196,12 @@ def count_stores(
     else:
         gms = open_masks(gt) if isinstance(gt, str | Path) else gt
         pms = open_masks(pred) if isinstance(pred, str | Path) else pred
+    if not gms.names:  # all-nan results and exit 0 would look like an evaluation
+        msg = (
+            f"{gms.where()} holds no images; nothing to evaluate. Check the path (a store, or "
+            "the folder of the masks) and the file pattern"
+        )
+        raise MaskNotFoundError(msg)
     if gt_ids == "auto":
         spec_ = load_spec(labels) if not isinstance(labels, int) else None
         has_raw = spec_ is not None and spec_.has_raw
@@ -220,25 +240,89 @@ def count_stores(
     if not groups:
         return out
     reduced = build_graph(job, groups, split_every)
-    table, idx, rows, unexp_g, unexp_p = compute(reduced, scheduler, progress)
-    order, inverse = np.unique(idx, return_inverse=True)  # an image split in bands: sum them
-    summed = np.zeros((len(order), rows.shape[1]), dtype=np.int64)
-    np.add.at(summed, inverse, rows)
-    rows = summed
+    part = compute(reduced, scheduler, progress)
     k = spec.num_classes
-    images = ImageCounts(tp=rows[:, :k], fp=rows[:, k : 2 * k], fn=rows[:, 2 * k : 3 * k],
-                         ignored=rows[:, 3 * k], unexpected=rows[:, 3 * k + 1])  # fmt: skip
-    tally = Tally.from_table(table, k, unexp_g, unexp_p, images)
-    out.add_tally(tally, key=_batch_key(gms), names=[gms.names[i] for i in order],
-                n_images=len(gms.names))  # fmt: skip
+    odd = _unexpected_values(part.odd)
+    if odd and on_unexpected == "raise":
+        raise _unexpected_error(job, odd)
+    unexp: dict[str, dict[int, int]] = {"gt": {}, "pred": {}}
+    for (_, side, value), (count, _) in odd.items():
+        unexp[side][value] = unexp[side].get(value, 0) + count
+    e = part.entries  # an image split in bands has entries from each band: sum them
+    w = k + 2
+    cells, inverse = np.unique((e[:, 0] * w + e[:, 1]) * w + e[:, 2], return_inverse=True)
+    summed = np.zeros(cells.size, dtype=np.int64)
+    np.add.at(summed, inverse, e[:, 3])
+    image, rest = np.divmod(cells, w * w)
+    found: tuple[Any, ...] = tuple((i, s, v, c) for (i, s, v), (c, _) in sorted(odd.items()))
+    n = len(gms.names)
+    rows = ImageRows(k, tuple(gms.names), (False,) * n, image, rest // w, rest % w, summed, found)
+    tally = Tally.from_table(part.table, k, unexp["gt"], unexp["pred"], rows)
+    # names identify images when the source gave them (not a stack's index numbers)
+    out.add_tally(tally, key=_batch_key(gms), names=list(gms.names), n_images=n,
+                  names_given=getattr(gms, "named", True))  # fmt: skip
     return out
 
 
+def _unexpected_values(odd: list[Odd]) -> dict[tuple[int, str, int], tuple[int, tuple[int, int]]]:
+    """(image, side, value) -> (pixels, first position), the bands of an image joined."""
+    out: dict[tuple[int, str, int], tuple[int, tuple[int, int]]] = {}
+    for i, side, value, count, pos in odd:
+        c0, p0 = out.get((i, side, value), (0, pos))
+        out[i, side, value] = (c0 + count, min(p0, pos))
+    return out
+
+
+def _unexpected_error(
+    job: Job, odd: dict[tuple[int, str, int], tuple[int, tuple[int, int]]]
+) -> LabelRangeError:
+    """One error for every image with unexpected values, in image order (as in memory)."""
+    per: dict[tuple[int, str], dict[int, tuple[int, tuple[int, int]]]] = {}
+    for (i, side, value), seen in sorted(odd.items()):
+        per.setdefault((i, side), {})[value] = seen
+    lines = []
+    for (i, side), found in per.items():
+        if side == "gt":
+            where = f"{job.gt.where()} image {job.gt.names[i]!r} (index {i}): ground truth"
+        else:
+            pi = job.pred_index[i]
+            assert job.pred is not None
+            where = (
+                f"{job.pred.where()} image {job.pred.names[pi]!r} (index {pi}, the prediction "
+                f"of {job.gt.where()} image {job.gt.names[i]!r}): prediction"
+            )
+        lines.append(f"{where} has unexpected value(s) {format_unexpected(dict(found))}")
+    shown = _MAX_LISTED
+    more = f"; and {len(lines) - shown} more" if len(lines) > shown else ""
+    images = len({i for i, _ in per})
+    msg = (
+        f"{images} image(s) hold label values that are neither a class nor ignored: "
+        + "; ".join(lines[:shown]) + more
+        + " (positions are (row, column) in the image). Nothing was counted. Fix the label spec "
+        "or the masks, or pass on_unexpected='count' (--on-unexpected count) to count and "
+        "report them"
+    )  # fmt: skip
+    return LabelRangeError(msg)
+
+
 def _batch_key(src: Source) -> str:
-    """``zarr:<store>``; a local store by its absolute path, so that one store has one key."""
-    if isinstance(src, MaskSet) and "://" not in src.url:
-        src = replace(src, url=str(Path(src.url).resolve()))
-    return f"zarr:{src.where()}"
+    """Return the key of a whole source: it names the data, however its path was spelt.
+
+    ``zarr:<store> (path '<inner>')`` for a store, ``folder:<folder>`` for image folders, local
+    paths absolute with symlinks resolved (``png/g1``, ``./png/g1/`` and a link to it are one
+    key); ``files:<digest>`` for a set of image files given without a folder (the digest of
+    their resolved paths and names). So the same data cannot be counted twice into one state.
+    """
+    if isinstance(src, MaskSet):
+        if "://" not in src.url:
+            src = replace(src, url=os.path.realpath(src.url.removeprefix("file://")))
+        return f"zarr:{src.where()}"
+    root = getattr(src, "root", "")
+    if root:
+        return f"folder:{os.path.realpath(root)}"
+    listing = "\n".join(f"{os.path.realpath(p)}\t{n}" for p, n in
+                         sorted(zip(src.paths, src.names, strict=True)))  # fmt: skip
+    return f"files:{hashlib.sha256(listing.encode()).hexdigest()[:32]}"
 
 
 #: The name of :func:`count_stores` in segiou 0.1 (it also counts folders of label images).

@@ -1,7 +1,10 @@
 """What one counting task does: read its images chunk by chunk, count, return int64 partials.
 
 A task gets the shared :class:`Job` and its units ``(image, first row, end row)``; it returns a
-:data:`Partial` of plain arrays, which :func:`combine` sums (the tree of sums of the graph).
+:class:`Partial`: the summed code table, each unit's sparse per-image entries, and every
+unexpected value it met, with its count and first position. :func:`combine` joins partials (the
+tree of sums of the graph). Tasks never raise for unexpected values: the engine raises once,
+after the run, naming every image, so the message does not depend on how tasks were split.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -19,22 +22,29 @@ from segiou._count import (
     Lookup,
     OnUnexpected,
     describe_unexpected,
-    format_unexpected,
 )
 from segiou._typing import IntArray
 from segiou.errors import (
-    LabelRangeError,
     ShapeMismatchError,
 )
+from segiou.images import ImageRows
 from segiou.io.chunks import ChunkCache, image_array, read_region
 from segiou.io.sources import Source
 from segiou.io.zarr import MaskSet, Missing
 from segiou.labels import IdSpace, LabelSpec
 
-__all__ = ["Job", "Partial", "combine", "count_group", "describe", "walk_image"]
+__all__ = ["Job", "Odd", "Partial", "combine", "count_group", "describe", "walk_image"]
 
-# A partial: (code table, image indices, per-image rows, unexpected gt, unexpected pred).
-Partial = tuple[IntArray, IntArray, IntArray, dict[int, int], dict[int, int]]
+#: One unexpected value in one image: (image, side, value, pixels, first (row, column)).
+Odd = tuple[int, str, int, int, tuple[int, int]]
+
+
+class Partial(NamedTuple):
+    """What tasks return and :func:`combine` joins: plain arrays and small lists."""
+
+    table: IntArray  # (K+2, K+2): every pixel's (gt code, pred code)
+    entries: IntArray  # (E, 4): image, gt code, pred code, count (per unit; bands summed later)
+    odd: list[Odd]  # every unexpected value of every unit
 
 
 @dataclass(frozen=True)
@@ -100,62 +110,49 @@ def walk_image(job: Job, i: int, rows: tuple[int, int], gcache: ChunkCache,
     return None
 
 
-def describe(job: Job, i: int, g: np.ndarray, p: np.ndarray, n_gt: int, n_pred: int,
-              top: int = 0) -> tuple[dict[int, int], dict[int, int]]:  # fmt: skip
-    """Find each unexpected value of image ``i`` (rows from ``top``); raise or return counts."""
+def describe(job: Job, i: int, g: np.ndarray, p: np.ndarray, top: int = 0) -> list[Odd]:
+    """Each unexpected value of image ``i``'s band from row ``top``: count, first position."""
     lk = job.lookup
-    bad_g = describe_unexpected(g, None, lk.gt_map, g.shape) if n_gt else {}
-    bad_p = {}
-    if n_pred:
-        classes = [r for r, c in lk.gt_map.items() if c != IGNORE]
-        bad_p = describe_unexpected(p, np.isin(g, classes), lk.pred_map, g.shape)
-    if top:  # a band of the image: positions in the image
-        bad_g = {v: (c, (y + top, x)) for v, (c, (y, x)) in bad_g.items()}
-        bad_p = {v: (c, (y + top, x)) for v, (c, (y, x)) in bad_p.items()}
-    if job.on_unexpected == "raise":
-        parts = []
-        if bad_g:
-            parts.append(f"ground truth has unexpected value(s) {format_unexpected(bad_g)}")
-        if bad_p:
-            parts.append(f"prediction has unexpected value(s) {format_unexpected(bad_p)}")
-        msg = (
-            f"{job.gt.where()} image {job.gt.names[i]!r} (index {i}): "
-            + "; ".join(parts)
-            + " (positions are (row, column) in the image). Fix the label spec or the masks, "
-            "or pass on_unexpected='count' (--on-unexpected count) to count and report them"
-        )
-        raise LabelRangeError(msg)
-    return {v: c for v, (c, _) in bad_g.items()}, {v: c for v, (c, _) in bad_p.items()}
+    found: list[Odd] = []
+    bad_g = describe_unexpected(g, None, lk.gt_map, g.shape)
+    classes = [r for r, c in lk.gt_map.items() if c != IGNORE]
+    bad_p = describe_unexpected(p, np.isin(g, classes), lk.pred_map, g.shape)
+    for side, bad in (("gt", bad_g), ("pred", bad_p)):
+        found += [(i, side, v, c, (pos[0] + top, pos[1])) for v, (c, pos) in sorted(bad.items())]
+    return found
+
+
+def _entries(full: IntArray, i: int) -> IntArray:
+    """Image ``i``'s sparse entries from its folded ``(K+2, K+2)`` table."""
+    rows = ImageRows.from_tables(full[None])
+    return np.stack([np.full_like(rows.gt, i), rows.gt, rows.pred, rows.count], axis=1)
 
 
 def count_group(job: Job, units: IntArray) -> Partial:
-    """Count ``units`` (one Dask task): a partial of plain int64 arrays.
+    """Count ``units`` (one Dask task) into a :class:`Partial` of plain int64 arrays.
 
     A unit is ``(image, first row, end row)``: a whole image, or a band of whole chunk rows of a
-    large one (:func:`plan_tasks`). The partial has one per-image row per unit; the caller sums
-    the rows of an image split over several units.
+    large one (:func:`~segiou.parallel.plan_tasks`). Each unit gives its own entries; the caller
+    sums the entries of an image split over several units.
     """
     bands = [(int(i), int(a), int(b)) for i, a, b in np.asarray(units).reshape(-1, 3)]
-    indices = [i for i, _, _ in bands]
     k = job.spec.num_classes
     width = k + 2
     counter = ImageCounter(job.lookup)
     table = np.zeros((width, width), dtype=np.int64)
-    rows = np.zeros((len(indices), 3 * k + 2), dtype=np.int64)
-    unexp_g: dict[int, int] = {}
-    unexp_p: dict[int, int] = {}
+    entries: list[IntArray] = []
+    odd: list[Odd] = []
     gcaches: dict[str, ChunkCache] = {}
     pcaches: dict[str, ChunkCache] = {}
     chunked = isinstance(job.gt, MaskSet) and (job.pred is None or isinstance(job.pred, MaskSet))
-    for r, (i, top, bottom) in enumerate(bands):
+    for i, top, bottom in bands:
         if not chunked:  # image files: decode whole images (never split)
             g, p = whole_image(job, i)
             counter.add(g, p)
             full = counter.finish()
-            n_gt, n_pred = int(full[k + 1, :].sum()), int(full[:k, k + 1].sum())
-            if n_gt or n_pred:
-                merge_counts(unexp_g, unexp_p, describe(job, i, g, p, n_gt, n_pred))
-            store_row(rows[r], full, k)
+            if full[k + 1, :].any() or full[:k, k + 1].any():
+                odd += describe(job, i, g, p)
+            entries.append(_entries(full, i))
             table += full
             continue
         garr, gn = image_array(job.gt, i)
@@ -174,23 +171,20 @@ def count_group(job: Job, units: IntArray) -> Partial:
             gc.drop(keep=gn // garr.chunks[0])
         walk_image(job, i, (top, bottom), gc, pc, counter)
         full = counter.finish()
-        n_gt, n_pred = int(full[k + 1, :].sum()), int(full[:k, k + 1].sum())
-        if n_gt or n_pred:
-            if job.on_unexpected == "raise" and (top, bottom) != (0, job.gt.image_shape(i)[0]):
-                top, bottom = 0, job.gt.image_shape(i)[0]  # the error describes the whole image
-                n_gt = n_pred = 1  # (both sides: the other band may hold the other side's)
+        if full[k + 1, :].any() or full[:k, k + 1].any():  # the slow path: which values, where
             both = walk_image(job, i, (top, bottom), gc, pc, None)
             assert both is not None
-            merge_counts(unexp_g, unexp_p, describe(job, i, *both, n_gt, n_pred, top))
+            odd += describe(job, i, *both, top)
         # one array per image of a group, never read again: forget its chunks and buffers
         # (kept, they would pile up to every image of the task)
         if job.gt.layout == "group":
             gcaches.pop(garr.path).drop()
         if pc is not None and isinstance(job.pred, MaskSet) and job.pred.layout == "group":
             pcaches.pop(pc.arr.path).drop()
-        store_row(rows[r], full, k)
+        entries.append(_entries(full, i))
         table += full
-    return table, np.asarray(indices, dtype=np.int64), rows, unexp_g, unexp_p
+    joined = np.concatenate(entries) if entries else np.zeros((0, 4), dtype=np.int64)
+    return Partial(table, joined, odd)
 
 
 def whole_image(job: Job, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -221,34 +215,11 @@ def whole_image(job: Job, i: int) -> tuple[np.ndarray, np.ndarray]:
     return g, p
 
 
-def merge_counts(unexp_g: dict[int, int], unexp_p: dict[int, int],
-                  found: tuple[dict[int, int], dict[int, int]]) -> None:  # fmt: skip
-    for src, dst in zip(found, (unexp_g, unexp_p), strict=True):
-        for v, c in src.items():
-            dst[v] = dst.get(v, 0) + c
-
-
-def store_row(row: np.ndarray, full: IntArray, k: int) -> None:
-    """Per-image row: TP, FP, FN (void included) per class, ignored, unexpected."""
-    cm = full[:k, :k]
-    tp = np.diagonal(cm)
-    row[:k] = tp
-    row[k : 2 * k] = cm.sum(axis=0) - tp
-    row[2 * k : 3 * k] = cm.sum(axis=1) - tp + full[:k, k]
-    row[3 * k] = full[k, :].sum()
-    row[3 * k + 1] = full[k + 1, :].sum() + full[:k, k + 1].sum()
-
-
 def combine(parts: Iterable[Partial]) -> Partial:
+    """Join partials: tables summed, entries and unexpected values concatenated."""
     parts = list(parts)
-    table = parts[0][0].copy()
+    table = parts[0].table.copy()
     for p in parts[1:]:
-        table += p[0]
-    unexp_g: dict[int, int] = {}
-    unexp_p: dict[int, int] = {}
-    for p in parts:
-        for src, dst in ((p[3], unexp_g), (p[4], unexp_p)):
-            for v, c in src.items():
-                dst[v] = dst.get(v, 0) + c
-    return (table, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
-            unexp_g, unexp_p)  # fmt: skip
+        table += p.table
+    return Partial(table, np.concatenate([p.entries for p in parts]),
+                   [o for p in parts for o in p.odd])  # fmt: skip

@@ -5,15 +5,29 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from segiou.outputs import write_atomic
 
 if TYPE_CHECKING:
     from segiou.confusion import ConfusionMatrix
     from segiou.results import Result
 
 __all__ = ["render_analysis", "render_text", "write_per_image_csv"]
+
+
+def _safe(text: object) -> Any:
+    """Return a user-given name as table text: control characters escaped, never markup.
+
+    Names come from files and stores: an ANSI escape or a newline printed raw would rewrite the
+    terminal or break the table, and rich would read ``[red]`` as a style.
+    """
+    from rich.text import Text
+
+    s = str(text)
+    return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in s))
 
 
 def _pct(x: float) -> str:
@@ -41,15 +55,16 @@ def render_text(result: Result, *, width: int = 100) -> str:
     from rich.table import Table
 
     buf = io.StringIO()
-    console = Console(file=buf, width=width, color_system=None, force_terminal=False)
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False,
+                      markup=False, highlight=False)  # fmt: skip
     pc = result.per_class
-    t = Table(title=f"per class ({result.labels}, convention {result.convention.name!r})",
+    t = Table(title=_safe(f"per class ({result.labels}, convention {result.convention.name!r})"),
               box=box.SIMPLE_HEAD, title_justify="left")  # fmt: skip
     for col in ("id", "class", "IoU", "Dice", "prec", "recall", "TP", "FP", "FN", "void"):
         t.add_column(col, justify="left" if col == "class" else "right")
     for i, name in enumerate(result.class_names):
         t.add_row(
-            str(i), name, _pct(pc["iou"][i]), _pct(pc["dice"][i]), _pct(pc["precision"][i]),
+            str(i), _safe(name), _pct(pc["iou"][i]), _pct(pc["dice"][i]), _pct(pc["precision"][i]),
             _pct(pc["recall"][i]), f"{pc['tp'][i]:,}", f"{pc['fp'][i]:,}", f"{pc['fn'][i]:,}",
             f"{pc['void'][i]:,}",
         )  # fmt: skip
@@ -60,7 +75,7 @@ def render_text(result: Result, *, width: int = 100) -> str:
         for col in ("category", "IoU", "TP", "FP", "FN"):
             ct.add_column(col, justify="left" if col == "category" else "right")
         for i, name in enumerate(c["names"]):
-            ct.add_row(name, _pct(c["iou"][i]), f"{c['tp'][i]:,}", f"{c['fp'][i]:,}",
+            ct.add_row(_safe(name), _pct(c["iou"][i]), f"{c['tp'][i]:,}", f"{c['fp'][i]:,}",
                        f"{c['fn'][i]:,}")  # fmt: skip
         console.print(ct)
     st = Table(title="summary", box=box.SIMPLE_HEAD, title_justify="left")
@@ -138,12 +153,18 @@ def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> s
             idx = [
                 int(i) for i in np.argsort(np.nan_to_num(one, nan=np.inf)) if not np.isnan(one[i])
             ]
-            worst = ", ".join(f"{per_image.names[i]} ({100 * one[i]:.1f})" for i in idx[:top])
+            worst = ", ".join(
+                f"{_safe(per_image.names[i])} ({100 * one[i]:.1f})" for i in idx[:top]
+            )
         t.add_row(
-            names[c], _pct(scores[c]), ", ".join(f"{n} {100 * s:.1f}%" for s, n in conf), worst
+            _safe(names[c]),
+            _pct(scores[c]),
+            _safe(", ".join(f"{n} {100 * s:.1f}%" for s, n in conf)),
+            _safe(worst),
         )
     buf = io.StringIO()
-    Console(file=buf, width=width, color_system=None, force_terminal=False).print(t)
+    Console(file=buf, width=width, color_system=None, force_terminal=False, markup=False,
+            highlight=False).print(t)  # fmt: skip
     return buf.getvalue()
 
 
@@ -168,15 +189,17 @@ def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
 
     Raises
     ------
-    ValueError
-        ``cm`` has no per-image rows (it was created without ``per_image=True``).
+    UsageError
+        ``cm`` has no per-image rows (it was created without ``per_image=True``), or ``path``
+        is no regular file (see :func:`segiou.outputs.write_atomic`).
+    OutputError
+        The file cannot be written; an existing file is left as it was.
     """
     import csv
 
     t = cm.images
     scores = t.iou()
-    target = Path(path)
-    with target.open("w", newline="", encoding="utf-8") as f:
+    with io.StringIO(newline="") as f:
         w = csv.writer(f)
         w.writerow(["image", "miou", "ignored", "unexpected",
                     *(f"iou:{n}" for n in cm.spec.classes)])  # fmt: skip
@@ -186,4 +209,5 @@ def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
             miou = f"{present.mean():.6f}" if present.size else ""
             w.writerow([name, miou, int(t.ignored[i]), int(t.unexpected[i]),
                         *("" if np.isnan(v) else f"{v:.6f}" for v in row)])  # fmt: skip
-    return target
+        text = f.getvalue()
+    return write_atomic(path, text, what="per-image CSV")

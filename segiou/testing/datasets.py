@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-__all__ = ["write_demo_store"]
+__all__ = ["is_demo_store", "write_demo_store"]
 
 
 def write_demo_store(path: str | Path, *, images: int, height: int, width: int, seed: int = 0,
@@ -48,6 +48,10 @@ def write_demo_store(path: str | Path, *, images: int, height: int, width: int, 
                       overwrite=True)  # fmt: skip
     pred = create_stack(store, path="pred", n=images, height=height, width=width, names=names,
                         overwrite=True)  # fmt: skip
+    import zarr
+
+    zarr.open_group(str(store), mode="a").attrs["segiou"] = {"demo": {"images": images,
+                                                                      "seed": seed}}  # fmt: skip
     it = range(images)
     if progress:
         from tqdm import tqdm
@@ -57,3 +61,24 @@ def write_demo_store(path: str | Path, *, images: int, height: int, width: int, 
         g, p = cityscapes_like(1, height, width, seed=seed + i, label_ids=True)
         gt[i], pred[i] = g[0], p[0]
     return store
+
+
+def is_demo_store(path: str | Path) -> bool:
+    """Whether ``path`` is a store :func:`write_demo_store` wrote (its root attribute says so).
+
+    Parameters
+    ----------
+    path : str or Path
+        A folder.
+
+    Returns
+    -------
+    bool
+    """
+    try:
+        import zarr
+
+        meta = dict(zarr.open_group(str(path), mode="r").attrs).get("segiou")
+    except Exception:  # noqa: BLE001 - not a Zarr group, unreadable: not the demo's
+        return False
+    return isinstance(meta, dict) and "demo" in meta

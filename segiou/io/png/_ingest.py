@@ -42,7 +42,24 @@ def _is_zarr_dir(p: Path) -> bool:
     return any((p / f).is_file() for f in ("zarr.json", ".zgroup", ".zarray"))
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
+def _check_out(out: Path, overwrite: bool, inputs: list[str]) -> None:
+    """Refuse an output store that would replace something else, or lie in (or hold) an input."""
+    real = Path(os.path.realpath(out))
+    for root in filter(None, inputs):
+        src = Path(os.path.realpath(root))
+        if real == src or real.is_relative_to(src) or src.is_relative_to(real):
+            inside = "inside the input" if real != src and real.is_relative_to(src) else "the input"
+            if src.is_relative_to(real) and real != src:
+                inside = "a folder holding the input"
+            msg = (
+                f"--out {str(out)!r} is {inside} {str(src)!r}: writing (or replacing) the store "
+                "there would change or delete the images being ingested; choose another path"
+            )
+            raise UsageError(msg)
+    top = next(p for p in (real, *real.parents) if p.exists())
+    if top != real and not os.access(top, os.W_OK | os.X_OK):
+        msg = f"--out {str(out)!r}: folder {str(top)!r} is not writable; choose another path"
+        raise UsageError(msg)
     if not out.exists():
         return
     if not overwrite:
@@ -331,7 +348,8 @@ def ingest(
     remote = _is_url(out)
     final = Path(str(out).removeprefix("file://"))
     if not remote:
-        _check_out(final, overwrite)
+        _check_out(final, overwrite, [gt_src.root] + ([pred_src.root] if pred_src else []))
+        final = Path(os.path.realpath(final))  # a symlinked output: write where it leads
 
     n_workers = workers or min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's default
     pool = ThreadPoolExecutor(n_workers, thread_name_prefix="segiou-ingest")

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import re
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import ClassVar, Literal
 
 import numpy as np
 
 from segiou.errors import (
+    LossyMaskWarning,
     MaskNotFoundError,
     NamingError,
 )
@@ -275,9 +278,25 @@ def _list_files(folder: Path, pattern: str, side: str) -> list[Path]:
     if not folder.is_dir():
         msg = f"{side} folder {folder} is a file, not a folder; give the folder of the images"
         raise MaskNotFoundError(msg)
-    files = sorted(p for p in folder.rglob(pattern) if p.is_file())
+    every, broken = _walk(folder, side)
+    rels = [(p, PurePosixPath(p.relative_to(folder).as_posix())) for p in every]
+    files = sorted(p for p, rel in rels if rel.match(pattern))
+    loose = [str(rel) for p, rel in rels if not rel.match(pattern) and _match_nocase(rel, pattern)]
+    if broken_hits := [str(b) for b in broken if PurePosixPath(b.name).match(pattern)]:
+        msg = (
+            f"{side} folder {folder}: {len(broken_hits)} file(s) matching {pattern!r} are broken "
+            f"links, e.g. {broken_hits[:3]}; their images would be skipped. Fix or remove them"
+        )
+        raise MaskNotFoundError(msg)
+    if loose:
+        msg = (
+            f"{side} folder {folder}: {len(loose)} file(s) match {pattern!r} only when letter case "
+            f"is ignored, e.g. {loose[:3]}, and would be skipped; rename them, or pass a pattern "
+            f"that matches them (--{side}-pattern)"
+        )
+        raise NamingError(msg)
     if not files:
-        others = Counter(p.suffix.lower() or "(none)" for p in folder.rglob("*") if p.is_file())
+        others = Counter(p.suffix.lower() or "(none)" for p in every)
         found = ", ".join(f"{n} {s}" for s, n in others.most_common(5)) or "no files at all"
         msg = (
             f"{side} folder {folder}: no file matches {pattern!r} (searched recursively); it "
@@ -285,6 +304,43 @@ def _list_files(folder: Path, pattern: str, side: str) -> list[Path]:
         )
         raise MaskNotFoundError(msg)
     return files
+
+
+def _walk(folder: Path, side: str) -> tuple[list[Path], list[Path]]:
+    """Every file under ``folder`` (following links to folders), and the broken links.
+
+    A folder reached twice (through a link, or a link loop) is read once, so an image is never
+    listed under two names; a folder that cannot be read is an error, never skipped.
+    """
+    seen: set[tuple[int, int]] = set()
+    files: list[Path] = []
+    broken: list[Path] = []
+
+    def refuse(err: OSError) -> None:
+        msg = (
+            f"{side} folder {folder}: cannot read {err.filename!r} ({err.strerror}); its images "
+            "would be skipped. Make it readable or remove it"
+        )
+        raise MaskNotFoundError(msg) from err
+
+    for top, dirs, names in os.walk(folder, followlinks=True, onerror=refuse):
+        st = Path(top).stat()
+        if (st.st_dev, st.st_ino) in seen:  # a link back to a folder already read
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs.sort()  # deterministic: of two ways to one folder, the first in sorted order names it
+        for name in names:
+            p = Path(top) / name
+            if p.is_file():
+                files.append(p)
+            elif p.is_symlink() and not p.exists():
+                broken.append(p)
+    return files, broken
+
+
+def _match_nocase(rel: PurePosixPath, pattern: str) -> bool:
+    return PurePosixPath(str(rel).lower()).match(pattern.lower())
 
 
 def png_set(
@@ -348,8 +404,27 @@ def png_set(
         )
         raise NamingError(msg)
     check_unique(f"{side} folder {root}", named)
+    _warn_lossy(root, side, list(named))
     order = sorted(named.items(), key=lambda kv: kv[1])
     return PngSet(tuple(n for _, n in order), tuple(p for p, _ in order), str(root))
+
+
+#: Suffixes of lossy image formats: compression changes pixel values, so labels change.
+LOSSY_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif", ".webp")
+
+
+def _warn_lossy(root: Path, side: str, paths: list[str]) -> None:
+    """Warn once per folder when label masks come in a lossy format (JPEG, WebP)."""
+    lossy = [p for p in paths if p.lower().endswith(LOSSY_SUFFIXES)]
+    if lossy:
+        msg = (
+            f"{side} folder {root}: {len(lossy)} of {len(paths)} mask(s) are stored in a lossy "
+            f"format (JPEG/WebP), e.g. {Path(lossy[0]).name!r}: compression changes labels "
+            "near region edges. Values that are no class nor ignore value are reported as "
+            "unexpected; artefacts that happen to be valid class ids cannot be told apart and "
+            "are counted as such. Save label masks as PNG"
+        )
+        warnings.warn(LossyMaskWarning(msg), stacklevel=3)
 
 
 def find_pairs(

@@ -1,0 +1,420 @@
+"""The saved state of an accumulator: its versioned JSON form, written and checked.
+
+:func:`dump` writes format ``segiou.confusion`` version 2; :func:`load` reads versions 1 and 2
+and refuses a state that breaks any invariant, naming the field: every count an exact integer
+in ``0 .. 2**63 - 1`` (checked before any numpy conversion), a pixel total that fits in int64,
+keys a list of distinct strings, no unexpected counts in a ``raise``-mode state, per-image rows
+that add up to the totals, and no unknown fields. Version 1 kept per-image TP/FP/FN rows only;
+version 2 keeps each image's sparse confusion entries (:mod:`segiou.images`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from segiou._typing import IntArray
+from segiou._version import __version__
+from segiou.errors import CheckpointError
+from segiou.images import ImageRows, UnexpectedValue
+from segiou.labels import LabelSpec
+
+__all__ = ["FORMAT", "INT64_MAX", "READABLE", "VERSION", "StateParts", "dump", "load"]
+
+FORMAT = "segiou.confusion"
+VERSION = 2
+#: Versions :func:`load` reads.
+READABLE = (1, 2)
+INT64_MAX = 2**63 - 1
+
+_FIELDS = {"format", "version", "writer", "labels", "gt_ids", "pred_ids", "per_image",
+           "on_unexpected", "counts", "void", "ignored", "unexpected", "keys", "images",
+           "pixels", "image_rows"}  # fmt: skip
+#: Names a version-1 state gave images counted without one: they are anonymous from version 2.
+_AUTO_NAME = re.compile(r"#\d+")
+
+
+@dataclass
+class StateParts:
+    """Everything a state holds, checked (what :class:`~segiou.ConfusionMatrix` is built from)."""
+
+    spec: LabelSpec
+    gt_ids: Any
+    pred_ids: Any
+    on_unexpected: Any
+    per_image: bool
+    counts: IntArray
+    void: IntArray
+    ignored: int
+    unexpected_gt: dict[int, int]
+    unexpected_pred: dict[int, int]
+    keys: set[str]
+    n_images: int
+    rows: ImageRows | None
+
+    @property
+    def pixels(self) -> int:
+        """The exact pixel total (Python integers: never wraps)."""
+        return (
+            int(self.counts.sum(dtype=object)) + int(self.void.sum(dtype=object)) + self.ignored
+            + sum(self.unexpected_gt.values()) + sum(self.unexpected_pred.values())
+        )  # fmt: skip
+
+
+def dump(p: StateParts) -> dict[str, Any]:
+    """Write ``p`` as a version-2 state (exact integers, canonical order: JSON-safe)."""
+    out: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "writer": {"segiou": __version__},
+        "labels": p.spec.to_dict(),
+        "gt_ids": p.gt_ids,
+        "pred_ids": p.pred_ids,
+        "per_image": p.per_image,
+        "on_unexpected": p.on_unexpected,
+        "counts": p.counts.tolist(),
+        "void": p.void.tolist(),
+        "ignored": p.ignored,
+        "unexpected": {
+            "gt": {str(v): c for v, c in sorted(p.unexpected_gt.items())},
+            "pred": {str(v): c for v, c in sorted(p.unexpected_pred.items())},
+        },
+        "keys": sorted(p.keys),
+        "images": p.n_images,
+        "pixels": p.pixels,
+        "image_rows": None,
+    }
+    if p.rows is not None:
+        r = p.rows
+        if r.legacy is not None:  # loaded from version 1: TP/FP/FN rows only
+            out["version"] = 1
+            out["image_rows"] = {"names": list(r.names)} | {
+                f: a.tolist()
+                for f, a in zip(("tp", "fp", "fn", "ignored", "unexpected"), r.legacy, strict=True)
+            }
+        else:
+            order = np.lexsort((r.pred, r.gt, r.image))
+            out["image_rows"] = {
+                "names": list(r.names),
+                "given": list(r.given),
+                "entries": {
+                    "image": r.image[order].tolist(),
+                    "gt": r.gt[order].tolist(),
+                    "pred": r.pred[order].tolist(),
+                    "count": r.count[order].tolist(),
+                },
+                "unexpected": [list(u) for u in sorted(r.unexpected)],
+            }
+    return out
+
+
+def _fail(msg: str) -> CheckpointError:
+    return CheckpointError(msg)
+
+
+def _count(x: object, name: str) -> int:
+    """Return ``x`` if it is an exact count: an integer (not a bool) in 0 .. 2**63 - 1."""
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= INT64_MAX:
+        msg = (
+            f"field {name!r} holds {str(x)[:40]!r}; expected non-negative integer counts below "
+            "2**63 (exact counts never exceed 2**63 - 1)"
+        )
+        raise _fail(msg)
+    return x
+
+
+def _counts(x: object, shape: tuple[int, ...], name: str) -> IntArray:
+    """Integer counts of ``shape``, each in 0 .. 2**63 - 1, as int64 (checked before casting).
+
+    numpy would pick a dtype for values it cannot hold in int64 (float64 for 2**63 beside small
+    integers, object beyond 64 bits) and then the dtype would be all the message could blame:
+    any value that is not an exact count is found and named instead.
+    """
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError, OverflowError):  # ragged lists, integers beyond numpy's
+        a = np.asarray([], dtype=object)
+    if a.size == 0 and int(np.prod(shape)) == 0 and a.ndim == 1:
+        return np.zeros(shape, dtype=np.int64)
+    exact = a.dtype.kind in "iu" and a.shape == shape
+    if exact and a.size and (a.min() < 0 or (a.dtype.kind == "u" and a.max() > INT64_MAX)):
+        exact = False
+    if exact:
+        return a.astype(np.int64)
+    for v in _flat(x):  # the slow path: name the first value that is no exact count
+        _count(v, name)
+    got = a.shape if a.dtype.kind != "O" else "ragged"
+    msg = f"field {name!r} has shape {got}, expected {shape}"
+    raise _fail(msg)
+
+
+def _flat(x: object) -> list[object]:
+    if isinstance(x, list | tuple):
+        return [v for item in x for v in _flat(item)]
+    return [x]
+
+
+def _unexpected(x: object, name: str) -> dict[int, int]:
+    if not isinstance(x, Mapping):
+        msg = f"field {name!r} is {str(x)[:40]!r}; expected an object of value -> pixel count"
+        raise _fail(msg)
+    out = {}
+    for v, c in x.items():
+        try:
+            value = int(v)
+        except (TypeError, ValueError) as err:
+            msg = f"field {name!r} has the value {v!r}, which is not an integer mask value"
+            raise _fail(msg) from err
+        out[value] = _count(c, f"{name}[{v}]")
+    return out
+
+
+def _keys(x: object) -> set[str]:
+    if isinstance(x, str) or not isinstance(x, list) or not all(isinstance(k, str) for k in x):
+        msg = f"field 'keys' is {str(x)[:40]!r}; expected a list of batch keys (strings)"
+        raise _fail(msg)
+    if len(set(x)) != len(x):
+        dup = sorted({k for k in x if x.count(k) > 1})[:3]
+        msg = f"field 'keys' repeats {dup}; a batch is counted once"
+        raise _fail(msg)
+    return set(x)
+
+
+def _names(x: object, given: object) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    if isinstance(x, str) or not isinstance(x, list) or not all(isinstance(n, str) for n in x):
+        msg = f"field 'image_rows.names' is {str(x)[:40]!r}; expected a list of image names"
+        raise _fail(msg)
+    if given is None:  # version 1: a name is given unless it is an automatic #<row> label
+        given = [not _AUTO_NAME.fullmatch(n) for n in x]
+    if (not isinstance(given, list) or len(given) != len(x)
+            or not all(isinstance(g, bool) for g in given)):  # fmt: skip
+        msg = f"field 'image_rows.given' is {str(given)[:40]!r}; expected one true/false per name"
+        raise _fail(msg)
+    named = [n for n, g in zip(x, given, strict=True) if g]
+    if len(set(named)) != len(named):
+        dup = sorted({n for n in named if named.count(n) > 1})[:3]
+        msg = f"field 'image_rows.names' repeats {dup}; an image is counted once"
+        raise _fail(msg)
+    return tuple(x), tuple(given)
+
+
+def _rows_v2(r: Any, k: int, n: int) -> ImageRows:
+    if not isinstance(r, Mapping) or set(r) != {"names", "given", "entries", "unexpected"}:
+        msg = (
+            f"field 'image_rows' is malformed ({str(r)[:40]}): it holds 'names', 'given', "
+            "'entries', 'unexpected'"
+        )
+        raise _fail(msg)
+    names, given = _names(r["names"], r["given"])
+    if len(names) != n:
+        msg = (
+            f"field 'images' is {n} but 'image_rows' holds {len(names)} row(s), one per counted "
+            "image; the file was altered or truncated"
+        )
+        raise _fail(msg)
+    e = r["entries"]
+    if not isinstance(e, Mapping) or set(e) != {"image", "gt", "pred", "count"}:
+        msg = "field 'image_rows.entries' must hold the lists 'image', 'gt', 'pred', 'count'"
+        raise _fail(msg)
+    m = len(e["image"]) if isinstance(e["image"], list) else -1
+    cols = {f: _counts(e[f], (m,), f"image_rows.entries.{f}") for f in ("image", "gt", "pred",
+                                                                         "count")}  # fmt: skip
+    image, gt, pred, count = cols["image"], cols["gt"], cols["pred"], cols["count"]
+    if m and (image.max() >= n or gt.max() > k + 1 or pred.max() > k + 1 or count.min() < 1):
+        msg = (
+            f"field 'image_rows.entries' holds an image index >= {n}, a code > {k + 1} or a "
+            "count of 0; the file was altered"
+        )
+        raise _fail(msg)
+    folded = ((gt == k) & (pred != k)) | ((gt == k + 1) & (pred != k + 1))
+    cells = image * (k + 2) ** 2 + gt * (k + 2) + pred
+    if folded.any() or np.unique(cells).size != m:
+        msg = "field 'image_rows.entries' repeats a cell or splits an ignored row; altered"
+        raise _fail(msg)
+    odd: list[UnexpectedValue] = []
+    for u in r["unexpected"] if isinstance(r["unexpected"], list) else [None]:
+        if not (isinstance(u, list) and len(u) == 4 and u[1] in ("gt", "pred")
+                and isinstance(u[0], int) and 0 <= u[0] < n and isinstance(u[2], int)):  # fmt: skip
+            msg = f"field 'image_rows.unexpected' has the entry {u!r}; expected [image, side, value, count]"
+            raise _fail(msg)
+        odd.append((u[0], u[1], u[2], _count(u[3], "image_rows.unexpected")))
+    return ImageRows(k, names, given, image, gt, pred, count, tuple(odd))
+
+
+def _rows_v1(r: Any, k: int, n: int) -> ImageRows:
+    fields = ("names", "tp", "fp", "fn", "ignored", "unexpected")
+    if not isinstance(r, Mapping) or set(r) != set(fields):
+        msg = f"field 'image_rows' is malformed ({str(r)[:40]}): it holds {list(fields)}"
+        raise _fail(msg)
+    names, given = _names(r["names"], None)
+    if len(names) != n:
+        msg = (
+            f"field 'images' is {n} but 'image_rows' holds {len(names)} row(s), one per counted "
+            "image; the file was altered or truncated"
+        )
+        raise _fail(msg)
+    legacy = tuple(
+        _counts(r[f], (n, k) if f in ("tp", "fp", "fn") else (n,), f"image_rows.{f}")
+        for f in fields[1:]
+    )
+    z = np.zeros(0, dtype=np.int64)
+    return ImageRows(k, names, given, z, z, z, z, legacy=legacy)  # type: ignore[arg-type]
+
+
+def _check_rows_add_up(p: StateParts) -> None:
+    """Per-image rows must sum to the totals: they describe the same pixels."""
+    r = p.rows
+    assert r is not None
+    k = p.spec.num_classes
+    if r.legacy is not None:
+        tp, fp, fn, ign, odd = r.legacy
+        diag = np.diagonal(p.counts)
+        sums = {
+            "tp": (tp.sum(axis=0), diag),
+            "fp": (fp.sum(axis=0), p.counts.sum(axis=0) - diag),
+            "fn": (fn.sum(axis=0), p.counts.sum(axis=1) - diag + p.void),
+            "ignored": (int(ign.sum()), p.ignored),
+            "unexpected": (int(odd.sum()), sum(p.unexpected_gt.values())
+                           + sum(p.unexpected_pred.values())),
+        }  # fmt: skip
+    else:
+        t = r.totals()
+        sums = {
+            "counts": (t["counts"], p.counts),
+            "void": (t["void"], p.void),
+            "ignored": (t["ignored"], p.ignored),
+            "unexpected gt": (t["unexpected_gt"], p.unexpected_gt),
+            "unexpected pred": (t["unexpected_pred"], p.unexpected_pred),
+        }
+        g, pr, c, i = r.gt, r.pred, r.count, r.image
+        for side, hit in (("gt", g == k + 1), ("pred", (pr == k + 1) & (g < k))):
+            per = np.zeros(r.n, dtype=np.int64)
+            np.add.at(per, i[hit], c[hit])
+            listed = np.zeros(r.n, dtype=np.int64)
+            for img, s, _, cnt in r.unexpected:
+                if s == side:
+                    listed[img] += cnt
+            if not np.array_equal(per, listed):
+                sums[f"unexpected {side} values"] = (per.tolist(), listed.tolist())
+    for what, (rows, total) in sums.items():
+        equal = np.array_equal(rows, total) if isinstance(rows, np.ndarray) else rows == total
+        if not equal:
+            msg = (
+                f"the per-image rows' {what} do not add up to the state's totals; the file was "
+                "altered or is corrupt"
+            )
+            raise _fail(msg)
+
+
+def load(d: Any, source: str = "state") -> StateParts:
+    """Read and check a saved state (version 1 or 2).
+
+    Parameters
+    ----------
+    d : mapping
+        The state, e.g. parsed from JSON.
+    source : str, default "state"
+        Where it came from; every message starts with it.
+
+    Returns
+    -------
+    StateParts
+
+    Raises
+    ------
+    CheckpointError
+        Not a segiou state, an unknown version, or a field that breaks an invariant.
+    """
+    try:
+        return _load(d)
+    except CheckpointError as err:
+        msg = f"{source}: {err}"
+        raise CheckpointError(msg) from err
+
+
+def _load(d: Any) -> StateParts:
+    if not isinstance(d, Mapping) or d.get("format") != FORMAT:
+        found = d.get("format") if isinstance(d, Mapping) else type(d).__name__
+        msg = f"not a segiou confusion state (format {found!r}, expected {FORMAT!r})"
+        raise _fail(msg)
+    version = d.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        msg = (
+            f"field 'version' is {version!r}, expected the integer 1 or 2 (the file was altered "
+            "or not written by segiou)"
+        )
+        raise _fail(msg)
+    if version not in READABLE:
+        w = d.get("writer")
+        writer = w.get("segiou", "?") if isinstance(w, Mapping) else "?"
+        msg = (
+            f"state version {version} (written by segiou {writer}) is not readable by segiou "
+            f"{__version__}, which reads versions {list(READABLE)}; upgrade segiou"
+        )
+        raise _fail(msg)
+    if unknown := sorted(set(d) - _FIELDS):
+        msg = f"unknown field(s) {unknown}; the file was altered or written by a newer segiou"
+        raise _fail(msg)
+    if missing := sorted(_FIELDS - {"writer"} - set(d)):
+        msg = f"missing field(s) {missing}; the file was altered or truncated"
+        raise _fail(msg)
+    if not isinstance(d["per_image"], bool):
+        msg = f"field 'per_image' is {d['per_image']!r}, expected true or false"
+        raise _fail(msg)
+    if d["on_unexpected"] not in ("raise", "count"):
+        msg = f"field 'on_unexpected' is {d['on_unexpected']!r}, expected 'raise' or 'count'"
+        raise _fail(msg)
+    for f in ("gt_ids", "pred_ids"):
+        if d[f] not in ("class", "raw"):
+            msg = f"field {f!r} is {d[f]!r}, expected the id space 'class' or 'raw'"
+            raise _fail(msg)
+    try:
+        spec = LabelSpec.from_dict(d["labels"], source="field 'labels'")
+    except Exception as err:  # any malformed spec: name the field
+        msg = f"field 'labels' is not a valid label spec ({err})"
+        raise _fail(msg) from err
+    k = spec.num_classes
+    unexpected = d["unexpected"]
+    if not isinstance(unexpected, Mapping) or set(unexpected) != {"gt", "pred"}:
+        msg = "field 'unexpected' must hold 'gt' and 'pred' (value -> pixel count)"
+        raise _fail(msg)
+    p = StateParts(
+        spec=spec, gt_ids=d["gt_ids"], pred_ids=d["pred_ids"], on_unexpected=d["on_unexpected"],
+        per_image=d["per_image"], counts=_counts(d["counts"], (k, k), "counts"),
+        void=_counts(d["void"], (k,), "void"), ignored=_count(d["ignored"], "ignored"),
+        unexpected_gt=_unexpected(unexpected["gt"], "unexpected.gt"),
+        unexpected_pred=_unexpected(unexpected["pred"], "unexpected.pred"),
+        keys=_keys(d["keys"]), n_images=_count(d["images"], "images"), rows=None,
+    )  # fmt: skip
+    if p.on_unexpected == "raise" and (p.unexpected_gt or p.unexpected_pred):
+        msg = (
+            "the state counted unexpected values, but its on_unexpected is 'raise', which never "
+            "counts them; the file was altered"
+        )
+        raise _fail(msg)
+    total = p.pixels
+    if total > INT64_MAX:
+        msg = f"its counts add up to {total:,} pixels, more than 2**63 - 1; the file was altered"
+        raise _fail(msg)
+    if d["pixels"] != total or isinstance(d["pixels"], bool):
+        msg = (
+            f"counts add up to {total:,} pixels but the state records {d['pixels']!r}; the file "
+            "was altered or truncated"
+        )
+        raise _fail(msg)
+    r = d["image_rows"]
+    if not p.per_image:
+        if r is not None:
+            msg = (
+                "field 'image_rows' holds per-image rows but 'per_image' is false (a state "
+                "without per-image rows has 'image_rows': null); the file was altered"
+            )
+            raise _fail(msg)
+        return p
+    p.rows = _rows_v1(r, k, p.n_images) if version == 1 else _rows_v2(r, k, p.n_images)
+    _check_rows_add_up(p)
+    return p
