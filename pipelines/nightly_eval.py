@@ -20,6 +20,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import re
 import sys
 import tomllib
 import traceback
@@ -149,6 +150,8 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         )  # fmt: skip
     result = evaluate(cm, preset=preset, beta=ev.get("beta"))
     out.mkdir(parents=True, exist_ok=True)
+    if base_path is None:  # a rerun on the same date replaces the folder's reports: no stale one
+        (out / "comparison.json").unlink(missing_ok=True)
     report = result.to_dict()
     write_atomic(out / "report.json", json.dumps(report, indent=2) + "\n", what="report")
     text = render_text(result) + "\n" + render_analysis(cm)
@@ -184,10 +187,19 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     return EXIT_OK
 
 
+def _folder_name(text: str) -> str:
+    """A ``--date`` that names one folder inside the report folder (no ``/``, no ``..``)."""
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", text):
+        msg = f"{text!r} is not a folder name (letters, digits, '.', '_', '-'; e.g. 2026-11-23)"
+        raise argparse.ArgumentTypeError(msg)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("config", type=Path, help="TOML configuration")
-    parser.add_argument("--date", default=dt.date.today().isoformat(), help="report folder name")
+    parser.add_argument("--date", type=_folder_name, default=dt.date.today().isoformat(),
+                        help="report folder name (default: today, YYYY-MM-DD)")  # fmt: skip
     parser.add_argument("--update-baseline", action="store_true")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)

@@ -944,3 +944,32 @@ def test_sets_lower_casefolds() -> None:
     rc, out, _ = cli("sets", "ß", "SS", "--lower")
     assert rc == 0
     assert re.search(r"Jaccard\s+1\.0", out), out
+
+
+# -- found while looking for the same classes ---------------------------------------------------
+def test_a_pipe_where_a_chunk_should_be_is_a_chunk_error_not_a_hang(tmp_path: Path) -> None:
+    gt, pred = stack_pair(tmp_path, halves())
+    chunk = gt / "c" / "1" / "0" / "0"
+    chunk.unlink()
+    os.mkfifo(chunk)  # reading it would block forever
+    rc, _, err = cli(*eval_args(gt, pred))
+    assert_refused(rc, err, "(1, 0, 0)")
+
+
+def test_nightly_date_must_name_one_folder(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "nightly_eval", Path(__file__).resolve().parents[1] / "pipelines" / "nightly_eval.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[eval]\ngt = "g"\npred = "p"\n', encoding="utf-8")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as info:
+        job.main([str(cfg), "--date", "../../gt.zarr"])
+    assert info.value.code == 2
+    assert "not a folder name" in err.getvalue()

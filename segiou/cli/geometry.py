@@ -334,7 +334,9 @@ def _cmd_sets(args: argparse.Namespace) -> int:
         raise UsageError(_cli_terms(err)) from err
 
     def show(items: tuple[object, ...] | list[str], size: int) -> str:
-        return f"{', '.join(map(str, items)) or '(none)'}  ({size})"
+        text = ", ".join(map(str, items)) or "(none)"
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)  # no raw escapes
+        return f"{text}  ({size})"
 
     if o.n_union:
         jaccard = f"{o.jaccard:.6f}  = {o.n_intersection} / {o.n_union}"

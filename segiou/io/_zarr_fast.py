@@ -13,6 +13,8 @@ switched off.
 from __future__ import annotations
 
 import asyncio
+import errno
+import stat
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,8 +288,11 @@ class Decoder:
     def raw(self, coords: tuple[int, ...]) -> bytes | None:
         key = self.spec.key(coords)
         if self.spec.root is not None:
+            path = Path(self.spec.root) / key
             try:
-                return (Path(self.spec.root) / key).read_bytes()
+                if not stat.S_ISREG(path.stat().st_mode):  # a pipe would block the read forever
+                    raise IsADirectoryError(errno.EISDIR, "not a regular file", str(path))
+                return path.read_bytes()
             except FileNotFoundError:
                 return None
         return _store_get(self.arr.store, key)
