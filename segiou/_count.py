@@ -17,7 +17,13 @@ import numpy as np
 
 from segiou import _kernels
 from segiou._typing import CountMatrix, IntArray, LabelArray
-from segiou.errors import LabelDtypeError, LabelRangeError, LabelSpecError, ShapeMismatchError
+from segiou.errors import (
+    LabelDeviceError,
+    LabelDtypeError,
+    LabelRangeError,
+    LabelSpecError,
+    ShapeMismatchError,
+)
 from segiou.images import ImageRows
 
 __all__ = [
@@ -29,6 +35,7 @@ __all__ = [
     "count_pairs",
     "describe_unexpected",
     "format_unexpected",
+    "to_numpy",
 ]
 
 #: Map target meaning "ignored" (ground truth) or "void" (prediction).
@@ -237,6 +244,61 @@ class Tally:
         )
 
 
+#: DLPack device types whose memory the CPU reads: kDLCPU, kDLCUDAHost (pinned), kDLROCMHost.
+_HOST_DEVICES = (1, 3, 11)
+
+
+def to_numpy(a: object, name: str, where: str) -> np.ndarray:
+    """Return ``a`` as a numpy array without a copy: numpy arrays, DLPack and ``__array__``.
+
+    PyTorch CPU tensors (and JAX, CuPy host arrays, ...) are read through DLPack
+    (``np.from_dlpack``), sharing their memory; other objects through ``__array__``. An array on
+    a device (a CUDA tensor) is refused: counting happens on the CPU.
+
+    Parameters
+    ----------
+    a : object
+        The masks.
+    name : str
+        ``"gt"`` or ``"pred"``, for messages.
+    where : str
+        The batch, for messages.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    LabelDeviceError
+        ``a`` lives in device memory (e.g. a CUDA tensor), or cannot be read as an array.
+    """
+    if isinstance(a, np.ndarray):
+        return a
+    device = getattr(a, "__dlpack_device__", None)
+    if device is not None:
+        kind = int(device()[0])
+        if kind not in _HOST_DEVICES:
+            where_ = getattr(a, "device", f"DLPack device type {kind}")
+            msg = (
+                f"{where}: {name} is on {where_}, but segiou counts on the CPU; pass "
+                f"{name}.cpu() (for a PyTorch tensor; it copies the masks to host memory)"
+            )
+            raise LabelDeviceError(msg)
+        try:
+            return np.from_dlpack(a)  # type: ignore[arg-type]
+        except (TypeError, BufferError, RuntimeError, ValueError):
+            pass  # e.g. a tensor that requires grad, or a dtype DLPack cannot carry
+    try:
+        return np.asarray(a)
+    except (TypeError, RuntimeError, ValueError) as err:
+        msg = (
+            f"{where}: {name} ({type(a).__name__}) cannot be read as an array ({err}); pass a "
+            f"numpy array, or for a PyTorch tensor {name}.detach().cpu()"
+        )
+        raise LabelDeviceError(msg) from err
+
+
 def as_labels(a: object, name: str, where: str) -> LabelArray:
     """Return ``a`` as an integer array a kernel accepts.
 
@@ -249,7 +311,7 @@ def as_labels(a: object, name: str, where: str) -> LabelArray:
     LabelDtypeError
         ``a`` does not hold integer or bool labels.
     """
-    arr = np.asarray(a)
+    arr = to_numpy(a, name, where)
     if arr.dtype == np.bool_:
         return arr.view(np.uint8)
     if arr.dtype.kind not in "iu":
@@ -496,6 +558,7 @@ def count_pairs(
         Unexpected values and ``on_unexpected="raise"``: each value with its pixel count and
         first position is listed.
     """
+    gt, pred = to_numpy(gt, "gt", where), to_numpy(pred, "pred", where)
     g = as_labels(gt, "gt", where)
     p = as_labels(pred, "pred", where)
     if g.shape != p.shape:
@@ -512,7 +575,7 @@ def count_pairs(
             images = ImageRows.from_tables(np.zeros((n, k + 2, k + 2), np.int64))
         return Tally(np.zeros((k, k), np.int64), np.zeros(k, np.int64), 0, {}, {}, images)
     given = lookup
-    g_bool, p_bool = np.asarray(gt).dtype == np.bool_, np.asarray(pred).dtype == np.bool_
+    g_bool, p_bool = gt.dtype == np.bool_, pred.dtype == np.bool_
     lookup = lookup.for_bool(g_bool, p_bool)
     gk, pk = _kernel_values(g, lookup.gt_map), _kernel_values(p, lookup.pred_map)
     full = _tables(gk, pk, lookup, None if threads is None else max(1, int(threads)), per_image)

@@ -17,7 +17,7 @@ from typing import Any, Self
 import numpy as np
 
 from segiou import _state
-from segiou._count import Lookup, OnUnexpected, Tally, count_pairs
+from segiou._count import Lookup, OnUnexpected, Tally, count_pairs, to_numpy
 from segiou._resources import check_memory
 from segiou._typing import CountMatrix, IntArray
 from segiou.errors import (
@@ -200,6 +200,8 @@ class ConfusionMatrix:
         gt, pred : array_like of int or bool
             Label masks of any rank (``H x W``, ``N x H x W``, ...); any strides, any byte
             order (big-endian masks, e.g. ``>u2``, are copied into native byte order first).
+            numpy arrays, PyTorch CPU tensors and other DLPack or ``__array__`` objects are
+            read without a copy; a CUDA tensor is refused (pass ``.cpu()``).
         key : str or int, optional
             Batch id. A key counted before (here or in a merged state) is refused.
         names : sequence of str, optional
@@ -227,8 +229,10 @@ class ConfusionMatrix:
             Bad masks; the message names the batch, what was found and what to do.
         """
         k = None if key is None else str(key)
+        where = "update" if k is None else f"batch {k!r}"
+        gt, pred = to_numpy(gt, "gt", where), to_numpy(pred, "pred", where)  # no copy
         if self.per_image and names is not None:
-            check_names(names, _n_images(np.shape(gt)), "update")  # type: ignore[call-overload]
+            check_names(names, _n_images(gt.shape), where)
         with self._lock:
             if k is not None and (k in self.keys or k in self._pending):
                 msg = (
@@ -239,11 +243,10 @@ class ConfusionMatrix:
             if k is not None:
                 self._pending.add(k)
         try:
-            where = "update" if k is None else f"batch {k!r}"
             tally = count_pairs(gt, pred, self._lookup, where=where,
                                 on_unexpected=self.on_unexpected, per_image=self.per_image,
                                 threads=self.threads)  # fmt: skip
-            self.add_tally(tally, key=k, names=names, n_images=_n_images(np.shape(gt)))  # type: ignore[call-overload]
+            self.add_tally(tally, key=k, names=names, n_images=_n_images(gt.shape))
         finally:
             if k is not None:
                 with self._lock:

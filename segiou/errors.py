@@ -19,6 +19,7 @@ __all__ = [
     "ImageDecodeError",
     "IncompatibleMatrixError",
     "IndicatorMatrixError",
+    "LabelDeviceError",
     "LabelDtypeError",
     "LabelRangeError",
     "LabelSetError",
@@ -47,6 +48,10 @@ class SegiouError(Exception):
 
 class LabelRangeError(SegiouError, ValueError):
     """A mask holds label values that are neither an evaluated class nor ignored."""
+
+
+class LabelDeviceError(SegiouError, TypeError):
+    """Masks in device memory (a CUDA tensor), or an object that cannot be read as an array."""
 
 
 class LabelDtypeError(SegiouError, TypeError):

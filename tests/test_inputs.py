@@ -1,0 +1,78 @@
+"""Masks as training loops have them: DLPack and __array__ objects, read without a copy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+from segiou import ConfusionMatrix
+from segiou.errors import LabelDeviceError, SegiouError
+
+
+class DLPackOnly:
+    """Exposes only DLPack (as a PyTorch CPU tensor does), on a chosen device type."""
+
+    def __init__(self, a: np.ndarray, device: int = 1) -> None:
+        self._a, self._device = a, device
+        self.device = "cpu" if device == 1 else f"cuda:{0}"
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (self._device, 0)
+
+
+class ArrayOnly:
+    def __init__(self, a: np.ndarray) -> None:
+        self._a = a
+
+    def __array__(self, dtype=None, copy=None):
+        return self._a
+
+
+def _pair() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    gt = rng.integers(0, 4, (2, 16, 16)).astype(np.uint8)
+    pred = rng.integers(0, 4, (2, 16, 16)).astype(np.int64)  # as argmax returns it
+    return gt, pred
+
+
+@pytest.mark.parametrize("wrap", [DLPackOnly, ArrayOnly])
+def test_dlpack_and_array_objects_count_as_their_arrays(wrap):
+    gt, pred = _pair()
+    ref = ConfusionMatrix(4, per_image=True).update(gt, pred, key="a")
+    cm = ConfusionMatrix(4, per_image=True).update(wrap(gt), wrap(pred), key="a")
+    assert cm == ref
+
+
+def test_dlpack_is_read_without_a_copy():
+    from segiou._count import to_numpy
+
+    gt, _ = _pair()
+    seen = to_numpy(DLPackOnly(gt), "gt", "update")
+    assert np.shares_memory(seen, gt)
+
+
+def test_a_device_array_is_refused_saying_to_call_cpu():
+    gt, pred = _pair()
+    cm = ConfusionMatrix(4)
+    with pytest.raises(LabelDeviceError, match=r"cuda:0.*\.cpu\(\)") as info:
+        cm.update(DLPackOnly(gt, device=2), pred, key="a")
+    assert isinstance(info.value, SegiouError)
+    assert isinstance(info.value, TypeError)
+    assert cm.keys == set()  # nothing counted, the key is free
+    cm.update(gt, pred, key="a")
+    assert_array_equal(cm.counts, ConfusionMatrix(4).update(gt, pred).counts)
+
+
+def test_torch_tensors_when_torch_is_installed():
+    torch = pytest.importorskip("torch")
+    gt, pred = _pair()
+    ref = ConfusionMatrix(4).update(gt, pred)
+    cm = ConfusionMatrix(4).update(torch.from_numpy(gt), torch.from_numpy(pred))
+    assert_array_equal(cm.counts, ref.counts)
+    needs_grad = torch.zeros((2, 16, 16), dtype=torch.float32, requires_grad=True)
+    with pytest.raises(LabelDeviceError, match="detach"):
+        cm.update(gt, needs_grad)
