@@ -29,6 +29,17 @@ __all__ = [
 ]
 
 
+def _int_from(text: str, lowest: int, what: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = lowest - 1
+    if n < lowest:
+        msg = f"{text!r} is not {what}"
+        raise argparse.ArgumentTypeError(msg)
+    return n
+
+
 def positive_int(text: str) -> int:
     """Parse a positive integer (an argparse type).
 
@@ -46,14 +57,7 @@ def positive_int(text: str) -> int:
     argparse.ArgumentTypeError
         Not an integer of at least 1.
     """
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        msg = f"{text!r} is not a positive integer"
-        raise argparse.ArgumentTypeError(msg)
-    return n
+    return _int_from(text, 1, "a positive integer")
 
 
 def nonnegative_int(text: str) -> int:
@@ -73,14 +77,7 @@ def nonnegative_int(text: str) -> int:
     argparse.ArgumentTypeError
         Not an integer of at least 0.
     """
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        msg = f"{text!r} is not an integer >= 0"
-        raise argparse.ArgumentTypeError(msg)
-    return n
+    return _int_from(text, 0, "an integer >= 0")
 
 
 def positive_float(text: str) -> float:
