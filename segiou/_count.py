@@ -17,6 +17,7 @@ import numpy as np
 
 from segiou import _kernels
 from segiou._typing import CountMatrix, IntArray, LabelArray
+from segiou._unexpected import IGNORE, describe_unexpected, expected_values, format_unexpected
 from segiou.errors import (
     LabelDeviceError,
     LabelDtypeError,
@@ -38,8 +39,6 @@ __all__ = [
     "to_numpy",
 ]
 
-#: Map target meaning "ignored" (ground truth) or "void" (prediction).
-IGNORE = -1
 
 OnUnexpected = Literal["raise", "count"]
 
@@ -479,42 +478,6 @@ def _tables(
     return out
 
 
-def describe_unexpected(
-    values: LabelArray, select: np.ndarray | None, known: Mapping[int, int], shape: tuple[int, ...]
-) -> dict[int, tuple[int, tuple[int, ...]]]:
-    """Slow path: each unexpected value of ``values`` with its pixel count and first position.
-
-    ``known`` holds the expected values; ``select`` (optional) limits the search to where it is
-    true (for predictions: pixels with valid ground truth); positions index ``shape``.
-    """
-    bad = ~np.isin(values, np.fromiter(known, dtype=np.int64, count=len(known)))
-    if select is not None:
-        bad &= select
-    flat = np.flatnonzero(bad.ravel())
-    vals, first, counts = np.unique(values.ravel()[flat], return_index=True, return_counts=True)
-    return {
-        int(v): (int(c), tuple(int(i) for i in np.unravel_index(flat[f], shape)))
-        for v, f, c in zip(vals, first, counts, strict=True)
-    }
-
-
-def format_unexpected(found: dict[int, tuple[int, tuple[int, ...]]], limit: int = 8) -> str:
-    """Describe what :func:`describe_unexpected` found: the ``limit`` most frequent values."""
-    items = sorted(found.items(), key=lambda kv: -kv[1][0])
-    parts = [f"{v} ({c:,} px, first at {pos})" for v, (c, pos) in items[:limit]]
-    if len(items) > limit:
-        parts.append(f"... and {len(items) - limit} more value(s)")
-    return ", ".join(parts)
-
-
-def _expected(mapping: Mapping[int, int], k: int, kind: str) -> str:
-    cls = sorted(r for r, c in mapping.items() if c != IGNORE)
-    ign = sorted(r for r, c in mapping.items() if c == IGNORE)
-    span = f"{cls[0]}..{cls[-1]}" if cls and cls[-1] - cls[0] + 1 == len(cls) else str(cls)
-    text = f"{len(cls)} id(s) {span} for the {k} classes"
-    return text + (f" or {kind} {ign}" if ign else "")
-
-
 def count_pairs(
     gt: object,
     pred: object,
@@ -596,13 +559,13 @@ def count_pairs(
             if bad_g:
                 parts.append(
                     f"{n_unexp_gt:,} ground-truth pixel(s) with unexpected value(s) "
-                    f"{format_unexpected(bad_g)}; expected {_expected(given.gt_map, k, 'ignore')}"
+                    f"{format_unexpected(bad_g)}; expected {expected_values(given.gt_map, k, 'ignore')}"
                 )
             if bad_p:
                 parts.append(
                     f"{n_unexp_pred:,} predicted pixel(s) at valid ground truth with unexpected "
                     f"value(s) {format_unexpected(bad_p)}; expected "
-                    f"{_expected(given.pred_map, k, 'void')}"
+                    f"{expected_values(given.pred_map, k, 'void')}"
                 )
             msg = (
                 f"{where}: " + "; ".join(parts) + ". Nothing was counted. Fix the label spec "

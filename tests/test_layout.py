@@ -25,7 +25,7 @@ PACKAGE = ROOT / "segiou"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("segiou._version", "segiou.errors", "segiou._typing", "segiou._jit",
               "segiou.outputs", "segiou._resources")),
-    ("per-image rows", ("segiou.images",)),
+    ("per-image rows", ("segiou.images", "segiou._unexpected")),
     ("kernels", ("segiou._kernels", "segiou.geometry._box_kernels")),
     ("typed wrappers", ("segiou._count",)),
     ("label specs", ("segiou._builtin_specs", "segiou.labels")),
