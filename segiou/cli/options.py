@@ -22,6 +22,7 @@ __all__ = [
     "add_eval_options",
     "hw",
     "labels_arg",
+    "output_path",
     "positive_float",
     "positive_int",
 ]
@@ -232,7 +233,9 @@ class EvalOptions:
         outputs = {}
         for opt in ("json", "per_image", "state"):
             value = getattr(ns, opt, None)
-            outputs[opt] = None if value is None else _output(f"--{opt.replace('_', '-')}", value)
+            outputs[opt] = (
+                None if value is None else output_path(f"--{opt.replace('_', '-')}", value)
+            )
         return cls(
             gt=ns.gt, pred=ns.pred, labels=labels_arg(ns.labels),
             ignore=None if ns.ignore is None else tuple(ns.ignore), gt_ids=ns.gt_ids,
@@ -245,8 +248,25 @@ class EvalOptions:
         )  # fmt: skip
 
 
-def _output(option: str, value: str) -> Path:
-    """Check an output path before the evaluation: not a folder, in a folder that exists."""
+def output_path(option: str, value: str) -> Path:
+    """Check an output path before any work: not a folder, in a folder that exists.
+
+    Parameters
+    ----------
+    option : str
+        The option's name, for the message (e.g. ``"--json"``).
+    value : str
+        The path given.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    UsageError
+        ``value`` is a folder, or its folder does not exist.
+    """
     target = Path(value)
     if target.is_dir():
         msg = f"{option} {value!r} is a folder; give a file path"

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from segiou.confusion import ConfusionMatrix
     from segiou.results import Result
 
-__all__ = ["render_analysis", "render_text", "write_per_image_csv"]
+__all__ = ["render_analysis", "render_per_image_csv", "render_text", "write_per_image_csv"]
 
 
 def _pct(x: float) -> str:
@@ -147,6 +147,41 @@ def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> s
     return buf.getvalue()
 
 
+def render_per_image_csv(cm: ConfusionMatrix) -> str:
+    """Return the per-image CSV (see :func:`write_per_image_csv`) as text.
+
+    Parameters
+    ----------
+    cm : ConfusionMatrix
+        Counts with per-image rows (created with ``per_image=True``).
+
+    Returns
+    -------
+    str
+        The CSV text, with the line ends the ``csv`` module writes (CR LF).
+
+    Raises
+    ------
+    ValueError
+        ``cm`` has no per-image rows (it was created without ``per_image=True``).
+    """
+    import csv
+
+    t = cm.images
+    scores = t.iou()
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["image", "miou", "ignored", "unexpected",
+                *(f"iou:{n}" for n in cm.spec.classes)])  # fmt: skip
+    for i, name in enumerate(t.names):
+        row = scores[i]
+        present = row[~np.isnan(row)]
+        miou = f"{present.mean():.6f}" if present.size else ""
+        w.writerow([name, miou, int(t.ignored[i]), int(t.unexpected[i]),
+                    *("" if np.isnan(v) else f"{v:.6f}" for v in row)])  # fmt: skip
+    return buf.getvalue()
+
+
 def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
     """Write one row per image: name, ignored and unexpected pixels, mIoU, per-class IoU.
 
@@ -171,19 +206,8 @@ def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
     ValueError
         ``cm`` has no per-image rows (it was created without ``per_image=True``).
     """
-    import csv
-
-    t = cm.images
-    scores = t.iou()
+    text = render_per_image_csv(cm)
     target = Path(path)
     with target.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["image", "miou", "ignored", "unexpected",
-                    *(f"iou:{n}" for n in cm.spec.classes)])  # fmt: skip
-        for i, name in enumerate(t.names):
-            row = scores[i]
-            present = row[~np.isnan(row)]
-            miou = f"{present.mean():.6f}" if present.size else ""
-            w.writerow([name, miou, int(t.ignored[i]), int(t.unexpected[i]),
-                        *("" if np.isnan(v) else f"{v:.6f}" for v in row)])  # fmt: skip
+        f.write(text)
     return target
