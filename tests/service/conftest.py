@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import http.client
-import json
 import re
-import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,11 +11,10 @@ import pytest
 
 pytest.importorskip("fastapi")  # the service extra (part of the test extra)
 
+from service_support import MAX_BODY_MB, raw_request
+
 from segiou.client import Client
 from segiou.testing.service import ServerProcess
-
-#: The shared server's body limit (MiB): small, so that 413 needs no large body.
-MAX_BODY_MB = 1
 
 
 @pytest.fixture(scope="session")
@@ -38,24 +34,6 @@ def run_name(request: pytest.FixtureRequest) -> str:
 def client(server: ServerProcess) -> Iterator[Client]:
     with Client(server.url, retries=0) as c:
         yield c
-
-
-def raw_request(
-    url: str, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
-) -> tuple[int, Any]:
-    """One raw request (no client-side checks, no retries): status and the parsed reply."""
-    parts = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        resp = conn.getresponse()
-        data = resp.read()
-    finally:
-        conn.close()
-    try:
-        return resp.status, json.loads(data)
-    except ValueError:
-        return resp.status, data
 
 
 @pytest.fixture
