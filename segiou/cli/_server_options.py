@@ -12,7 +12,7 @@ __all__ = ["add_server_options", "client_from"]
 
 
 def add_server_options(p: argparse.ArgumentParser) -> None:
-    """Add ``--server`` and ``--token-file`` to a subcommand's parser.
+    """Add ``--server``, ``--token-file`` and ``--retries`` to a subcommand's parser.
 
     Parameters
     ----------
@@ -23,6 +23,8 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
                    help="the segiou serve server, e.g. http://127.0.0.1:8787")  # fmt: skip
     p.add_argument("--token-file", metavar="FILE",
                    help="file holding the bearer token (else $SEGIOU_TOKEN; else none)")  # fmt: skip
+    p.add_argument("--retries", type=int, default=8, metavar="N",
+                   help="retries after a connection error or 5xx reply (default: %(default)s)")  # fmt: skip
 
 
 def client_from(args: argparse.Namespace, run: str | None = None) -> Client:
@@ -31,7 +33,7 @@ def client_from(args: argparse.Namespace, run: str | None = None) -> Client:
     Parameters
     ----------
     args : argparse.Namespace
-        Parsed options with ``server`` and ``token_file``.
+        Parsed options with ``server``, ``token_file`` and ``retries``.
     run : str, optional
         The run the client acts on.
 
@@ -47,4 +49,4 @@ def client_from(args: argparse.Namespace, run: str | None = None) -> Client:
     from segiou.client import Client
     from segiou.service.server import read_token
 
-    return Client(args.server, read_token(args.token_file), run=run)
+    return Client(args.server, read_token(args.token_file), run=run, retries=max(0, args.retries))

@@ -6,10 +6,13 @@ import argparse
 import hashlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from segiou.cli._server_options import add_server_options, client_from
 from segiou.errors import RefusedError, UsageError
+
+if TYPE_CHECKING:
+    from segiou.client import Client
 
 __all__ = ["default_key", "register", "run"]
 
@@ -94,12 +97,16 @@ def run(args: argparse.Namespace) -> int:
         Bad options or input, a refusal (other settings, the key or an image counted
         before), or a server that cannot be reached.
     """
+    with client_from(args, args.run) as client:
+        return _push(args, client)
+
+
+def _push(args: argparse.Namespace, client: Client) -> int:
     from segiou.cli.options import labels_arg
     from segiou.cli.scheduler import scheduler_context
     from segiou.confusion import ConfusionMatrix
     from segiou.parallel import count_stores
 
-    client = client_from(args, args.run)
     key = args.key or default_key(args.gt, args.pred)
     try:
         info: dict[str, Any] | None = client.run_info()

@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     outs = {o: None if getattr(args, o) is None else output_path(f"--{o.replace('_', '-')}",
                                                                  getattr(args, o))
             for o in ("json", "per_image", "state")}  # fmt: skip
-    cm = client_from(args, args.run).state()
+    with client_from(args, args.run) as client:
+        cm = client.state()
     result = evaluate(cm, preset=args.preset, beta=args.beta)
     if outs["json"]:
         outs["json"].write_text(result.to_json() + "\n", encoding="utf-8")

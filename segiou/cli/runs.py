@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     SegiouError
         The server refused (e.g. a wrong token) or cannot be reached.
     """
-    runs = client_from(args).runs()
+    with client_from(args) as client:
+        runs = client.runs()
     head = ("run", "status", "labels", "batches", "images", "pixels")
     rows = [head] + [
         (r["name"], r["status"], f"{r['labels']['name']} ({r['labels']['num_classes']})",

@@ -196,12 +196,18 @@ class Client:
             headers["Accept"] = accept
         if self._auth:
             headers["Authorization"] = self._auth
-        attempt, problem = 0, ""
+        attempt, problem, stale_ok = 0, "", True
         while True:
+            reused = getattr(self._local, "conn", None) is not None
             try:
                 status, ctype, data = self._once(method, path, body, headers)
             except (OSError, http.client.HTTPException) as err:
                 self._drop()
+                stale = isinstance(err, http.client.RemoteDisconnected | ConnectionResetError |
+                                   BrokenPipeError)  # fmt: skip
+                if reused and stale and stale_ok:  # a kept-alive connection the server closed
+                    stale_ok = False  # (e.g. it restarted): once more on a new one, not a retry
+                    continue
                 problem = f"{type(err).__name__}: {err}"
             else:
                 if status < 400:

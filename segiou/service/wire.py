@@ -386,7 +386,7 @@ def _npy_records(body: memoryview, where: str) -> Iterator[np.ndarray]:
                 major, np.lib.format.read_array_header_2_0
             )
             shape, fortran, dtype = reader(head, max_header_size=_MAX_NPY_HEADER)
-        except (ValueError, SyntaxError, TypeError, EOFError) as err:
+        except Exception as err:
             msg = f"{where}: the .npy header at byte {pos} is malformed ({err})"
             raise PayloadError(msg) from err
         if dtype.hasobject:
