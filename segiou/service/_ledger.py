@@ -21,6 +21,7 @@ import json
 import os
 import queue
 import threading
+import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -235,16 +236,23 @@ class Ledger:
     on_batch : callable, optional
         Called by the writer after each commit with ``(outcome, pixels)`` per batch answered
         (``outcome`` is ``"counted"`` or ``"duplicate"``), for metrics.
+    on_commit : callable, optional
+        Called with ``(batches, seconds)`` after each commit of batches, for metrics.
     """
 
     def __init__(
-        self, storage: Storage, *, on_batch: Callable[[str, int], None] | None = None
+        self,
+        storage: Storage,
+        *,
+        on_batch: Callable[[str, int], None] | None = None,
+        on_commit: Callable[[int, float], None] | None = None,
     ) -> None:
         self.storage = storage
         self.runs: dict[str, Run] = {}
         for ix in storage.load():
             self.runs[ix.record.name] = self._run_from_index(ix)
         self._on_batch = on_batch
+        self._on_commit = on_commit
         fault = os.environ.get(FAULT_ENV, "")
         self._crash_after = fault.removeprefix("exit-after-commit:") if fault else None
         self._queue: queue.SimpleQueue[tuple[object, Future[dict[str, Any]]] | None] = (
@@ -387,7 +395,11 @@ class Ledger:
         changes += [PutRun(st["record"]) for st in staged.values()]
         try:
             if changes:
+                t0 = time.perf_counter()
                 self.storage.commit(changes)
+                if self._on_commit is not None:
+                    self._on_commit(sum(isinstance(c, AddBatch) for c in changes),
+                                    time.perf_counter() - t0)  # fmt: skip
         except Exception as err:  # noqa: BLE001 - any storage's error: nothing was applied
             msg = f"the database could not commit ({type(err).__name__}: {err}); retry"
             failed = ServiceStorageError(msg)

@@ -38,8 +38,21 @@ class Metrics:
             "segiou_request_duration_seconds", "Time from request to reply, by method and route",
             ["method", "route"], buckets=_BUCKETS, registry=self.registry,
         )  # fmt: skip
+        self.commit_batches = Histogram(
+            "segiou_commit_batches", "Batches committed per transaction (group commit)",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=self.registry,
+        )  # fmt: skip
+        self.commit_seconds = Histogram(
+            "segiou_commit_seconds", "Time of one durable commit (fsync included)",
+            buckets=_BUCKETS, registry=self.registry,
+        )  # fmt: skip
         self.open_runs = Gauge("segiou_open_runs", "Runs open for batches", registry=self.registry)
         self.open_runs.set_function(lambda: float(open_runs()))
+
+    def commit(self, batches: int, seconds: float) -> None:
+        """Record one commit of ``batches`` batches that took ``seconds``."""
+        self.commit_batches.observe(batches)
+        self.commit_seconds.observe(seconds)
 
     def batch(self, outcome: str, pixels: int = 0) -> None:
         """Count one batch request and, when it was counted, its pixels."""

@@ -193,12 +193,13 @@ def serve(
     from segiou.service.storage import SQLiteStorage
 
     check_bind(host, token)
-    _warm_up()
     folder = Path(data)
     folder.mkdir(parents=True, exist_ok=True)
-    storage = SQLiteStorage(folder / DB_NAME)
+    storage = SQLiteStorage(folder / DB_NAME)  # a damaged database is refused before anything
+    _warm_up()
     metrics_box: list[Metrics] = []
-    ledger = Ledger(storage, on_batch=lambda o, px: metrics_box[0].batch(o, px))
+    ledger = Ledger(storage, on_batch=lambda o, px: metrics_box[0].batch(o, px),
+                    on_commit=lambda n, s: metrics_box[0].commit(n, s))  # fmt: skip
     metrics = Metrics(ledger.open_runs)
     metrics_box.append(metrics)
     max_body = int(max_body_mb * (1 << 20))

@@ -76,7 +76,7 @@ def test_the_npz_form_of_a_state_round_trips(cm: ConfusionMatrix) -> None:
     assert canonical_state(back) == canonical_state(as_json) == canonical_state(cm)
 
 
-@settings(max_examples=25)
+@settings(max_examples=15)
 @given(pair=label_pairs(max_classes=30, unexpected=True), per_image=st.booleans())
 def test_any_state_round_trips_through_both_forms(pair, per_image: bool) -> None:  # type: ignore[no-untyped-def]
     cm = ConfusionMatrix(pair.num_classes, ignore_index=pair.ignore or None, per_image=per_image,
