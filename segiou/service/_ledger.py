@@ -15,6 +15,7 @@ the stored states on its first read after a start.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -74,9 +75,12 @@ __all__ = [
 #: reply. Read once at start-up; never set it outside tests.
 FAULT_ENV = "SEGIOU_SERVICE_FAULT"
 _GROUP = 256  # batches per commit at most
+_COMPRESS_ABOVE = 64 << 10  # canonical states larger than this are stored compressed
 _FOLD_AT = 256  # fold pending batch states into the run's total when this many wait
 _SETTINGS = ("name", "labels", "ignore_index", "gt_ids", "pred_ids", "per_image", "on_unexpected")
 _incarnations = itertools.count(1)
+#: Who waits for an operation: a thread (a concurrent future) or an event loop and its future.
+_Waiter = Future[dict[str, Any]] | tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any]]]
 
 
 @dataclass
@@ -222,8 +226,17 @@ def _merge_all(cms: list[ConfusionMatrix]) -> ConfusionMatrix:
     return cms[0]
 
 
+def _pack_blob(canonical: bytes) -> bytes:
+    """Store a canonical state as it is (JSON, starts with ``{``), or zlib-compressed if large.
+
+    Small states are not worth a compressor's set-up time on the request path.
+    """
+    return zlib.compress(canonical, 1) if len(canonical) > _COMPRESS_ABOVE else canonical
+
+
 def _state(blob: bytes, where: str) -> ConfusionMatrix:
-    return ConfusionMatrix.from_dict(json.loads(zlib.decompress(blob)), source=where)
+    text = blob if blob[:1] == b"{" else zlib.decompress(blob)
+    return ConfusionMatrix.from_dict(json.loads(text), source=where)
 
 
 class Ledger:
@@ -255,9 +268,7 @@ class Ledger:
         self._on_commit = on_commit
         fault = os.environ.get(FAULT_ENV, "")
         self._crash_after = fault.removeprefix("exit-after-commit:") if fault else None
-        self._queue: queue.SimpleQueue[tuple[object, Future[dict[str, Any]]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._queue: queue.SimpleQueue[tuple[object, _Waiter] | None] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._loop, name="segiou-writer", daemon=True)
         self._writer.start()
 
@@ -335,7 +346,7 @@ class Ledger:
             raise UsageError(msg)
         canonical = canonical_state(cm)
         return Prepared(run.name, key, run.incarnation, cm, state_digest(canonical),
-                        zlib.compress(canonical, 1), kind, cm.n_pixels, cm.n_images,
+                        _pack_blob(canonical), kind, cm.n_pixels, cm.n_images,
                         tuple(sorted(cm.keys)), images)  # fmt: skip
 
     # -- writes (through the writer) ------------------------------------------------------------
@@ -344,6 +355,31 @@ class Ledger:
         fut: Future[dict[str, Any]] = Future()
         self._queue.put((op, fut))
         return fut
+
+    def submit_async(self, op: object) -> asyncio.Future[dict[str, Any]]:
+        """As :meth:`submit`, from an event loop: one wake-up of the loop per commit, not per batch.
+
+        Call it on the loop's own thread.
+        """
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._queue.put((op, (loop, fut)))
+        return fut
+
+    @staticmethod
+    def _deliver(answers: list[tuple[_Waiter, dict[str, Any] | BaseException]]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+        for waiter, value in answers:
+            if isinstance(waiter, Future):
+                if isinstance(value, BaseException):
+                    waiter.set_exception(value)
+                else:
+                    waiter.set_result(value)
+            else:
+                by_loop.setdefault(waiter[0], []).append((waiter[1], value))
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(_settle, items)
 
     def stop(self) -> None:
         """Let the writer finish what is queued, then stop it."""
@@ -365,7 +401,7 @@ class Ledger:
                     stop = True
                     break
                 group.append(nxt)
-            batches: list[tuple[Prepared, Future[dict[str, Any]]]] = []
+            batches: list[tuple[Prepared, _Waiter]] = []
             for op, fut in group:
                 if isinstance(op, Prepared):
                     batches.append((op, fut))
@@ -377,11 +413,11 @@ class Ledger:
             if stop:
                 return
 
-    def _commit_batches(self, items: list[tuple[Prepared, Future[dict[str, Any]]]]) -> None:
+    def _commit_batches(self, items: list[tuple[Prepared, _Waiter]]) -> None:
         if not items:
             return
         staged: dict[str, dict[str, Any]] = {}  # run -> its new batches, keys, names, totals
-        answers: list[tuple[Future[dict[str, Any]], dict[str, Any] | SegiouError]] = []
+        answers: list[tuple[_Waiter, dict[str, Any] | SegiouError]] = []
         changes: list[Change] = []
         for prep, fut in items:
             try:
@@ -422,13 +458,11 @@ class Ledger:
             p.key == self._crash_after for p, _ in items
         ) and staged:  # fmt: skip
             os._exit(86)  # the test hook: committed, never answered
-        for fut, reply in answers:
-            if isinstance(reply, SegiouError):
-                fut.set_exception(reply)
-            else:
-                if self._on_batch is not None:
+        if self._on_batch is not None:
+            for _, reply in answers:
+                if not isinstance(reply, SegiouError):
                     self._on_batch(reply["outcome"], reply["pixels"])
-                fut.set_result(reply)
+        self._deliver(answers)  # type: ignore[arg-type]
 
     def _plan(
         self, prep: Prepared, staged: dict[str, dict[str, Any]]
@@ -490,16 +524,16 @@ class Ledger:
                                       prep.images, prep.blob, prep.keys, prep.names))  # fmt: skip
         return answer | {"outcome": "counted", "batches": r.batches + 1}, change
 
-    def _admin(self, op: object, fut: Future[dict[str, Any]]) -> None:
+    def _admin(self, op: object, fut: _Waiter) -> None:
+        answer: dict[str, Any] | BaseException
         try:
             answer = self._admin_op(op)
         except SegiouError as err:
-            fut.set_exception(err)
+            answer = err
         except Exception as err:  # noqa: BLE001 - any storage's error: nothing changed
             msg = f"the database could not commit ({type(err).__name__}: {err}); retry"
-            fut.set_exception(ServiceStorageError(msg))
-        else:
-            fut.set_result(answer)
+            answer = ServiceStorageError(msg)
+        self._deliver([(fut, answer)])
 
     def _admin_op(self, op: object) -> dict[str, Any]:
         if isinstance(op, CreateRun):
@@ -532,6 +566,16 @@ class Ledger:
         self.storage.commit([DeleteRun(run.name)])
         del self.runs[run.name]
         return {"deleted": run.name}
+
+
+def _settle(items: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    for fut, value in items:
+        if fut.cancelled():  # the client went away: the batch is committed all the same
+            continue
+        if isinstance(value, BaseException):
+            fut.set_exception(value)
+        else:
+            fut.set_result(value)
 
 
 def _show(settings: Mapping[str, Any]) -> str:

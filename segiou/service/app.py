@@ -12,8 +12,9 @@ import asyncio
 import hmac
 import json
 import logging
+import re
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
@@ -102,10 +103,13 @@ def _log(**fields: Any) -> None:
 class _Guard:
     """ASGI middleware: the bearer token (constant-time compare) and the latency histogram."""
 
-    def __init__(self, app: _ASGI, token: str | None, metrics: Metrics) -> None:
+    def __init__(
+        self, app: _ASGI, token: str | None, metrics: Metrics, batches: _Batches | None = None
+    ) -> None:
         self.app = app
         self.token = None if token is None else f"Bearer {token}".encode()
         self.metrics = metrics
+        self.batches = batches
 
     async def __call__(self, scope: _Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -125,21 +129,24 @@ class _Guard:
                 reply = JSONResponse(body, 401, headers={"WWW-Authenticate": "Bearer"})
                 await reply(scope, receive, send)
                 return
+        hot = None
+        if self.batches is not None and scope["method"] == "PUT":
+            hot = self.batches.PATH.fullmatch(scope["path"])
         try:
-            await self.app(scope, receive, send)
+            if hot is not None and self.batches is not None:
+                await self.batches.asgi(scope, receive, send, hot[1], hot[2])
+            else:
+                await self.app(scope, receive, send)
         finally:
-            route = scope.get("route")
-            path = getattr(route, "path", "other")
-            self.metrics.latency.labels(scope["method"], path).observe(time.perf_counter() - t0)
+            route = _Batches.ROUTE if hot else getattr(scope.get("route"), "path", "other")
+            self.metrics.latency.labels(scope["method"], route).observe(time.perf_counter() - t0)
 
 
-def _media(request: Request) -> str:
-    return request.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
-async def _body(request: Request, limit: int, types: tuple[str, ...]) -> bytearray:
-    """Read the body into one buffer: 415 for another content type, 413 beyond ``limit``."""
-    media = _media(request)
+async def _read_body(
+    headers: Mapping[bytes, bytes], receive: Any, limit: int, types: tuple[str, ...]
+) -> tuple[str, bytearray]:
+    """Read a body into one buffer: 415 for another content type, 413 beyond ``limit``."""
+    media = headers.get(b"content-type", b"").split(b";")[0].strip().lower().decode("latin-1")
     if media not in types:
         msg = f"content type {media or 'none'!r} is not taken here; send one of {list(types)}"
         raise PayloadError(msg, 415)
@@ -147,32 +154,93 @@ async def _body(request: Request, limit: int, types: tuple[str, ...]) -> bytearr
         f"the body is larger than this server's limit of {limit:,} bytes; send smaller batches "
         "or start the server with a larger --max-body-mb"
     )
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            msg = f"Content-Length {declared!r} is not a number of bytes"
+    declared = headers.get(b"content-length")
+    if declared is not None and not declared.isdigit():
+        msg = f"Content-Length {declared!r} is not a number of bytes"
+        raise PayloadError(msg)
+    n = None if declared is None else int(declared)
+    if n is not None and n > limit:
+        raise PayloadError(too_big, 413)
+    buf, pos = bytearray(n or 0), 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            msg = "the client went away before its body arrived; nothing was stored"
             raise PayloadError(msg)
-        n = int(declared)
-        if n > limit:
-            raise PayloadError(too_big, 413)
-        buf, pos = bytearray(n), 0
-        async for chunk in request.stream():
-            end = pos + len(chunk)
-            if end > n:
-                msg = f"the body is longer than its Content-Length of {n} bytes"
-                raise PayloadError(msg)
+        chunk = message.get("body", b"")
+        end = pos + len(chunk)
+        if n is None:
+            buf += chunk
+            if end > limit:
+                raise PayloadError(too_big, 413)
+        elif end > n:
+            msg = f"the body is longer than its Content-Length of {n} bytes"
+            raise PayloadError(msg)
+        else:
             buf[pos:end] = chunk
-            pos = end
-        if pos != n:
-            msg = f"the body ended after {pos} of its {n} bytes (Content-Length)"
-            raise PayloadError(msg)
-        return buf
-    out = bytearray()
-    async for chunk in request.stream():
-        out += chunk
-        if len(out) > limit:
-            raise PayloadError(too_big, 413)
-    return out
+        pos = end
+        if not message.get("more_body", False):
+            break
+    if n is not None and pos != n:
+        msg = f"the body ended after {pos} of its {n} bytes (Content-Length)"
+        raise PayloadError(msg)
+    return media, buf
+
+
+async def _body(request: Request, limit: int, types: tuple[str, ...]) -> bytearray:
+    return (await _read_body(dict(request.scope["headers"]), request.receive, limit, types))[1]
+
+
+async def _send_json(send: Any, status: int, doc: Any) -> None:
+    data = json.dumps(doc).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(data)).encode())]})  # fmt: skip
+    await send({"type": "http.response.body", "body": data})
+
+
+class _Batches:
+    """``PUT /v1/runs/{name}/batches/{key}``: the hot path, also served as plain ASGI."""
+
+    ROUTE = "/v1/runs/{name}/batches/{key}"
+    PATH = re.compile(r"/v1/runs/([^/]+)/batches/([^/]+)")
+
+    def __init__(
+        self, ledger: Ledger, metrics: Metrics, max_body: int, pool: ThreadPoolExecutor
+    ) -> None:
+        self.ledger, self.metrics, self.max_body, self.pool = ledger, metrics, max_body, pool
+
+    async def handle(
+        self, name: str, key: str, headers: Mapping[bytes, bytes], receive: Any
+    ) -> tuple[int, dict[str, Any]]:
+        """Read, prepare and commit one batch; return the status and the JSON reply."""
+        t0 = time.perf_counter()
+        try:
+            run = self.ledger.run(name)
+            check_key(key)
+            media, body = await _read_body(headers, receive, self.max_body, BATCH_CONTENT_TYPES)
+            if media in (CONTENT_MASKS_NPZ, CONTENT_MASKS_NPY) or len(body) > _INLINE:
+                loop = asyncio.get_running_loop()
+                prep = await loop.run_in_executor(self.pool, self.ledger.prepare, run, key, media,
+                                                  body)  # fmt: skip
+            else:
+                prep = self.ledger.prepare(run, key, media, body)
+            del body
+            answer = await self.ledger.submit_async(prep)
+        except SegiouError as err:
+            self.metrics.batch("refused")
+            status = status_of(err)
+            _log(event="batch", run=name, key=key, outcome="refused", status=status,
+                 error=type(err).__name__, ms=round((time.perf_counter() - t0) * 1e3, 2))  # fmt: skip
+            return status, {"error": type(err).__name__, "message": str(err), "status": status}
+        _log(event="batch", run=name, key=key, outcome=answer["outcome"], pixels=answer["pixels"],
+             images=answer["images"], ms=round((time.perf_counter() - t0) * 1e3, 2))  # fmt: skip
+        return (201 if answer["outcome"] == "counted" else 200), answer
+
+    async def asgi(self, scope: _Scope, receive: Any, send: Any, name: str, key: str) -> None:
+        """Serve the route without the framework's routing and middleware (it is timed)."""
+        status, doc = await self.handle(name, key, dict(scope["headers"]), receive)
+        await _send_json(send, status, doc)
 
 
 def _json(body: bytes | bytearray) -> Any:
@@ -252,13 +320,14 @@ def create_app(
         "(partial states or raw masks) into runs; read live results.",
         lifespan=lifespan,
     )
-    app.add_middleware(_Guard, token=token, metrics=metrics)
+    batches = _Batches(ledger, metrics, max_body, pool)
+    app.add_middleware(_Guard, token=token, metrics=metrics, batches=batches)
 
     async def in_pool(fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     async def write(op: object) -> dict[str, Any]:
-        return await asyncio.wrap_future(ledger.submit(op))
+        return await ledger.submit_async(op)
 
     @app.exception_handler(SegiouError)
     async def _refused(_: Request, err: SegiouError) -> JSONResponse:
@@ -306,28 +375,9 @@ def create_app(
              openapi_extra=_BATCH_BODY)  # fmt: skip
     async def put_batch(name: str, key: str, request: Request) -> JSONResponse:
         """Count a batch once (201); the same content again is a duplicate (200), other 409."""
-        t0, media = time.perf_counter(), _media(request)
-        try:
-            run = ledger.run(name)
-            check_key(key)
-            body = await _body(request, max_body, BATCH_CONTENT_TYPES)
-            masks = media in (CONTENT_MASKS_NPZ, CONTENT_MASKS_NPY)
-            if masks or len(body) > _INLINE:
-                prep = await in_pool(ledger.prepare, run, key, media, body)
-            else:
-                prep = ledger.prepare(run, key, media, body)
-            del body
-            answer = await write(prep)
-        except SegiouError as err:
-            metrics.batch("refused")
-            ms = round((time.perf_counter() - t0) * 1e3, 2)
-            _log(event="batch", run=name, key=key, outcome="refused", status=status_of(err),
-                 error=type(err).__name__, ms=ms)  # fmt: skip
-            return _refusal(err)
-        ms = round((time.perf_counter() - t0) * 1e3, 2)
-        _log(event="batch", run=name, key=key, outcome=answer["outcome"],
-             pixels=answer["pixels"], images=answer["images"], ms=ms)  # fmt: skip
-        return JSONResponse(answer, status_code=201 if answer["outcome"] == "counted" else 200)
+        status, doc = await batches.handle(name, key, dict(request.scope["headers"]),
+                                           request.receive)  # fmt: skip
+        return JSONResponse(doc, status_code=status)
 
     @app.get("/v1/runs/{name}/result", tags=["results"])
     async def result(name: str, preset: str = "segiou", beta: float | None = None) -> Response:

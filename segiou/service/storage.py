@@ -1,8 +1,8 @@
 """Where ``segiou serve`` keeps its runs: a small storage interface and its SQLite implementation.
 
 The service keeps, per run, its settings and totals, and per batch its key, the digest of its
-canonical content, the inner batch keys and image names it brings, and its state (compressed
-canonical JSON, the input of :meth:`~segiou.confusion.ConfusionMatrix.from_dict`). A
+canonical content, the inner batch keys and image names it brings, and its state (canonical
+JSON, compressed when large; the input of :meth:`~segiou.confusion.ConfusionMatrix.from_dict`). A
 :class:`Storage` applies a list of changes in one durable transaction (:meth:`Storage.commit`
 returns only when they are on disk) and reads them back at start-up.
 
@@ -111,7 +111,7 @@ class BatchRecord:
     pixels, images : int
         Pixels and images it counts.
     state : bytes
-        The canonical state, zlib-compressed.
+        The canonical state: JSON, or zlib-compressed JSON when large.
     keys, names : tuple of str
         The batch keys and image names inside its state.
     """
