@@ -77,6 +77,8 @@ FAULT_ENV = "SEGIOU_SERVICE_FAULT"
 _GROUP = 256  # batches per commit at most
 _COMPRESS_ABOVE = 64 << 10  # canonical states larger than this are stored compressed
 _FOLD_AT = 256  # fold pending batch states into the run's total when this many wait
+#: Most classes a run may have (every state of it holds a K x K int64 matrix).
+MAX_CLASSES = 4096
 _SETTINGS = ("name", "labels", "ignore_index", "gt_ids", "pred_ids", "per_image", "on_unexpected")
 _incarnations = itertools.count(1)
 #: Who waits for an operation: a thread (a concurrent future) or an event loop and its future.
@@ -141,6 +143,15 @@ class Run:
 
 
 def _spec(labels: object) -> LabelSpec:
+    k = labels if _is_int(labels) else None
+    if isinstance(labels, Mapping) and isinstance(labels.get("classes"), list):
+        k = len(labels["classes"])
+    if k is not None and k > MAX_CLASSES:  # type: ignore[operator]
+        msg = (
+            f"field 'labels' asks for {k} classes; a run holds at most {MAX_CLASSES} (every "
+            "state is a K x K matrix)"
+        )
+        raise UsageError(msg)
     if isinstance(labels, str):
         return builtin_spec(labels)  # a name only: a request never names a file of the server
     if isinstance(labels, int) and not isinstance(labels, bool):
