@@ -85,7 +85,7 @@ def test_create_run_with_the_same_spec_given_inline_is_the_same_run(client, run_
         (b'{"name": "ok", "labels": 3, "ignore_index": 1.5}', CONTENT_JSON, 400, "ignore_index"),
         (b'{"name": "ok", "labels": 3, "ignore_index": 1}', CONTENT_JSON, 400, "class id"),
         (b'{"name": "ok", "labels": 0}', CONTENT_JSON, 400, "at least 1"),
-        (b'{"name": "ok", "labels": 1000000000}', CONTENT_JSON, 400, "at most 4096 classes"),
+        (b'{"name": "ok", "labels": 1000000000}', CONTENT_JSON, 400, "a run holds at most 4096"),
         (b'{"name": "ok", "labels": 3}', "text/plain", 415, "content type 'text/plain'"),
     ],
 )
