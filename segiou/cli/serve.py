@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from segiou.cli.options import positive_float, positive_int
-from segiou.errors import UsageError
 
 __all__ = ["register", "run"]
 
@@ -62,11 +61,8 @@ def run(args: argparse.Namespace) -> int:
         A non-loopback ``--host`` without a token, an unreadable or short token, a port that
         cannot be bound, or a corrupt database (the command line prints the message, exit 2).
     """
-    try:
-        from segiou.service.server import read_token, serve
-    except ImportError as err:  # pragma: no cover - depends on the installation
-        msg = f"segiou serve needs the service extra: pip install 'segiou[service]' ({err})"
-        raise UsageError(msg) from err
+    from segiou.service.server import read_token, serve
+
     serve(args.data, host=args.host, port=args.port, token=read_token(args.token_file),
           max_body_mb=args.max_body_mb, workers=args.workers)  # fmt: skip
     return 0

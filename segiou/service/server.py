@@ -181,15 +181,20 @@ def serve(
     Raises
     ------
     UsageError
-        A non-loopback ``host`` without a token, or an address that cannot be bound.
+        A non-loopback ``host`` without a token, an address that cannot be bound, or the
+        ``service`` extra is not installed.
     ServiceStorageError
         The database is corrupt, truncated or of another schema (it is left as it is).
     """
-    import uvicorn
+    try:
+        import uvicorn
 
-    from segiou.service._ledger import Ledger
-    from segiou.service._metrics import Metrics
-    from segiou.service.app import LOGGER, create_app
+        from segiou.service._ledger import Ledger
+        from segiou.service._metrics import Metrics
+        from segiou.service.app import LOGGER, create_app
+    except ImportError as err:
+        msg = f"segiou serve needs the service extra: pip install 'segiou[service]' ({err})"
+        raise UsageError(msg) from err
     from segiou.service.storage import SQLiteStorage
 
     check_bind(host, token)

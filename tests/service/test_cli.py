@@ -100,3 +100,14 @@ def test_state_of_an_empty_run_is_empty(server, run_name: str) -> None:
     with Client(server.url) as c:
         c.create_run(run_name, 5, per_image=True)
         assert c.state() == ConfusionMatrix(5, per_image=True)
+
+
+def test_serve_without_the_service_extra_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if the extra were not installed
+    assert main(["serve", "--data", str(tmp_path / "d"), "--port", "0"]) == 2
+    assert "pip install 'segiou[service]'" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
