@@ -11,6 +11,7 @@ __all__ = [
     "BoxError",
     "CheckpointError",
     "ChunkError",
+    "ConflictError",
     "CountDtypeError",
     "CountMatrixError",
     "CountOverflowError",
@@ -28,10 +29,15 @@ __all__ = [
     "MaskNotFoundError",
     "NamingError",
     "NotAStateError",
+    "NotFoundError",
     "OutputError",
+    "PayloadError",
+    "RefusedError",
     "ResourceError",
     "SegiouError",
     "SegiouWarning",
+    "ServiceStorageError",
+    "ServiceUnavailableError",
     "SetOptionError",
     "ShapeMismatchError",
     "StoreExistsError",
@@ -169,3 +175,49 @@ class IndicatorMatrixError(SegiouError, ValueError):
 
 class VerdictError(SegiouError, ValueError):
     """An IoU or a threshold is not a number in [0, 1]."""
+
+
+# -- service (segiou serve) and its client --------------------------------------------------------
+class PayloadError(SegiouError, ValueError):
+    """A request body cannot be read: malformed JSON or npz, too large, or of a wrong type.
+
+    ``status`` is the HTTP status the service replies with (400, 413 or 415).
+    """
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFoundError(SegiouError, LookupError):
+    """A run (or another resource of the service) does not exist: HTTP 404."""
+
+
+class ConflictError(SegiouError, ValueError):
+    """A request conflicts with what the service holds: HTTP 409.
+
+    For example a batch key with other content, an image counted under another key, a closed
+    run, or a run of that name with other settings.
+    """
+
+
+class ServiceStorageError(SegiouError, OSError):
+    """The service's database is corrupt, truncated, or of a schema this segiou does not read."""
+
+
+class RefusedError(SegiouError, ValueError):
+    """The service refused a request (an HTTP 4xx reply); nothing of it was stored.
+
+    Attributes ``status`` (the HTTP status), ``error`` (the server's error class name) and
+    ``message`` (the server's message).
+    """
+
+    def __init__(self, message: str, *, status: int, error: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+
+
+class ServiceUnavailableError(SegiouError, ConnectionError):
+    """The service could not be reached, or kept failing (5xx), after every retry."""

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
-from segiou.report.text import render_analysis, render_text, write_per_image_csv
+from segiou.report.text import (
+    render_analysis,
+    render_per_image_csv,
+    render_text,
+    write_per_image_csv,
+)
 
-__all__ = ["render_analysis", "render_text", "write_per_image_csv"]
+__all__ = ["render_analysis", "render_per_image_csv", "render_text", "write_per_image_csv"]

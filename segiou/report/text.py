@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from segiou.confusion import ConfusionMatrix
     from segiou.results import Result
 
-__all__ = ["render_analysis", "render_text", "write_per_image_csv"]
+__all__ = ["render_analysis", "render_per_image_csv", "render_text", "write_per_image_csv"]
 
 
 def _safe(text: object) -> Any:
@@ -168,6 +168,41 @@ def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> s
     return buf.getvalue()
 
 
+def render_per_image_csv(cm: ConfusionMatrix) -> str:
+    """Return the per-image CSV (see :func:`write_per_image_csv`) as text.
+
+    Parameters
+    ----------
+    cm : ConfusionMatrix
+        Counts with per-image rows (created with ``per_image=True``).
+
+    Returns
+    -------
+    str
+        The CSV text, with the line ends the ``csv`` module writes (CR LF).
+
+    Raises
+    ------
+    UsageError
+        ``cm`` has no per-image rows (it was created without ``per_image=True``).
+    """
+    import csv
+
+    t = cm.images
+    scores = t.iou()
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["image", "miou", "ignored", "unexpected",
+                *(f"iou:{n}" for n in cm.spec.classes)])  # fmt: skip
+    for i, name in enumerate(t.names):
+        row = scores[i]
+        present = row[~np.isnan(row)]
+        miou = f"{present.mean():.6f}" if present.size else ""
+        w.writerow([name, miou, int(t.ignored[i]), int(t.unexpected[i]),
+                    *("" if np.isnan(v) else f"{v:.6f}" for v in row)])  # fmt: skip
+    return buf.getvalue()
+
+
 def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
     """Write one row per image: name, ignored and unexpected pixels, mIoU, per-class IoU.
 
@@ -195,19 +230,4 @@ def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
     OutputError
         The file cannot be written; an existing file is left as it was.
     """
-    import csv
-
-    t = cm.images
-    scores = t.iou()
-    with io.StringIO(newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["image", "miou", "ignored", "unexpected",
-                    *(f"iou:{n}" for n in cm.spec.classes)])  # fmt: skip
-        for i, name in enumerate(t.names):
-            row = scores[i]
-            present = row[~np.isnan(row)]
-            miou = f"{present.mean():.6f}" if present.size else ""
-            w.writerow([name, miou, int(t.ignored[i]), int(t.unexpected[i]),
-                        *("" if np.isnan(v) else f"{v:.6f}" for v in row)])  # fmt: skip
-        text = f.getvalue()
-    return write_atomic(path, text, what="per-image CSV")
+    return write_atomic(path, render_per_image_csv(cm), what="per-image CSV")

@@ -1,0 +1,243 @@
+"""The streaming evaluator: count here, put keyed partial states in the background."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, Self
+
+from segiou.confusion import ConfusionMatrix
+from segiou.errors import DuplicateBatchError, RefusedError, ServiceUnavailableError, UsageError
+from segiou.service.wire import check_key
+
+__all__ = ["StreamingEvaluator"]
+
+
+class _Server(Protocol):
+    """What the evaluator needs of a :class:`~segiou.client.Client`."""
+
+    run: str | None
+    max_backoff: float
+
+    def run_info(self, run: str | None = None) -> dict[str, Any]: ...
+
+    def put_counts(
+        self, cm: ConfusionMatrix, key: str, *, run: str | None = None, binary: bool | None = None
+    ) -> dict[str, Any]: ...
+
+
+class StreamingEvaluator:
+    """Count batches here; put a keyed partial state every ``every`` batches or ``seconds``.
+
+    A training or evaluation loop calls :meth:`update` per batch and never waits on the network:
+    full partial states queue up and a background thread puts each under its own key
+    (``<prefix>.000001``, ...), retrying a failed put under the same key until it is
+    acknowledged, so a partial is never lost and never counted twice.
+
+    Parameters
+    ----------
+    client : Client
+        The server (a :class:`~segiou.client.Client`).
+    run : str, optional
+        The run (default: the client's); its settings are read from the server.
+    every : int, default 50
+        Batches per partial state.
+    seconds : float, default 30
+        A partial older than this is sent even if it has fewer batches.
+    prefix : str, optional
+        Key prefix of the partial states (default: random, unique to this evaluator). Give
+        each process its own.
+    spool : str or Path, optional
+        A folder where each partial is saved until acknowledged; partials left there by a
+        process that died are put first (under their keys) when an evaluator starts on it.
+
+    Raises
+    ------
+    UsageError
+        Bad ``every``, ``seconds`` or ``prefix``.
+    RefusedError, ServiceUnavailableError
+        The run's settings cannot be read from the server.
+    """
+
+    def __init__(
+        self,
+        client: _Server,
+        *,
+        run: str | None = None,
+        every: int = 50,
+        seconds: float = 30.0,
+        prefix: str | None = None,
+        spool: str | Path | None = None,
+    ) -> None:
+        if every < 1 or not seconds > 0:
+            msg = f"every={every!r} must be >= 1 and seconds={seconds!r} > 0"
+            raise UsageError(msg)
+        self.client, self.every, self.seconds = client, every, seconds
+        self.run = run if run is not None else client.run
+        self._template = client.run_info(self.run)["template"]
+        self.prefix = check_key(prefix) if prefix else f"s{secrets.token_hex(6)}"
+        self._spool = None if spool is None else Path(spool)
+        self._cond = threading.Condition()
+        self._cm, self._n, self._since = self._empty(), 0, time.monotonic()
+        self._seq = self._auto = 0
+        self._seen: set[str] = set()
+        self._outbox: deque[tuple[str, ConfusionMatrix]] = deque()
+        self.failed: list[tuple[str, ConfusionMatrix, RefusedError]] = []
+        self.sent = 0
+        self._closing = False
+        if self._spool is not None:
+            self._spool.mkdir(parents=True, exist_ok=True)
+            for f in sorted(self._spool.glob("*.json")):
+                self._outbox.append((f.stem, ConfusionMatrix.load(f)))
+        self._thread = threading.Thread(target=self._send_loop, name="segiou-stream", daemon=True)
+        self._thread.start()
+
+    def _empty(self) -> ConfusionMatrix:
+        return ConfusionMatrix.from_dict(self._template, source=f"settings of run {self.run!r}")
+
+    @property
+    def pending(self) -> int:
+        """Partial states not acknowledged yet (the one being filled not included)."""
+        with self._cond:
+            return len(self._outbox)
+
+    def update(
+        self,
+        gt: object,
+        pred: object,
+        *,
+        key: str | None = None,
+        names: Sequence[str] | None = None,
+    ) -> None:
+        """Count one batch into the current partial state (as ``ConfusionMatrix.update``).
+
+        Parameters
+        ----------
+        gt, pred : array_like
+            Label masks of one shape.
+        key : str, optional
+            The batch key (default: ``<prefix>/<n>``); a key given twice is refused.
+        names : sequence of str, optional
+            Image names (per-image rows).
+
+        Raises
+        ------
+        DuplicateBatchError
+            ``key`` was given before to this evaluator.
+        RefusedError
+            The server refused an earlier partial state (see :attr:`failed`).
+        ShapeMismatchError, LabelDtypeError, LabelRangeError
+            Bad masks (nothing of the batch is counted).
+        """
+        self._raise_refusal()
+        with self._cond:
+            if key is None:
+                k, self._auto = f"{self.prefix}/{self._auto}", self._auto + 1
+            else:
+                k = str(key)
+            if k in self._seen:
+                msg = f"batch key {k!r} was given before to this evaluator; a batch counts once"
+                raise DuplicateBatchError(msg)
+            self._cm.update(gt, pred, key=k, names=names)
+            self._seen.add(k)
+            self._n += 1
+            if self._n >= self.every or time.monotonic() - self._since >= self.seconds:
+                self._seal()
+
+    def _seal(self) -> None:
+        if self._n == 0:
+            return
+        self._seq += 1
+        key = f"{self.prefix}.{self._seq:06d}"
+        cm, self._cm, self._n, self._since = self._cm, self._empty(), 0, time.monotonic()
+        if self._spool is not None:
+            cm.save(self._spool / f"{key}.json")
+        self._outbox.append((key, cm))
+        self._cond.notify_all()
+
+    def _send_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._outbox:
+                    if self._closing:
+                        return
+                    if self._n and time.monotonic() - self._since >= self.seconds:
+                        self._seal()
+                        continue
+                    self._cond.wait(timeout=min(self.seconds, 0.5))
+                key, cm = self._outbox[0]
+            try:
+                self.client.put_counts(cm, key, run=self.run)
+            except ServiceUnavailableError:
+                time.sleep(self.client.max_backoff)  # never dropped: the same key again
+                continue
+            except RefusedError as err:  # retrying cannot help; keep it for the caller
+                with self._cond:
+                    self._outbox.popleft()
+                    self.failed.append((key, cm, err))
+                    self._cond.notify_all()
+                if self._spool is not None:
+                    f = self._spool / f"{key}.json"
+                    f.replace(f.with_suffix(".refused"))
+                continue
+            with self._cond:
+                self._outbox.popleft()
+                self.sent += 1
+                self._cond.notify_all()
+            if self._spool is not None:
+                (self._spool / f"{key}.json").unlink(missing_ok=True)
+
+    def _raise_refusal(self) -> None:
+        if self.failed:
+            key, _, err = self.failed[0]
+            msg = f"the server refused partial state {key!r} (kept in .failed): {err}"
+            raise RefusedError(msg, status=err.status, error=err.error)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send the current partial state now and wait until every partial is acknowledged.
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait at most (default: as long as it takes).
+
+        Raises
+        ------
+        ServiceUnavailableError
+            Not all acknowledged within ``timeout`` (they stay queued; call again).
+        RefusedError
+            The server refused a partial state (see :attr:`failed`).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._seal()
+            while self._outbox:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    keys = [k for k, _ in self._outbox]
+                    msg = (
+                        f"{len(keys)} partial state(s) not acknowledged within {timeout} s "
+                        f"(keys {keys[:3]}...); they stay queued and are retried: call "
+                        "flush() or close() again"
+                    )
+                    raise ServiceUnavailableError(msg)
+                self._cond.wait(timeout=left)
+        self._raise_refusal()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is left, wait until it is acknowledged (as :meth:`flush`), then stop."""
+        self.flush(timeout)
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,623 @@
+"""The service's core: runs in memory, batches prepared anywhere, one writer that commits them.
+
+Requests prepare their batch on any thread (:meth:`Ledger.prepare`: read the body, count raw
+masks, check it against the run's settings, take its digest). One writer thread then takes the
+prepared batches in arrival order, checks each against the run (key, digest, inner batch keys,
+image names, status), commits all of those it accepts in one transaction (group commit), and
+only then answers each of them. The in-memory index it checks against changes only after the
+commit, and the database's primary keys would refuse a double row even if it were wrong.
+
+A run's total is the merge of its batches' states, through the public accumulator API only
+(:meth:`~segiou.confusion.ConfusionMatrix.from_dict` and
+:meth:`~segiou.confusion.ConfusionMatrix.merge`): kept in memory, folded lazily, rebuilt from
+the stored states on its first read after a start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import queue
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from segiou.confusion import ConfusionMatrix
+from segiou.errors import (
+    ConflictError,
+    NotFoundError,
+    SegiouError,
+    ServiceStorageError,
+    UsageError,
+)
+from segiou.labels import LabelSpec, builtin_spec
+from segiou.service.storage import (
+    AddBatch,
+    BatchRecord,
+    Change,
+    DeleteRun,
+    PutRun,
+    RunIndex,
+    RunRecord,
+    Storage,
+)
+from segiou.service.wire import (
+    CONTENT_JSON,
+    CONTENT_STATE_NPZ,
+    canonical_state,
+    check_run_name,
+    decode_masks,
+    decode_state,
+    state_digest,
+)
+
+__all__ = [
+    "FAULT_ENV",
+    "CloseRun",
+    "CreateRun",
+    "DeleteRunOp",
+    "Ledger",
+    "Prepared",
+    "Run",
+    "run_settings",
+]
+
+#: Test hook: ``exit-after-commit:<key>`` makes the writer exit the process (status 86) right
+#: after committing the batch put under ``<key>``, before any reply: a crash between commit and
+#: reply. Read once at start-up; never set it outside tests.
+FAULT_ENV = "SEGIOU_SERVICE_FAULT"
+_GROUP = 256  # batches per commit at most
+_COMPRESS_ABOVE = 64 << 10  # canonical states larger than this are stored compressed
+_FOLD_AT = 256  # fold pending batch states into the run's total when this many wait
+#: Most classes a run may have (every state of it holds a K x K int64 matrix).
+MAX_CLASSES = 4096
+_SETTINGS = ("name", "labels", "ignore_index", "gt_ids", "pred_ids", "per_image", "on_unexpected")
+_incarnations = itertools.count(1)
+#: Who waits for an operation: a thread (a concurrent future) or an event loop and its future.
+_Waiter = Future[dict[str, Any]] | tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any]]]
+
+
+@dataclass
+class Prepared:
+    """A batch read, counted and checked against its run's settings, ready for the writer."""
+
+    run: str
+    key: str
+    incarnation: int
+    cm: ConfusionMatrix
+    digest: str
+    blob: bytes
+    kind: str
+    pixels: int
+    images: int
+    keys: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+@dataclass
+class Run:
+    """A run in memory: its row, settings, index of keys and names, and its running total."""
+
+    record: RunRecord
+    template: ConfusionMatrix
+    batches: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> digest, seq
+    keys: dict[str, str] = field(default_factory=dict)  # inner batch key -> batch key
+    images: dict[str, str] = field(default_factory=dict)  # image name -> batch key
+    incarnation: int = field(default_factory=lambda: next(_incarnations))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    total: ConfusionMatrix | None = None
+    total_seq: int = 0
+    pending: list[tuple[int, ConfusionMatrix]] = field(default_factory=list)
+    folding: bool = False
+
+    @property
+    def name(self) -> str:
+        """The run's name."""
+        return self.record.name
+
+    def summary(self) -> dict[str, Any]:
+        """Return settings, status and totals, as ``GET /v1/runs/{name}`` does."""
+        with self.lock:
+            r = self.record
+        t = self.template
+        return {
+            "name": r.name,
+            "status": r.status,
+            "batches": r.batches,
+            "images": r.images,
+            "pixels": r.pixels,
+            "created": r.created,
+            "closed": r.closed,
+            "settings": json.loads(r.settings),
+            "labels": {"name": t.spec.name, "num_classes": t.num_classes},
+            "template": json.loads(r.template),
+        }
+
+
+def _spec(labels: object) -> LabelSpec:
+    k = labels if _is_int(labels) else None
+    if isinstance(labels, Mapping) and isinstance(labels.get("classes"), list):
+        k = len(labels["classes"])
+    if k is not None and k > MAX_CLASSES:  # type: ignore[operator]
+        msg = (
+            f"field 'labels' asks for {k} classes; a run holds at most {MAX_CLASSES} (every "
+            "state is a K x K matrix)"
+        )
+        raise UsageError(msg)
+    if isinstance(labels, str):
+        return builtin_spec(labels)  # a name only: a request never names a file of the server
+    if isinstance(labels, int) and not isinstance(labels, bool):
+        return LabelSpec.from_num_classes(labels)
+    if isinstance(labels, Mapping):
+        return LabelSpec.from_dict(labels, source="field 'labels'")
+    msg = (
+        f"field 'labels' is {labels!r}; expected a built-in spec name (cityscapes, pascal_voc, "
+        "ade20k), a number of classes, or a spec object"
+    )
+    raise UsageError(msg)
+
+
+def run_settings(body: object) -> tuple[dict[str, Any], ConfusionMatrix]:
+    """Check the settings of ``POST /v1/runs``; return them with defaults, and the empty run.
+
+    Parameters
+    ----------
+    body : object
+        The parsed JSON body: ``name``, ``labels`` and optionally ``ignore_index``,
+        ``gt_ids``, ``pred_ids``, ``per_image``, ``on_unexpected``.
+
+    Returns
+    -------
+    (dict, ConfusionMatrix)
+        The settings (every field, defaults filled in) and an empty accumulator with them.
+
+    Raises
+    ------
+    UsageError
+        Not an object, unknown or missing fields, or a field of the wrong type.
+    LabelSpecError
+        Invalid labels or ignore values.
+    """
+    if not isinstance(body, Mapping):
+        msg = f"the body must be a JSON object with fields {list(_SETTINGS)}"
+        raise UsageError(msg)
+    if unknown := sorted(set(body) - set(_SETTINGS)):
+        msg = f"unknown field(s) {unknown}; a run has {list(_SETTINGS)}"
+        raise UsageError(msg)
+    for required in ("name", "labels"):
+        if required not in body:
+            msg = f"field {required!r} is missing; a run needs a name and labels"
+            raise UsageError(msg)
+    s = {"ignore_index": None, "gt_ids": "class", "pred_ids": None, "per_image": False,
+         "on_unexpected": "raise"} | dict(body)  # fmt: skip
+    check_run_name(s["name"])
+    ign = s["ignore_index"]
+    if not (ign is None or _is_int(ign) or (isinstance(ign, list) and all(map(_is_int, ign)))):
+        msg = f"field 'ignore_index' is {ign!r}; expected null, an integer or a list of them"
+        raise UsageError(msg)
+    for name, allowed in (("gt_ids", ("class", "raw")), ("pred_ids", ("class", "raw", None)),
+                          ("on_unexpected", ("raise", "count")), ("per_image", (True, False))):  # fmt: skip
+        value = s[name]
+        if value not in allowed or (isinstance(value, bool) != (name == "per_image")):
+            msg = f"field {name!r} is {value!r}; expected one of {list(allowed)}"
+            raise UsageError(msg)
+    cm = ConfusionMatrix(_spec(s["labels"]), ignore_index=ign, gt_ids=s["gt_ids"],
+                         pred_ids=s["pred_ids"], on_unexpected=s["on_unexpected"],
+                         per_image=s["per_image"])  # fmt: skip
+    return s, cm
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _effective(cm: ConfusionMatrix) -> dict[str, Any]:
+    return {"labels": cm.spec, "gt_ids": cm.gt_ids, "pred_ids": cm.pred_ids,
+            "per_image": cm.per_image, "on_unexpected": cm.on_unexpected}  # fmt: skip
+
+
+def _empty_like(t: ConfusionMatrix) -> ConfusionMatrix:
+    return ConfusionMatrix(t.spec, gt_ids=t.gt_ids, pred_ids=t.pred_ids,
+                           on_unexpected=t.on_unexpected, per_image=t.per_image)  # fmt: skip
+
+
+def _merge_all(cms: list[ConfusionMatrix]) -> ConfusionMatrix:
+    """Merge states pairwise, as a tree: each merge copies its inputs, so a chain would not."""
+    while len(cms) > 1:
+        cms = [cms[i].merge(cms[i + 1]) if i + 1 < len(cms) else cms[i]
+               for i in range(0, len(cms), 2)]  # fmt: skip
+    return cms[0]
+
+
+def _pack_blob(canonical: bytes) -> bytes:
+    """Store a canonical state as it is (JSON, starts with ``{``), or zlib-compressed if large.
+
+    Small states are not worth a compressor's set-up time on the request path.
+    """
+    return zlib.compress(canonical, 1) if len(canonical) > _COMPRESS_ABOVE else canonical
+
+
+def _state(blob: bytes, where: str) -> ConfusionMatrix:
+    text = blob if blob[:1] == b"{" else zlib.decompress(blob)
+    return ConfusionMatrix.from_dict(json.loads(text), source=where)
+
+
+class Ledger:
+    """Runs, their batches and totals; every change goes through one writer thread.
+
+    Parameters
+    ----------
+    storage : Storage
+        Where runs and batches are kept (read back here at start).
+    on_batch : callable, optional
+        Called by the writer after each commit with ``(outcome, pixels)`` per batch answered
+        (``outcome`` is ``"counted"`` or ``"duplicate"``), for metrics.
+    on_commit : callable, optional
+        Called with ``(batches, seconds)`` after each commit of batches, for metrics.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        on_batch: Callable[[str, int], None] | None = None,
+        on_commit: Callable[[int, float], None] | None = None,
+    ) -> None:
+        self.storage = storage
+        self.runs: dict[str, Run] = {}
+        for ix in storage.load():
+            self.runs[ix.record.name] = self._run_from_index(ix)
+        self._on_batch = on_batch
+        self._on_commit = on_commit
+        fault = os.environ.get(FAULT_ENV, "")
+        self._crash_after = fault.removeprefix("exit-after-commit:") if fault else None
+        self._queue: queue.SimpleQueue[tuple[object, _Waiter] | None] = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._loop, name="segiou-writer", daemon=True)
+        self._writer.start()
+
+    @staticmethod
+    def _run_from_index(ix: RunIndex) -> Run:
+        r = ix.record
+        template = ConfusionMatrix.from_dict(json.loads(r.template), source=f"run {r.name!r}")
+        run = Run(r, template)
+        run.batches = {key: (digest, seq) for key, digest, seq in ix.batches}
+        run.keys = dict(ix.keys)
+        run.images = dict(ix.images)
+        return run
+
+    # -- reads ---------------------------------------------------------------------------------
+    def run(self, name: str) -> Run:
+        """Return a run; raise :class:`~segiou.errors.NotFoundError` if there is none."""
+        run = self.runs.get(check_run_name(name))
+        if run is None:
+            msg = f"run {name!r} does not exist; create it first (POST /v1/runs)"
+            raise NotFoundError(msg)
+        return run
+
+    def open_runs(self) -> int:
+        """Return the number of open runs."""
+        return sum(r.record.status == "open" for r in list(self.runs.values()))
+
+    def total(self, name: str) -> ConfusionMatrix:
+        """Return the run's total state (never mutated afterwards: safe to read unlocked).
+
+        The first call after a start merges the stored batch states; later calls fold the
+        batches committed since.
+        """
+        run = self.run(name)
+        with run.lock:
+            if run.total is None:
+                upto = run.record.seq
+                states = [_state(b, f"stored batch of run {name!r}")
+                          for b in self.storage.batch_states(name, upto)]  # fmt: skip
+                run.total = _merge_all([_empty_like(run.template), *states])
+                run.total_seq, run.pending = upto, []
+            if run.pending:
+                run.total = run.total.merge(_merge_all([cm for _, cm in run.pending]))
+                run.total_seq, run.pending = run.pending[-1][0], []
+            run.folding = False
+            return run.total
+
+    def _fold(self, name: str) -> None:
+        with contextlib.suppress(SegiouError):  # deleted meanwhile, or unreadable: a read says so
+            self.total(name)
+
+    # -- preparing a batch (any thread) ---------------------------------------------------------
+    def prepare(self, run: Run, key: str, content_type: str, body: bytes | bytearray) -> Prepared:
+        """Read a batch body, count raw masks with the run's settings, and take its digest.
+
+        Raises
+        ------
+        PayloadError, CheckpointError
+            A malformed body.
+        ShapeMismatchError, LabelDtypeError, LabelRangeError, IncompatibleMatrixError, UsageError
+            Masks or a state the run cannot take (nothing is stored).
+        """
+        where = f"batch {key!r} of run {run.name!r}"
+        t = run.template
+        if content_type in (CONTENT_JSON, CONTENT_STATE_NPZ):
+            cm, kind = decode_state(body, content_type, where=where), "state"
+            t.merge(cm)  # IncompatibleMatrixError, naming both settings
+        else:
+            gt, pred, names = decode_masks(body, content_type, where=where)
+            cm, kind = _empty_like(t), "masks"
+            cm.update(gt, pred, key=key, names=names)
+        images = tuple(cm.images.names) if cm.per_image else ()
+        if len(set(images)) != len(images):
+            twice = sorted(n for n, c in Counter(images).items() if c > 1)
+            msg = f"{where}: image name(s) {twice[:3]} appear more than once; name each image once"
+            raise UsageError(msg)
+        canonical = canonical_state(cm)
+        return Prepared(run.name, key, run.incarnation, cm, state_digest(canonical),
+                        _pack_blob(canonical), kind, cm.n_pixels, cm.n_images,
+                        tuple(sorted(cm.keys)), images)  # fmt: skip
+
+    # -- writes (through the writer) ------------------------------------------------------------
+    def submit(self, op: object) -> Future[dict[str, Any]]:
+        """Queue a :class:`Prepared` batch or an admin operation; the future holds the outcome."""
+        fut: Future[dict[str, Any]] = Future()
+        self._queue.put((op, fut))
+        return fut
+
+    def submit_async(self, op: object) -> asyncio.Future[dict[str, Any]]:
+        """As :meth:`submit`, from an event loop: one wake-up of the loop per commit, not per batch.
+
+        Call it on the loop's own thread.
+        """
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._queue.put((op, (loop, fut)))
+        return fut
+
+    @staticmethod
+    def _deliver(answers: list[tuple[_Waiter, dict[str, Any] | BaseException]]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+        for waiter, value in answers:
+            if isinstance(waiter, Future):
+                if isinstance(value, BaseException):
+                    waiter.set_exception(value)
+                else:
+                    waiter.set_result(value)
+            else:
+                by_loop.setdefault(waiter[0], []).append((waiter[1], value))
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(_settle, items)
+
+    def stop(self) -> None:
+        """Let the writer finish what is queued, then stop it."""
+        self._queue.put(None)
+        self._writer.join()
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            group, stop = [item], False
+            while len(group) < _GROUP:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                group.append(nxt)
+            batches: list[tuple[Prepared, _Waiter]] = []
+            for op, fut in group:
+                if isinstance(op, Prepared):
+                    batches.append((op, fut))
+                    continue
+                self._commit_batches(batches)  # in order: what came before an admin op first
+                batches = []
+                self._admin(op, fut)
+            self._commit_batches(batches)
+            if stop:
+                return
+
+    def _commit_batches(self, items: list[tuple[Prepared, _Waiter]]) -> None:
+        if not items:
+            return
+        staged: dict[str, dict[str, Any]] = {}  # run -> its new batches, keys, names, totals
+        answers: list[tuple[_Waiter, dict[str, Any] | SegiouError]] = []
+        changes: list[Change] = []
+        for prep, fut in items:
+            try:
+                answer, change = self._plan(prep, staged)
+            except SegiouError as err:
+                answers.append((fut, err))
+                continue
+            answers.append((fut, answer))
+            if change is not None:
+                changes.append(change)
+        changes += [PutRun(st["record"]) for st in staged.values()]
+        try:
+            if changes:
+                t0 = time.perf_counter()
+                self.storage.commit(changes)
+                if self._on_commit is not None:
+                    self._on_commit(sum(isinstance(c, AddBatch) for c in changes),
+                                    time.perf_counter() - t0)  # fmt: skip
+        except Exception as err:  # noqa: BLE001 - any storage's error: nothing was applied
+            msg = f"the database could not commit ({type(err).__name__}: {err}); retry"
+            failed = ServiceStorageError(msg)
+            answers = [(f, a if isinstance(a, SegiouError) else failed) for f, a in answers]
+            staged = {}
+        for name, st in staged.items():
+            run = self.runs[name]
+            with run.lock:
+                run.record = st["record"]
+                run.batches.update(st["batches"])
+                run.keys.update(st["keys"])
+                run.images.update(st["images"])
+                if run.total is not None:
+                    run.pending.extend(st["states"])
+                fold = len(run.pending) >= _FOLD_AT and not run.folding
+                run.folding = run.folding or fold
+            if fold:
+                threading.Thread(target=self._fold, args=(name,), daemon=True).start()
+        if self._crash_after is not None and any(
+            p.key == self._crash_after for p, _ in items
+        ) and staged:  # fmt: skip
+            os._exit(86)  # the test hook: committed, never answered
+        if self._on_batch is not None:
+            for _, reply in answers:
+                if not isinstance(reply, SegiouError):
+                    self._on_batch(reply["outcome"], reply["pixels"])
+        self._deliver(answers)  # type: ignore[arg-type]
+
+    def _plan(
+        self, prep: Prepared, staged: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, Any], Change | None]:
+        run = self.runs.get(prep.run)
+        if run is None or run.incarnation != prep.incarnation:
+            msg = (
+                f"run {prep.run!r} does not exist (any more); it was deleted while batch "
+                f"{prep.key!r} was read"
+            )
+            raise NotFoundError(msg)
+        st = staged.get(run.name)
+        new = {} if st is None else st["batches"]
+        prev = run.batches.get(prep.key) or new.get(prep.key)
+        answer = {"run": run.name, "key": prep.key, "pixels": prep.pixels, "images": prep.images}
+        if prev is not None:
+            if prev[0] == prep.digest:
+                batches = (st["record"] if st else run.record).batches
+                return answer | {"outcome": "duplicate", "batches": batches}, None
+            msg = (
+                f"batch key {prep.key!r} of run {run.name!r} was counted before with other "
+                f"content (digest {prev[0][:12]}..., this one {prep.digest[:12]}...); nothing "
+                "changed. A key names one batch: put new data under a new key"
+            )
+            raise ConflictError(msg)
+        if run.record.status != "open":
+            msg = f"run {run.name!r} is closed; it takes no more batches (batch {prep.key!r})"
+            raise ConflictError(msg)
+        for inner in prep.keys:
+            other = run.keys.get(inner) or (st["keys"].get(inner) if st else None)
+            if other is not None:
+                msg = (
+                    f"batch {prep.key!r}: its state counts batch key {inner!r}, already counted "
+                    f"in run {run.name!r} under batch {other!r}; nothing changed (a batch is "
+                    "never counted twice)"
+                )
+                raise ConflictError(msg)
+        for image in prep.names:
+            other = run.images.get(image) or (st["images"].get(image) if st else None)
+            if other is not None:
+                msg = (
+                    f"batch {prep.key!r}: image {image!r} was already counted in run "
+                    f"{run.name!r} under batch {other!r}; nothing changed (an image is counted "
+                    "once per run)"
+                )
+                raise ConflictError(msg)
+        if st is None:
+            st = staged[run.name] = {"record": run.record, "batches": {}, "keys": {},
+                                     "images": {}, "states": []}  # fmt: skip
+        r = st["record"]
+        seq = r.seq + 1
+        st["record"] = replace(r, batches=r.batches + 1, images=r.images + prep.images,
+                               pixels=r.pixels + prep.pixels, seq=seq)  # fmt: skip
+        st["batches"][prep.key] = (prep.digest, seq)
+        st["keys"].update(dict.fromkeys(prep.keys, prep.key))
+        st["images"].update(dict.fromkeys(prep.names, prep.key))
+        st["states"].append((seq, prep.cm))
+        change = AddBatch(BatchRecord(run.name, prep.key, seq, prep.digest, prep.kind, prep.pixels,
+                                      prep.images, prep.blob, prep.keys, prep.names))  # fmt: skip
+        return answer | {"outcome": "counted", "batches": r.batches + 1}, change
+
+    def _admin(self, op: object, fut: _Waiter) -> None:
+        answer: dict[str, Any] | BaseException
+        try:
+            answer = self._admin_op(op)
+        except SegiouError as err:
+            answer = err
+        except Exception as err:  # noqa: BLE001 - any storage's error: nothing changed
+            msg = f"the database could not commit ({type(err).__name__}: {err}); retry"
+            answer = ServiceStorageError(msg)
+        self._deliver([(fut, answer)])
+
+    def _admin_op(self, op: object) -> dict[str, Any]:
+        if isinstance(op, CreateRun):
+            run = self.runs.get(op.settings["name"])
+            if run is not None:
+                mine, theirs = _effective(run.template), _effective(op.template)
+                if mine != theirs:
+                    diff = [k for k in mine if mine[k] != theirs[k]]
+                    stored = json.loads(run.record.settings)
+                    msg = (
+                        f"run {run.name!r} exists with other settings ({', '.join(diff)} "
+                        f"differ): it has {_show(stored)}, the request asks for "
+                        f"{_show(op.settings)}; use another name, or delete the run first"
+                    )
+                    raise ConflictError(msg)
+                return {"created": False, "run": run.summary()}
+            rec = RunRecord(op.settings["name"], json.dumps(op.settings, sort_keys=True),
+                            json.dumps(op.template.to_dict()), "open", op.now)  # fmt: skip
+            self.storage.commit([PutRun(rec)])
+            run = self.runs[rec.name] = Run(rec, op.template)
+            return {"created": True, "run": run.summary()}
+        run = self.run(op.name)  # type: ignore[attr-defined]
+        if isinstance(op, CloseRun):
+            if run.record.status != "closed":
+                rec = replace(run.record, status="closed", closed=op.now)
+                self.storage.commit([PutRun(rec)])
+                with run.lock:
+                    run.record = rec
+            return {"run": run.summary()}
+        self.storage.commit([DeleteRun(run.name)])
+        del self.runs[run.name]
+        return {"deleted": run.name}
+
+
+def _settle(items: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    for fut, value in items:
+        if fut.cancelled():  # the client went away: the batch is committed all the same
+            continue
+        if isinstance(value, BaseException):
+            fut.set_exception(value)
+        else:
+            fut.set_result(value)
+
+
+def _show(settings: Mapping[str, Any]) -> str:
+    shown = {k: v for k, v in settings.items() if k != "name"}
+    labels = shown.get("labels")
+    if isinstance(labels, Mapping):
+        shown["labels"] = (
+            f"<spec {labels.get('name', '?')!r}, {len(labels.get('classes', []))} classes>"
+        )
+    return json.dumps(shown, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class CreateRun:
+    """Create a run (a no-op when one with the same effective settings exists)."""
+
+    settings: dict[str, Any]
+    template: ConfusionMatrix
+    now: float
+
+
+@dataclass(frozen=True)
+class CloseRun:
+    """Close a run: later batches are refused."""
+
+    name: str
+    now: float
+
+
+@dataclass(frozen=True)
+class DeleteRunOp:
+    """Delete a run and its batches."""
+
+    name: str

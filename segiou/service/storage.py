@@ -1,0 +1,394 @@
+"""Where ``segiou serve`` keeps its runs: a small storage interface and its SQLite implementation.
+
+The service keeps, per run, its settings and totals, and per batch its key, the digest of its
+canonical content, the inner batch keys and image names it brings, and its state (canonical
+JSON, compressed when large; the input of :meth:`~segiou.confusion.ConfusionMatrix.from_dict`). A
+:class:`Storage` applies a list of changes in one durable transaction (:meth:`Storage.commit`
+returns only when they are on disk) and reads them back at start-up.
+
+:class:`SQLiteStorage`, the embedded default, is one SQLite file in WAL mode with
+``synchronous=FULL`` (every commit is fsynced), checked at start-up: a file that is not a
+segiou database, is truncated or fails ``PRAGMA integrity_check`` is refused, never reset.
+Primary keys make a second row for a batch key, an inner batch key or an image name of one run
+impossible, whatever the service above them does.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import struct
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from segiou._version import __version__
+from segiou.errors import ServiceStorageError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AddBatch",
+    "BatchRecord",
+    "Change",
+    "DeleteRun",
+    "PutRun",
+    "RunIndex",
+    "RunRecord",
+    "SQLiteStorage",
+    "Storage",
+]
+
+#: Version of the database schema this segiou writes and reads.
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    name TEXT PRIMARY KEY, settings TEXT NOT NULL, template TEXT NOT NULL,
+    status TEXT NOT NULL, created REAL NOT NULL, closed REAL,
+    batches INTEGER NOT NULL, images INTEGER NOT NULL, pixels INTEGER NOT NULL,
+    seq INTEGER NOT NULL);
+CREATE TABLE batches (
+    run TEXT NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL, digest TEXT NOT NULL,
+    kind TEXT NOT NULL, pixels INTEGER NOT NULL, images INTEGER NOT NULL,
+    state BLOB NOT NULL, PRIMARY KEY (run, key), UNIQUE (run, seq));
+CREATE TABLE batch_keys (
+    run TEXT NOT NULL, key TEXT NOT NULL, batch TEXT NOT NULL, PRIMARY KEY (run, key));
+CREATE TABLE images (
+    run TEXT NOT NULL, name TEXT NOT NULL, batch TEXT NOT NULL, PRIMARY KEY (run, name));
+"""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run's row: its settings, status and totals.
+
+    Attributes
+    ----------
+    name : str
+        The run's name.
+    settings : str
+        The settings as requested (JSON text).
+    template : str
+        The empty accumulator's state (JSON text): the run's effective settings.
+    status : {"open", "closed"}
+    created, closed : float
+        Unix times (``closed`` is ``None`` while the run is open).
+    batches, images, pixels : int
+        Batches (keys), images and pixels counted.
+    seq : int
+        Sequence number of the last batch committed (batches are numbered 1, 2, ...).
+    """
+
+    name: str
+    settings: str
+    template: str
+    status: str
+    created: float
+    closed: float | None = None
+    batches: int = 0
+    images: int = 0
+    pixels: int = 0
+    seq: int = 0
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One batch: key, digest, inner batch keys, image names, and its state.
+
+    Attributes
+    ----------
+    run, key : str
+        The run and the batch key the batch was put under.
+    seq : int
+        Its number within the run (commit order).
+    digest : str
+        SHA-256 of its canonical state (see :func:`segiou.service.wire.canonical_state`).
+    kind : {"state", "masks"}
+        What the body was.
+    pixels, images : int
+        Pixels and images it counts.
+    state : bytes
+        The canonical state: JSON, or zlib-compressed JSON when large.
+    keys, names : tuple of str
+        The batch keys and image names inside its state.
+    """
+
+    run: str
+    key: str
+    seq: int
+    digest: str
+    kind: str
+    pixels: int
+    images: int
+    state: bytes
+    keys: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PutRun:
+    """Insert or replace a run's row."""
+
+    record: RunRecord
+
+
+@dataclass(frozen=True)
+class AddBatch:
+    """Insert a batch, its inner keys and its image names (refused if any already exists)."""
+
+    batch: BatchRecord
+
+
+@dataclass(frozen=True)
+class DeleteRun:
+    """Delete a run and everything of it."""
+
+    name: str
+
+
+#: One change of a :meth:`Storage.commit`.
+Change = PutRun | AddBatch | DeleteRun
+
+
+@dataclass
+class RunIndex:
+    """A run as :meth:`Storage.load` reads it back: its row and what its batches hold.
+
+    Attributes
+    ----------
+    record : RunRecord
+    batches : list of (key, digest, seq)
+    keys : list of (inner batch key, batch key)
+    images : list of (image name, batch key)
+    """
+
+    record: RunRecord
+    batches: list[tuple[str, str, int]] = field(default_factory=list)
+    keys: list[tuple[str, str]] = field(default_factory=list)
+    images: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Storage(Protocol):
+    """What the service needs of its storage.
+
+    A client-server database (for several servers behind one address) implements the same four
+    methods with one transaction per :meth:`commit` and the same unique keys.
+    """
+
+    def load(self) -> list[RunIndex]:
+        """Read every run, with its batch keys, digests, inner keys and image names."""
+        ...
+
+    def commit(self, changes: Sequence[Change]) -> None:
+        """Apply ``changes`` in one transaction; return only when it is durable.
+
+        Raises an exception (and applies nothing) if any change conflicts with a stored row.
+        """
+        ...
+
+    def batch_states(self, run: str, upto: int) -> list[bytes]:
+        """Return the stored states of the run's batches with ``seq <= upto``, in seq order."""
+        ...
+
+    def close(self) -> None:
+        """Release the storage (a clean shutdown)."""
+        ...
+
+
+def _refuse(path: Path, what: str) -> ServiceStorageError:
+    msg = (
+        f"database {str(path)!r} {what}; segiou serve does not start on it and has not changed "
+        "it. Restore it from a backup, or move it away to start with an empty database"
+    )
+    return ServiceStorageError(msg)
+
+
+def _check_header(path: Path) -> None:
+    """Refuse a file that is not SQLite or is shorter than its header says (truncated)."""
+    size = path.stat().st_size
+    if size == 0:
+        raise _refuse(path, "exists but is empty (0 bytes: truncated?)")
+    with path.open("rb") as f:
+        head = f.read(100)
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
+        raise _refuse(path, "is not an SQLite database (or its header is damaged)")
+    page = struct.unpack(">H", head[16:18])[0]
+    page = 65536 if page == 1 else page
+    changes, pages, valid_for = struct.unpack(">I", head[24:28])[0], *struct.unpack(
+        ">I", head[28:32]), struct.unpack(">I", head[92:96])[0]  # fmt: skip
+    if pages and changes == valid_for and size < pages * page:
+        raise _refuse(
+            path, f"is truncated: its header says {pages} pages of {page} bytes, the file has "
+            f"{size} bytes"
+        )  # fmt: skip
+
+
+class SQLiteStorage:
+    """The embedded storage: one SQLite file, WAL mode, ``synchronous=FULL``.
+
+    Parameters
+    ----------
+    path : str or Path
+        The database file (created with its schema if it does not exist).
+
+    Raises
+    ------
+    ServiceStorageError
+        The file exists but is empty, not SQLite, truncated, fails ``PRAGMA integrity_check``,
+        or holds no segiou schema or another schema version; or WAL mode cannot be set.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            self._create()
+        _check_header(self.path)
+        try:
+            self._db = self._connect()
+            self._check()
+        except sqlite3.DatabaseError as err:
+            raise _refuse(self.path, f"cannot be read ({err})") from err
+        self._lock = threading.Lock()
+
+    def _create(self) -> None:
+        """Write the schema into a new file, then give it its name: never a half-made database."""
+        tmp = self.path.with_name(f".{self.path.name}.new")
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)  # a creation that died before its rename
+        db = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute("INSERT INTO meta VALUES ('schema', ?), ('created_by', ?)",
+                       (str(SCHEMA_VERSION), f"segiou {__version__}"))  # fmt: skip
+            db.execute("COMMIT")
+        finally:
+            db.close()
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        tmp.replace(self.path)
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the new name is durable too
+        finally:
+            os.close(fd)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        db.execute("PRAGMA synchronous=FULL")
+        if str(mode).lower() != "wal" or db.execute("PRAGMA synchronous").fetchone()[0] != 2:
+            db.close()
+            raise _refuse(self.path, f"cannot be put in WAL mode with synchronous=FULL ({mode})")
+        return db
+
+    def _check(self) -> None:
+        db = self._db
+        problems = [r[0] for r in db.execute("PRAGMA integrity_check").fetchall()]
+        if problems != ["ok"]:
+            raise _refuse(self.path, f"fails its integrity check ({'; '.join(problems[:3])})")
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "meta" not in tables:
+            raise _refuse(self.path, f"is not a segiou database (tables: {sorted(tables)[:6]})")
+        row = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            found = None if row is None else row[0]
+            raise _refuse(
+                self.path, f"has schema version {found!r}; segiou {__version__} reads "
+                f"{SCHEMA_VERSION} (upgrade segiou)"
+            )  # fmt: skip
+
+    # -- the interface ------------------------------------------------------------------------
+    def load(self) -> list[RunIndex]:
+        """Read every run with its batch keys, digests, inner keys and image names.
+
+        Returns
+        -------
+        list of RunIndex
+        """
+        db = self._db
+        runs = {r[0]: RunIndex(RunRecord(*r)) for r in db.execute(
+            "SELECT name, settings, template, status, created, closed, batches, images, pixels, "
+            "seq FROM runs ORDER BY created")}  # fmt: skip
+        for run, key, digest, seq in db.execute("SELECT run, key, digest, seq FROM batches"):
+            runs[run].batches.append((key, digest, seq))
+        for run, key, batch in db.execute("SELECT run, key, batch FROM batch_keys"):
+            runs[run].keys.append((key, batch))
+        for run, name, batch in db.execute("SELECT run, name, batch FROM images"):
+            runs[run].images.append((name, batch))
+        return list(runs.values())
+
+    def commit(self, changes: Sequence[Change]) -> None:
+        """Apply ``changes`` in one transaction, fsynced before returning.
+
+        Parameters
+        ----------
+        changes : sequence of PutRun, AddBatch or DeleteRun
+
+        Raises
+        ------
+        sqlite3.Error
+            Nothing was applied (for example a batch key, inner key or image name that
+            already exists).
+        """
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for c in changes:
+                    self._apply(db, c)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _apply(db: sqlite3.Connection, c: Change) -> None:
+        if isinstance(c, PutRun):
+            r = c.record
+            db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (r.name, r.settings, r.template, r.status, r.created, r.closed,
+                        r.batches, r.images, r.pixels, r.seq))  # fmt: skip
+        elif isinstance(c, AddBatch):
+            b = c.batch
+            db.execute("INSERT INTO batches VALUES (?,?,?,?,?,?,?,?)",
+                       (b.run, b.key, b.seq, b.digest, b.kind, b.pixels, b.images, b.state))  # fmt: skip
+            db.executemany("INSERT INTO batch_keys VALUES (?,?,?)",
+                           [(b.run, k, b.key) for k in b.keys])  # fmt: skip
+            db.executemany("INSERT INTO images VALUES (?,?,?)",
+                           [(b.run, n, b.key) for n in b.names])  # fmt: skip
+        else:
+            for table, column in (("images", "run"), ("batch_keys", "run"), ("batches", "run"),
+                                  ("runs", "name")):  # fmt: skip
+                db.execute(f"DELETE FROM {table} WHERE {column} = ?", (c.name,))
+
+    def batch_states(self, run: str, upto: int) -> list[bytes]:
+        """Return the stored states of ``run``'s batches numbered up to ``upto``, in order.
+
+        Parameters
+        ----------
+        run : str
+        upto : int
+
+        Returns
+        -------
+        list of bytes
+            Compressed canonical states.
+        """
+        db = sqlite3.connect(self.path, isolation_level=None)  # a reader of its own (WAL)
+        try:
+            rows = db.execute("SELECT state FROM batches WHERE run = ? AND seq <= ? ORDER BY seq",
+                              (run, upto)).fetchall()  # fmt: skip
+        finally:
+            db.close()
+        return [r[0] for r in rows]
+
+    def close(self) -> None:
+        """Close the database (SQLite checkpoints the WAL into the main file)."""
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,454 @@
+"""What travels between ``segiou serve`` and its client: bodies, names, and the batch digest.
+
+Shared by the server and :mod:`segiou.client` (it imports no web framework). A batch body is
+one of:
+
+* ``application/json``: a partial state, the ``segiou.confusion`` JSON that
+  :meth:`~segiou.confusion.ConfusionMatrix.to_dict` writes;
+* ``application/vnd.segiou.state+npz``: the same state in a compact binary form: an npz whose
+  ``__state__`` member is the JSON text (as bytes) in which every rectangular list of integers
+  was replaced by ``{"__npz__": "<member>"}``, the member being that list as an ``int64``
+  array. It knows nothing of the state's fields, so it follows the state format as it changes;
+* ``application/vnd.segiou.masks+npz``: raw masks, an npz with ``gt`` and ``pred`` (integer or
+  bool arrays of one shape) and optionally ``names`` (a 1-D unicode array, one per image);
+* ``application/vnd.segiou.masks+npy``: the same arrays as consecutive ``.npy`` records
+  (``gt``, ``pred``, then optionally ``names``), each starting at a multiple of 64 bytes (zero
+  padding between them): no zip container, so neither side copies or checksums the masks.
+
+Nothing is ever unpickled: npz bodies are read with ``allow_pickle=False`` and ``.npy``
+records of object dtype are refused.
+
+Two batches under one key have the *same content* when the SHA-256 of their canonical form is
+equal: the state the server counts or reads from the body, re-serialised with
+:meth:`~segiou.confusion.ConfusionMatrix.to_dict` (its ``writer`` field left out) as JSON with
+sorted keys and no spaces (:func:`canonical_state`). A JSON state, its npz form and the raw masks
+it was counted from (under the same key and names) are therefore the same content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from segiou.confusion import ConfusionMatrix
+from segiou.errors import PayloadError, UsageError
+
+__all__ = [
+    "BATCH_CONTENT_TYPES",
+    "CONTENT_JSON",
+    "CONTENT_MASKS_NPY",
+    "CONTENT_MASKS_NPZ",
+    "CONTENT_STATE_NPZ",
+    "KEY_PATTERN",
+    "RUN_NAME_PATTERN",
+    "canonical_state",
+    "check_key",
+    "check_run_name",
+    "decode_masks",
+    "decode_state",
+    "encode_masks",
+    "encode_state",
+    "state_digest",
+]
+
+CONTENT_JSON = "application/json"
+CONTENT_STATE_NPZ = "application/vnd.segiou.state+npz"
+CONTENT_MASKS_NPZ = "application/vnd.segiou.masks+npz"
+CONTENT_MASKS_NPY = "application/vnd.segiou.masks+npy"
+#: Content types a batch (``PUT /v1/runs/{name}/batches/{key}``) may have.
+BATCH_CONTENT_TYPES = (CONTENT_JSON, CONTENT_STATE_NPZ, CONTENT_MASKS_NPZ, CONTENT_MASKS_NPY)
+
+#: A run name: a letter or digit, then up to 63 letters, digits, ``.``, ``_`` or ``-``.
+RUN_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+#: A batch key: a letter or digit, then up to 199 letters, digits or ``. _ : @ + = -``.
+KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}"
+_RUN_NAME = re.compile(RUN_NAME_PATTERN)
+_KEY = re.compile(KEY_PATTERN)
+_ALIGN = 64  # .npy records start at multiples of this (numpy pads its headers to it too)
+_NPZ_REF = "__npz__"
+_STATE_MEMBER = "__state__"
+_MAX_NPY_HEADER = 1 << 16
+
+
+def check_run_name(name: object) -> str:
+    """Return ``name`` if it is a valid run name, else raise.
+
+    Parameters
+    ----------
+    name : object
+        The candidate (a run name travels in URLs: see :data:`RUN_NAME_PATTERN`).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    UsageError
+        Not a string matching :data:`RUN_NAME_PATTERN`.
+
+    Examples
+    --------
+    >>> check_run_name("val-2024.11")
+    'val-2024.11'
+    """
+    if not isinstance(name, str) or not _RUN_NAME.fullmatch(name):
+        msg = (
+            f"run name {name!r} is not valid: use 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+        raise UsageError(msg)
+    return name
+
+
+def check_key(key: object) -> str:
+    """Return ``key`` if it is a valid batch key, else raise.
+
+    Parameters
+    ----------
+    key : object
+        The candidate (see :data:`KEY_PATTERN`).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    UsageError
+        Not a string matching :data:`KEY_PATTERN`.
+
+    Examples
+    --------
+    >>> check_key("rank0:step-1200")
+    'rank0:step-1200'
+    """
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        msg = (
+            f"batch key {key!r} is not valid: use 1 to 200 letters, digits or '. _ : @ + = -', "
+            "starting with a letter or digit"
+        )
+        raise UsageError(msg)
+    return key
+
+
+# -- states -------------------------------------------------------------------------------------
+def canonical_state(cm: ConfusionMatrix) -> bytes:
+    """Return the canonical form of a state: what the batch digest is taken of.
+
+    Parameters
+    ----------
+    cm : ConfusionMatrix
+        The batch's state.
+
+    Returns
+    -------
+    bytes
+        :meth:`~segiou.confusion.ConfusionMatrix.to_dict` without its ``writer`` field, as UTF-8
+        JSON with sorted keys and no spaces.
+    """
+    d = cm.to_dict()
+    d.pop("writer", None)
+    text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)  # fmt: skip
+    return text.encode("utf-8")
+
+
+def state_digest(canonical: bytes) -> str:
+    """Return the hex SHA-256 of a canonical state (see :func:`canonical_state`).
+
+    Parameters
+    ----------
+    canonical : bytes
+        What :func:`canonical_state` returned.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def _int_leaves(x: list[Any]) -> bool:
+    stack: list[Any] = [x]
+    while stack:
+        for v in stack.pop():
+            if type(v) is list:
+                stack.append(v)
+            elif type(v) is not int:  # bool, float, str, None: stays JSON
+                return False
+    return True
+
+
+def _pack(x: Any, arrays: dict[str, np.ndarray]) -> Any:
+    if isinstance(x, Mapping):
+        return {k: _pack(v, arrays) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        x = list(x)
+        if x and _int_leaves(x):
+            try:
+                a = np.asarray(x)
+            except (ValueError, OverflowError):  # ragged, or beyond int64
+                a = None
+            if a is not None and a.dtype == np.int64 and a.ndim >= 1:
+                name = f"a{len(arrays)}"
+                arrays[name] = a
+                return {_NPZ_REF: name}
+        return [_pack(v, arrays) for v in x]
+    return x
+
+
+def _unpack(x: Any, arrays: Mapping[str, np.ndarray], used: set[str], where: str) -> Any:
+    if isinstance(x, dict):
+        if set(x) == {_NPZ_REF}:
+            name = x[_NPZ_REF]
+            if not isinstance(name, str) or name not in arrays:
+                msg = f"{where}: the state refers to npz member {name!r}, which is not there"
+                raise PayloadError(msg)
+            used.add(name)
+            return arrays[name].tolist()
+        return {k: _unpack(v, arrays, used, where) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_unpack(v, arrays, used, where) for v in x]
+    return x
+
+
+def encode_state(state: Mapping[str, Any], *, binary: bool = False) -> tuple[bytes, str]:
+    """Encode a state (:meth:`~segiou.confusion.ConfusionMatrix.to_dict` output) as a body.
+
+    Parameters
+    ----------
+    state : mapping
+        The state.
+    binary : bool, default False
+        The npz form (smaller and faster to read for states with many per-image rows).
+
+    Returns
+    -------
+    (bytes, str)
+        The body and its content type.
+    """
+    if not binary:
+        return json.dumps(state, separators=(",", ":"), allow_nan=False).encode(), CONTENT_JSON
+    arrays: dict[str, np.ndarray] = {}
+    skeleton = json.dumps(_pack(state, arrays), separators=(",", ":"), allow_nan=False)
+    buf = io.BytesIO()
+    members = {_STATE_MEMBER: np.frombuffer(skeleton.encode(), dtype=np.uint8), **arrays}
+    np.savez(buf, allow_pickle=False, **members)
+    return buf.getvalue(), CONTENT_STATE_NPZ
+
+
+def _npz(body: bytes | bytearray | memoryview, where: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(io.BytesIO(body), allow_pickle=False) as z:
+            return {name: z[name] for name in z.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as err:
+        msg = (
+            f"{where}: the body is not a readable npz without pickled objects "
+            f"({type(err).__name__}: {err})"
+        )
+        raise PayloadError(msg) from err
+
+
+def decode_state(
+    body: bytes | bytearray | memoryview, content_type: str, *, where: str = "body"
+) -> ConfusionMatrix:
+    """Read a state body (JSON or its npz form) into an accumulator.
+
+    Parameters
+    ----------
+    body : bytes-like
+        The body.
+    content_type : str
+        :data:`CONTENT_JSON` or :data:`CONTENT_STATE_NPZ`.
+    where : str
+        Names the body in error messages.
+
+    Returns
+    -------
+    ConfusionMatrix
+        Through :meth:`~segiou.confusion.ConfusionMatrix.from_dict`, which checks it.
+
+    Raises
+    ------
+    PayloadError
+        Not JSON (or not an npz of the documented form).
+    CheckpointError
+        Not a valid segiou state.
+    """
+    if content_type == CONTENT_JSON:
+        try:
+            d = json.loads(bytes(body) if isinstance(body, memoryview) else body)
+        except (ValueError, UnicodeDecodeError) as err:
+            msg = f"{where}: the body is not valid JSON ({err})"
+            raise PayloadError(msg) from err
+    elif content_type == CONTENT_STATE_NPZ:
+        arrays = _npz(body, where)
+        skel = arrays.pop(_STATE_MEMBER, None)
+        if skel is None or skel.dtype != np.uint8 or skel.ndim != 1:
+            msg = f"{where}: a state npz needs a 1-D uint8 member {_STATE_MEMBER!r} (JSON text)"
+            raise PayloadError(msg)
+        bad = sorted(n for n, a in arrays.items() if a.dtype != np.int64)
+        if bad:
+            msg = f"{where}: state npz members {bad} are not int64 arrays"
+            raise PayloadError(msg)
+        try:
+            skeleton = json.loads(skel.tobytes())
+        except (ValueError, UnicodeDecodeError) as err:
+            msg = f"{where}: member {_STATE_MEMBER!r} is not valid JSON ({err})"
+            raise PayloadError(msg) from err
+        used: set[str] = set()
+        d = _unpack(skeleton, arrays, used, where)
+        if extra := sorted(set(arrays) - used):
+            msg = f"{where}: state npz members {extra[:5]} are not referred to by the state"
+            raise PayloadError(msg)
+    else:
+        msg = f"{where}: content type {content_type!r} is not a state"
+        raise PayloadError(msg, 415)
+    return ConfusionMatrix.from_dict(d, source=where)
+
+
+# -- masks --------------------------------------------------------------------------------------
+def _names_array(names: Sequence[str] | None) -> np.ndarray | None:
+    if names is None:
+        return None
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        msg = "names must be a sequence of str, one per image"
+        raise UsageError(msg)
+    return np.array(list(names), dtype=np.str_)
+
+
+def _npy_record(a: np.ndarray) -> list[bytes | memoryview]:
+    a = np.ascontiguousarray(a)
+    head = io.BytesIO()
+    np.lib.format.write_array_header_2_0(head, np.lib.format.header_data_from_array_1_0(a))
+    data = memoryview(a.reshape(-1)).cast("B") if a.size else memoryview(b"")  # type: ignore[arg-type]
+    pad = -(len(head.getvalue()) + data.nbytes) % _ALIGN
+    return [head.getvalue(), data, b"\0" * pad]
+
+
+def encode_masks(
+    gt: np.ndarray, pred: np.ndarray, names: Sequence[str] | None = None, *, npz: bool = False
+) -> tuple[list[bytes | memoryview], int, str]:
+    """Encode raw masks as a body, without copying them (``.npy`` records) or as an npz.
+
+    Parameters
+    ----------
+    gt, pred : ndarray
+        Label masks (any integer dtype or bool; C-contiguous arrays are not copied).
+    names : sequence of str, optional
+        Image names, one per image (leading axes are images).
+    npz : bool, default False
+        Write an npz (``application/vnd.segiou.masks+npz``) instead of ``.npy`` records.
+
+    Returns
+    -------
+    (list of bytes-like, int, str)
+        The body as chunks to send one after another, its length, and its content type.
+
+    Raises
+    ------
+    UsageError
+        ``names`` is not a sequence of str.
+    """
+    gt, pred = np.asarray(gt), np.asarray(pred)
+    arr_names = _names_array(names)
+    if npz:
+        buf = io.BytesIO()
+        members = {"gt": gt, "pred": pred} | ({} if arr_names is None else {"names": arr_names})
+        np.savez(buf, allow_pickle=False, **members)
+        data = buf.getvalue()
+        return [data], len(data), CONTENT_MASKS_NPZ
+    chunks: list[bytes | memoryview] = []
+    for a in (gt, pred) if arr_names is None else (gt, pred, arr_names):
+        chunks += _npy_record(a)
+    return chunks, sum(memoryview(c).nbytes for c in chunks), CONTENT_MASKS_NPY
+
+
+def _npy_records(body: memoryview, where: str) -> Iterator[np.ndarray]:
+    pos, n = 0, body.nbytes
+    while pos < n:
+        if bytes(body[pos : pos + 6]) != b"\x93NUMPY":
+            msg = f"{where}: no .npy record at byte {pos} (records start at multiples of 64)"
+            raise PayloadError(msg)
+        head = io.BytesIO(bytes(body[pos : pos + min(n - pos, _MAX_NPY_HEADER + 12)]))
+        try:
+            major, _ = np.lib.format.read_magic(head)
+            reader = {1: np.lib.format.read_array_header_1_0}.get(
+                major, np.lib.format.read_array_header_2_0
+            )
+            shape, fortran, dtype = reader(head, max_header_size=_MAX_NPY_HEADER)
+        except Exception as err:
+            msg = f"{where}: the .npy header at byte {pos} is malformed ({err})"
+            raise PayloadError(msg) from err
+        if dtype.hasobject:
+            msg = f"{where}: the .npy record at byte {pos} holds Python objects; never unpickled"
+            raise PayloadError(msg)
+        start = pos + head.tell()
+        count = int(np.prod(shape, dtype=np.int64))
+        end = start + count * dtype.itemsize
+        if end > n:
+            msg = (
+                f"{where}: the .npy record at byte {pos} declares {end - start} bytes of data "
+                f"but the body ends {n - start} bytes after its header (truncated?)"
+            )
+            raise PayloadError(msg)
+        a = np.frombuffer(body, dtype=dtype, count=count, offset=start)
+        yield a.reshape(shape, order="F" if fortran else "C")
+        pos = end + (-end % _ALIGN)
+
+
+def decode_masks(
+    body: bytes | bytearray | memoryview, content_type: str, *, where: str = "body"
+) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
+    """Read a raw-masks body: ``gt``, ``pred`` and optionally ``names``.
+
+    Parameters
+    ----------
+    body : bytes-like
+        The body (``.npy`` records are read in place, without a copy).
+    content_type : str
+        :data:`CONTENT_MASKS_NPZ` or :data:`CONTENT_MASKS_NPY`.
+    where : str
+        Names the body in error messages.
+
+    Returns
+    -------
+    (ndarray, ndarray, list of str or None)
+
+    Raises
+    ------
+    PayloadError
+        Not a readable npz or sequence of ``.npy`` records, members missing or unknown,
+        pickled objects, or names that are not a 1-D unicode array.
+    """
+    if content_type == CONTENT_MASKS_NPZ:
+        arrays = _npz(body, where)
+    elif content_type == CONTENT_MASKS_NPY:
+        recs = list(_npy_records(memoryview(body).cast("B"), where))
+        if len(recs) not in (2, 3):
+            msg = f"{where}: expected 2 or 3 .npy records (gt, pred[, names]), found {len(recs)}"
+            raise PayloadError(msg)
+        arrays = dict(zip(("gt", "pred", "names"), recs, strict=False))
+    else:
+        msg = f"{where}: content type {content_type!r} is not raw masks"
+        raise PayloadError(msg, 415)
+    if missing := [m for m in ("gt", "pred") if m not in arrays]:
+        msg = f"{where}: raw masks need members 'gt' and 'pred'; missing {missing}"
+        raise PayloadError(msg)
+    if extra := sorted(set(arrays) - {"gt", "pred", "names"}):
+        msg = f"{where}: unknown members {extra[:5]}; expected 'gt', 'pred' and optionally 'names'"
+        raise PayloadError(msg)
+    names = arrays.get("names")
+    if names is not None and (names.dtype.kind != "U" or names.ndim != 1):
+        msg = f"{where}: 'names' must be a 1-D unicode array, got {names.dtype} {names.shape}"
+        raise PayloadError(msg)
+    return arrays["gt"], arrays["pred"], None if names is None else names.tolist()

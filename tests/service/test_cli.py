@@ -1,0 +1,113 @@
+"""``segiou push``, ``segiou runs`` and ``segiou result`` against a real server, in-process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import eager_demo_counts
+
+from segiou import ConfusionMatrix
+from segiou.cli import main
+from segiou.client import Client
+
+
+def test_push_counts_once_and_result_prints_the_eval_tables(
+    server, run_name: str, demo_store: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    gt, pred = f"{demo_store}/gt", f"{demo_store}/pred"
+    base = ["--server", server.url, "--retries", "0"]
+    push = ["push", *base, "--run", run_name, "--gt", gt, "--pred", pred,
+            "--labels", "cityscapes", "--scheduler", "synchronous", "--quiet"]  # fmt: skip
+    assert main(push) == 0
+    assert capsys.readouterr().out.startswith("counted: batch 'push-")
+    assert main(push) == 0  # the same data again: a duplicate, never counted twice
+    assert capsys.readouterr().out.startswith("duplicate: ")
+    with Client(server.url, run=run_name) as c:
+        state = c.state()
+        assert c.run_info()["batches"] == 1
+    eager = eager_demo_counts(demo_store)
+    assert (state.counts == eager.counts).all()
+    assert state.n_pixels == eager.n_pixels
+    assert main(["eval", "--gt", gt, "--pred", pred, "--labels", "cityscapes",
+                 "--scheduler", "synchronous", "--preset", "cityscapes", "--quiet"]) == 0  # fmt: skip
+    eval_out = capsys.readouterr().out
+    out_json = tmp_path / "r.json"
+    assert main(["result", *base, "--run", run_name, "--preset", "cityscapes",
+                 "--json", str(out_json)]) == 0  # fmt: skip
+    assert capsys.readouterr().out == eval_out  # the same tables as segiou eval
+    assert out_json.exists()
+    assert main(["runs", *base]) == 0
+    listing = capsys.readouterr().out
+    assert run_name in listing
+    assert "cityscapes (19)" in listing
+
+
+def test_push_into_an_existing_run_uses_its_settings(
+    server, run_name: str, demo_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Client(server.url) as c:
+        c.create_run(run_name, "cityscapes", gt_ids="raw", per_image=True)
+    base = ["--server", server.url, "--retries", "0", "--run", run_name]
+    store = ["--gt", f"{demo_store}/gt", "--pred", f"{demo_store}/pred", "--quiet",
+             "--scheduler", "synchronous"]  # fmt: skip
+    assert main(["push", *base, *store, "--key", "mine"]) == 0
+    assert "counted: batch 'mine'" in capsys.readouterr().out
+    # options that differ from the run's are sent as asked, and refused naming both
+    assert main(["push", *base, *store, "--key", "other", "--gt-ids", "class",
+                 "--on-unexpected", "count"]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "refused (422)" in err[0]
+
+
+def test_push_needs_a_run_with_per_image_rows(
+    server, run_name: str, demo_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Client(server.url) as c:
+        c.create_run(run_name, "cityscapes", gt_ids="raw")
+    assert main(["push", "--server", server.url, "--run", run_name, "--gt",
+                 f"{demo_store}/gt", "--pred", f"{demo_store}/pred", "--quiet"]) == 2  # fmt: skip
+    assert "keeps no per-image rows" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["runs", "--server", "http://127.0.0.1:9", "--retries", "0"], "no answer after 1"),
+        (["runs", "--server", "nope"], "not an http:// or https:// URL"),
+        (["result", "--server", "http://127.0.0.1:9", "--run", "x", "--preset", "best"],
+         "unknown preset"),
+        (["result", "--server", "http://127.0.0.1:9", "--run", "x", "--json", "/nonexistent/r"],
+         "folder '/nonexistent' does not exist"),
+    ],
+)  # fmt: skip
+def test_client_commands_fail_in_one_line(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert needle in err[0]
+
+
+def test_result_of_an_unknown_run(server, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["result", "--server", server.url, "--run", "missing", "--retries", "0"]) == 2
+    assert "refused (404): run 'missing' does not exist" in capsys.readouterr().err
+
+
+def test_state_of_an_empty_run_is_empty(server, run_name: str) -> None:
+    with Client(server.url) as c:
+        c.create_run(run_name, 5, per_image=True)
+        assert c.state() == ConfusionMatrix(5, per_image=True)
+
+
+def test_serve_without_the_service_extra_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if the extra were not installed
+    assert main(["serve", "--data", str(tmp_path / "d"), "--port", "0"]) == 2
+    assert "pip install 'segiou[service]'" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()

@@ -1,0 +1,237 @@
+"""The client: retries (against a stub server), the streaming evaluator (flush every N batches,
+every T seconds, at close; a failed flush retried under the same key), results read back."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from segiou import ConfusionMatrix, evaluate
+from segiou.client import Client, result_from_dict
+from segiou.errors import DuplicateBatchError, RefusedError, ServiceUnavailableError, UsageError
+from segiou.testing.service import ServerProcess
+from segiou.testing.synthetic import cityscapes_like
+
+K = 19
+
+
+def batch(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    return cityscapes_like(2, 16, 24, seed=seed)
+
+
+def settings() -> dict[str, object]:
+    return {"ignore_index": 255, "per_image": True}
+
+
+# -- retries, against a stub that fails as told -------------------------------------------------
+class _Stub(http.server.BaseHTTPRequestHandler):
+    script: ClassVar[list[int]] = []
+    seen: ClassVar[list[tuple[str, str, bytes]]] = []
+
+    def _answer(self) -> None:
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n)
+        type(self).seen.append((self.command, self.path, body))
+        status = type(self).script.pop(0) if type(self).script else 200
+        doc = {"outcome": "counted", "error": "ConflictError", "message": "no: stub says so"}
+        data = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, type[_Stub]]]:
+    class Handler(_Stub):
+        script: ClassVar[list[int]] = []
+        seen: ClassVar[list[tuple[str, str, bytes]]] = []
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", Handler
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_5xx_replies_are_retried_with_the_same_request(stub) -> None:
+    url, handler = stub
+    handler.script = [503, 500, 502]
+    cm = ConfusionMatrix(3).update(np.zeros(4, np.uint8), np.ones(4, np.uint8), key="a")
+    with Client(url, run="r", retries=3, backoff=0.01) as c:
+        assert c.put_counts(cm, "k")["outcome"] == "counted"
+    assert len(handler.seen) == 4
+    assert len({(m, p, b) for m, p, b in handler.seen}) == 1  # the same key, the same body
+
+
+def test_retries_give_up_with_a_clear_error_and_4xx_is_not_retried(stub) -> None:
+    url, handler = stub
+    handler.script = [503] * 5
+    with Client(url, run="r", retries=2, backoff=0.01) as c:
+        with pytest.raises(ServiceUnavailableError, match="no answer after 3 attempt"):
+            c.runs()
+        handler.script, handler.seen[:] = [409], []
+        with pytest.raises(RefusedError) as err:
+            c.runs()
+    assert (err.value.status, err.value.error) == (409, "ConflictError")
+    assert "no: stub says so" in str(err.value)
+    assert len(handler.seen) == 1
+
+
+def test_connection_errors_are_retried_then_reported(tmp_path: Path) -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there
+    t0 = time.perf_counter()
+    client = Client(f"http://127.0.0.1:{port}", retries=3, backoff=0.01)
+    with client, pytest.raises(ServiceUnavailableError, match="ConnectionRefusedError"):
+        client.health()
+    assert time.perf_counter() - t0 < 5
+
+
+def test_client_arguments_are_checked() -> None:
+    with pytest.raises(UsageError, match="not an http"):
+        Client("ftp://x")
+    with pytest.raises(UsageError, match="run name"):
+        Client("http://127.0.0.1:1", run="a b")
+    with Client("http://127.0.0.1:1") as c, pytest.raises(UsageError, match="no run given"):
+        c.state()
+
+
+# -- the streaming evaluator --------------------------------------------------------------------
+def test_evaluator_flushes_every_n_batches_every_t_seconds_and_at_close(client, run_name) -> None:
+    client.create_run(run_name, K, **settings())  # type: ignore[arg-type]
+    eager = ConfusionMatrix(K, **settings())  # type: ignore[arg-type]
+    ev = client.stream(run_name, every=3, seconds=0.3, prefix="ev")
+    for i in range(6):
+        g, p = batch(i)
+        ev.update(g, p, key=f"b{i}")
+        eager.update(g, p, key=f"b{i}")
+    deadline = time.monotonic() + 20
+    while client.run_info(run_name)["batches"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.run_info(run_name)["batches"] == 2  # two partials of three batches each
+    g, p = batch(6)
+    ev.update(g, p)  # no key: the evaluator names it (and its images) after its prefix
+    eager.update(g, p, key="ev/0")
+    while client.run_info(run_name)["batches"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)  # sent after 0.3 s, without close
+    assert client.run_info(run_name)["batches"] == 3
+    g, p = batch(7)
+    ev.update(g, p, key="b7")
+    eager.update(g, p, key="b7")
+    ev.close()
+    assert ev.sent == 4
+    assert ev.pending == 0
+    assert client.state(run_name) == eager
+    with pytest.raises(DuplicateBatchError):
+        ev.update(g, p, key="b7")
+
+
+def test_a_failed_flush_is_retried_under_the_same_key(tmp_path: Path) -> None:
+    srv = ServerProcess(tmp_path / "data").start()
+    try:
+        with Client(srv.url, retries=1, backoff=0.01, max_backoff=0.05) as c:
+            c.create_run("r", K, **settings())  # type: ignore[arg-type]
+            eager = ConfusionMatrix(K, **settings())  # type: ignore[arg-type]
+            ev = c.stream("r", every=2, seconds=60)
+            srv.kill()
+            for i in range(5):
+                g, p = batch(i)
+                ev.update(g, p, key=f"k{i}")  # never waits on the network
+                eager.update(g, p, key=f"k{i}")
+            with pytest.raises(ServiceUnavailableError, match="not acknowledged within"):
+                ev.flush(timeout=0.5)
+            assert ev.pending == 3  # kept, not lost
+            srv.start()
+            ev.close(timeout=120)
+            assert c.state() == eager
+            assert c.run_info()["batches"] == 3
+    finally:
+        srv.stop()
+
+
+def test_a_refused_partial_is_kept_and_raised(client, run_name) -> None:
+    client.create_run(run_name, K, **settings())  # type: ignore[arg-type]
+    g, p = batch(1)
+    client.put_masks(g, p, "taken", names=["img-a", "img-b"])
+    ev = client.stream(run_name, every=1)
+    ev.update(g, p, key="other", names=["img-a", "img-b"])  # images counted under "taken"
+    with pytest.raises(RefusedError, match="image 'img-a' was already counted"):
+        ev.flush(timeout=60)
+    assert [k for k, _, _ in ev.failed] == [f"{ev.prefix}.000001"]
+    with pytest.raises(RefusedError):
+        ev.update(*batch(2), key="next")
+    assert client.run_info(run_name)["batches"] == 1
+
+
+_SPOOLER = """
+import os, signal, sys
+from segiou.client import Client
+from segiou.testing.synthetic import cityscapes_like
+c = Client(sys.argv[1], retries=0)
+ev = c.stream("r", every=2, spool=sys.argv[2], prefix="dead")
+os.kill(int(sys.argv[3]), signal.SIGKILL)  # the server dies: nothing can be sent
+for i in range(4):
+    g, p = cityscapes_like(2, 16, 24, seed=i)
+    ev.update(g, p, key=f"k{i}")
+os._exit(0)  # dies with both partials spooled, maybe unsent
+"""
+
+
+def test_a_spooled_partial_survives_the_death_of_its_process(tmp_path: Path) -> None:
+    srv = ServerProcess(tmp_path / "data").start()
+    spool = tmp_path / "spool"
+    try:
+        with Client(srv.url, retries=0, run="r") as c:
+            c.create_run("r", K, **settings())  # type: ignore[arg-type]
+            assert srv.proc is not None
+            subprocess.run([sys.executable, "-c", _SPOOLER, srv.url, str(spool),
+                            str(srv.proc.pid)], check=True, timeout=120)  # fmt: skip
+            assert srv.kill() == -9
+            assert sorted(f.name for f in spool.iterdir()) == ["dead.000001.json",
+                                                               "dead.000002.json"]  # fmt: skip
+            srv.start()
+            c.stream("r", spool=spool).close(timeout=120)
+            eager = ConfusionMatrix(K, **settings())  # type: ignore[arg-type]
+            for i in range(4):
+                eager.update(*cityscapes_like(2, 16, 24, seed=i), key=f"k{i}")
+            assert c.state() == eager
+            assert list(spool.iterdir()) == []
+    finally:
+        srv.stop()
+
+
+# -- results read back --------------------------------------------------------------------------
+@pytest.mark.parametrize("preset", ["segiou", "cityscapes", "detectron2", "sklearn_all_labels"])
+@pytest.mark.parametrize("beta", [None, 0.5])
+def test_result_from_dict_round_trips(preset: str, beta: float | None) -> None:
+    cm = ConfusionMatrix("cityscapes").update(*cityscapes_like(2, 32, 64, seed=3), key="a")
+    r = evaluate(cm, preset=preset, beta=beta)
+    back = result_from_dict(json.loads(r.to_json()))
+    assert back.to_dict() == r.to_dict()
+    assert back.miou == pytest.approx(r.miou, nan_ok=True)
+    with pytest.raises(UsageError, match=r"not a segiou\.result"):
+        result_from_dict({"format": "segiou.confusion"})

@@ -1,0 +1,186 @@
+"""Durability and exactly-once: kill -9 and restart under streaming clients, a crash between
+commit and reply, and a damaged database refused at start."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segiou import ConfusionMatrix
+from segiou.client import Client
+from segiou.errors import ServiceUnavailableError
+from segiou.service._ledger import FAULT_ENV
+from segiou.testing.service import ServerProcess
+from segiou.testing.synthetic import cityscapes_like
+
+K = 19
+RUN = "stream"
+
+
+def settings() -> dict[str, object]:
+    return {"ignore_index": 255, "per_image": True, "on_unexpected": "count"}
+
+
+def batch(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    g, p = cityscapes_like(2, 16, 24, seed=seed)
+    if seed % 7 == 0:
+        p[0, 0, :3] = 99  # unexpected values too: counted and reported
+    return g, p
+
+
+def test_kill_9_and_restart_while_clients_stream(tmp_path: Path) -> None:
+    """Six kill -9 at random moments while three threads stream keyed batches with retries;
+    the final state is the eager accumulator of every batch, exactly."""
+    srv = ServerProcess(tmp_path / "data").start()
+    with Client(srv.url, retries=0) as admin:
+        admin.create_run(RUN, K, **settings())  # type: ignore[arg-type]
+    sent: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    lock, stop, failures = threading.Lock(), threading.Event(), []
+
+    def evaluator(tid: int) -> None:
+        with Client(srv.url, retries=40, backoff=0.05, max_backoff=0.3) as c:
+            ev = c.stream(RUN, every=3, seconds=0.2, prefix=f"ev{tid}")
+            i = 0
+            while not stop.is_set():
+                key, (g, p) = f"t{tid}-{i}", batch(1000 * tid + i)
+                ev.update(g, p, key=key)
+                with lock:
+                    sent[key] = (g, p)
+                i += 1
+                time.sleep(0.03)
+            ev.close(timeout=300)
+
+    def masks_putter(tid: int) -> None:
+        with Client(srv.url, retries=40, backoff=0.05, max_backoff=0.3) as c:
+            i = 0
+            while not stop.is_set():
+                key, (g, p) = f"m{tid}-{i}", batch(1000 * tid + i)
+                while True:
+                    try:
+                        c.put_masks(g, p, key, run=RUN)
+                        break
+                    except ServiceUnavailableError:
+                        time.sleep(0.2)  # the same key again: never lost, never doubled
+                with lock:
+                    sent[key] = (g, p)
+                i += 1
+                time.sleep(0.03)
+
+    def guarded(fn: Callable[[int], None], tid: int) -> None:
+        try:
+            fn(tid)
+        except BaseException as err:  # noqa: BLE001 - reported by the main thread
+            failures.append(err)
+
+    threads = [threading.Thread(target=guarded, args=(fn, tid))
+               for tid, fn in enumerate((evaluator, evaluator, masks_putter))]  # fmt: skip
+    for t in threads:
+        t.start()
+    rng, kills = random.Random(1), 0
+    try:
+        for _ in range(6):
+            time.sleep(rng.uniform(0.3, 1.2))
+            assert srv.kill() == -9
+            kills += 1
+            srv.start()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=300)
+    try:
+        assert not failures, failures
+        assert kills >= 5
+        eager = ConfusionMatrix(K, **settings())  # type: ignore[arg-type]
+        for key, (g, p) in sent.items():
+            eager.update(g, p, key=key)
+        with Client(srv.url, retries=5) as c:
+            state = c.state(RUN)
+        assert state.keys == eager.keys
+        np.testing.assert_array_equal(state.counts, eager.counts)
+        np.testing.assert_array_equal(state.void, eager.void)
+        assert (state.n_ignored, state.unexpected_pred) == (eager.n_ignored, eager.unexpected_pred)
+        assert state == eager  # and the per-image rows, as a multiset
+        assert len(sent) > 60
+    finally:
+        srv.stop()
+
+
+def test_a_crash_between_commit_and_reply_does_not_double_count(tmp_path: Path) -> None:
+    srv = ServerProcess(tmp_path / "data", env={FAULT_ENV: "exit-after-commit:boom"}).start()
+    (g1, p1), (g2, p2) = batch(1), batch(2)
+    first = ConfusionMatrix(K, **settings()).update(g1, p1, key="first")  # type: ignore[arg-type]
+    boom = ConfusionMatrix(K, **settings()).update(g2, p2, key="boom")  # type: ignore[arg-type]
+    with Client(srv.url, retries=0) as c:
+        c.create_run(RUN, K, **settings())  # type: ignore[arg-type]
+        assert c.put_counts(first, "first")["outcome"] == "counted"
+        with pytest.raises(ServiceUnavailableError):
+            c.put_counts(boom, "boom")  # committed, then the process died: no reply
+    assert srv.proc is not None
+    assert srv.proc.wait(60) == 86
+    srv.start(env={FAULT_ENV: ""})
+    try:
+        with Client(srv.url, retries=0, run=RUN) as c:
+            assert c.run_info(RUN)["batches"] == 2  # it was committed
+            assert c.put_counts(boom, "boom")["outcome"] == "duplicate"  # the client's retry
+            assert c.state(RUN) == first + boom
+            assert c.run_info(RUN)["pixels"] == first.n_pixels + boom.n_pixels
+    finally:
+        srv.stop()
+
+
+def _serve(data: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "segiou", "serve", "--data", str(data),
+                           "--port", "0"], capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
+
+
+def test_a_damaged_database_is_refused_at_start_and_left_as_it_is(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with ServerProcess(data) as srv, Client(srv.url, retries=0) as c:
+        c.create_run(RUN, K, **settings())  # type: ignore[arg-type]
+        for i in range(40):
+            c.put_masks(*batch(i), f"k{i}")
+    db = data / "segiou.db"
+    whole = db.read_bytes()
+    assert len(whole) > 16 * 4096  # several pages, so that half of it is a real truncation
+    assert not (data / "segiou.db-wal").exists() or (data / "segiou.db-wal").stat().st_size == 0
+    page = int.from_bytes(whole[16:18], "big")
+    damaged = {
+        "truncated": whole[: len(whole) // 2],
+        "empty": b"",
+        "not an SQLite database": b"hello world " * 1000,
+        "integrity check": whole[:page] + b"\x00" * 8 + whole[page + 8 :],  # page 2's header
+    }
+    for needle, content in damaged.items():
+        db.write_bytes(content)
+        done = _serve(data)
+        assert done.returncode == 2, (needle, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        assert needle in lines[0] or (needle == "integrity check" and "cannot be read" in lines[0])
+        assert "has not changed it" in lines[0]
+        assert db.read_bytes() == content  # never reset
+    db.write_bytes(whole)  # the intact file serves again, with every batch
+    with ServerProcess(data) as srv, Client(srv.url, retries=0) as c:
+        assert c.run_info(RUN)["batches"] == 40
+
+
+def test_the_database_is_wal_with_synchronous_full(tmp_path: Path) -> None:
+    from segiou.service.storage import SQLiteStorage
+
+    st = SQLiteStorage(tmp_path / "x.db")
+    try:
+        db = st._db
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    finally:
+        st.close()
+    assert (tmp_path / "x.db").stat().st_size > 0

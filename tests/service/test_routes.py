@@ -1,0 +1,405 @@
+"""Every route of ``segiou serve``: the happy path, and every refusal with its status code and
+proof that nothing changed. One real server process (conftest), one run per test."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from segiou import ConfusionMatrix, evaluate
+from segiou.client import Client, result_from_dict
+from segiou.errors import RefusedError
+from segiou.report import render_per_image_csv
+from segiou.service.wire import (
+    CONTENT_JSON,
+    CONTENT_MASKS_NPY,
+    CONTENT_MASKS_NPZ,
+    CONTENT_STATE_NPZ,
+    decode_state,
+    encode_masks,
+    encode_state,
+)
+from segiou.testing.synthetic import cityscapes_like
+
+K = 19
+
+
+def masks(seed: int, n: int = 2, h: int = 24, w: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    return cityscapes_like(n, h, w, seed=seed)
+
+
+def local(gt: np.ndarray, pred: np.ndarray, key: str, **options: object) -> ConfusionMatrix:
+    opts = {"ignore_index": 255, "per_image": True} | options
+    return ConfusionMatrix(K, **opts).update(gt, pred, key=key)  # type: ignore[arg-type]
+
+
+def make_run(client: Client, name: str, **options: object) -> None:
+    opts = {"ignore_index": 255, "per_image": True} | options
+    out = client.create_run(name, K, **opts)  # type: ignore[arg-type]
+    assert out["created"] is True
+
+
+def same_state(a: ConfusionMatrix, b: ConfusionMatrix) -> None:
+    assert a == b  # settings, counts, void, ignored, unexpected, keys, per-image rows
+    np.testing.assert_array_equal(a.counts, b.counts)
+
+
+# -- runs ---------------------------------------------------------------------------------------
+def test_create_run_again_is_a_no_op_and_other_settings_conflict(client, run_name, raw) -> None:
+    make_run(client, run_name)
+    again = client.create_run(run_name, K, ignore_index=255, per_image=True)
+    assert again["created"] is False
+    status, body = raw("POST", "/v1/runs", json.dumps({"name": run_name, "labels": K,
+                       "ignore_index": 254, "per_image": True}).encode(),
+                       {"Content-Type": CONTENT_JSON})  # fmt: skip
+    assert status == 409
+    assert body["error"] == "ConflictError"
+    assert '"ignore_index": 255' in body["message"]
+    assert '"ignore_index": 254' in body["message"]  # both settings are named
+    assert client.run_info(run_name)["settings"]["ignore_index"] == 255  # nothing changed
+
+
+def test_create_run_with_the_same_spec_given_inline_is_the_same_run(client, run_name) -> None:
+    client.create_run(run_name, "cityscapes", gt_ids="raw")
+    from segiou.labels import builtin_spec
+
+    again = client.create_run(run_name, builtin_spec("cityscapes").to_dict(), gt_ids="raw")
+    assert again["created"] is False
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype", "status", "needle"),
+    [
+        (b"{", CONTENT_JSON, 400, "not valid JSON"),
+        (b"[]", CONTENT_JSON, 400, "must be a JSON object"),
+        (b'{"name": "x y", "labels": 3}', CONTENT_JSON, 400, "run name 'x y' is not valid"),
+        (b'{"name": "ok", "labels": 3, "colour": 1}', CONTENT_JSON, 400, "unknown field"),
+        (b'{"name": "ok"}', CONTENT_JSON, 400, "field 'labels' is missing"),
+        (b'{"name": "ok", "labels": "/etc/passwd"}', CONTENT_JSON, 400, "unknown built-in"),
+        (b'{"name": "ok", "labels": 3, "per_image": "yes"}', CONTENT_JSON, 400, "per_image"),
+        (b'{"name": "ok", "labels": 3, "gt_ids": "rawr"}', CONTENT_JSON, 400, "gt_ids"),
+        (b'{"name": "ok", "labels": 3, "ignore_index": 1.5}', CONTENT_JSON, 400, "ignore_index"),
+        (b'{"name": "ok", "labels": 3, "ignore_index": 1}', CONTENT_JSON, 400, "class id"),
+        (b'{"name": "ok", "labels": 0}', CONTENT_JSON, 400, "at least 1"),
+        (b'{"name": "ok", "labels": 1000000000}', CONTENT_JSON, 400, "a run holds at most 4096"),
+        (b'{"name": "ok", "labels": 3}', "text/plain", 415, "content type 'text/plain'"),
+    ],
+)
+def test_create_run_refusals(raw, client, body, ctype, status, needle) -> None:
+    before = [r["name"] for r in client.runs()]
+    code, reply = raw("POST", "/v1/runs", body, {"Content-Type": ctype})
+    assert code == status, reply
+    assert needle in reply["message"]
+    assert [r["name"] for r in client.runs()] == before  # nothing was created
+
+
+def test_list_and_get_runs(client, run_name, raw) -> None:
+    make_run(client, run_name)
+    listed = {r["name"]: r for r in client.runs()}
+    assert listed[run_name]["status"] == "open"
+    assert "template" not in listed[run_name]
+    info = client.run_info(run_name)
+    assert (info["batches"], info["images"], info["pixels"]) == (0, 0, 0)
+    assert ConfusionMatrix.from_dict(info["template"]) == ConfusionMatrix(K, ignore_index=255,
+                                                                           per_image=True)  # fmt: skip
+    assert raw("GET", "/v1/runs/no-such-run")[0] == 404
+    assert raw("GET", "/v1/runs/bad%20name")[0] == 400
+
+
+# -- batches ------------------------------------------------------------------------------------
+def test_every_body_form_counts_like_the_eager_accumulator(client, run_name) -> None:
+    make_run(client, run_name)
+    eager = ConfusionMatrix(K, ignore_index=255, per_image=True)
+    (g0, p0), (g1, p1), (g2, p2), (g3, p3) = (masks(s) for s in range(4))
+    assert client.put_counts(local(g0, p0, "a"), "a")["outcome"] == "counted"
+    assert client.put_counts(local(g1, p1, "b"), "b", binary=True)["outcome"] == "counted"
+    assert client.put_masks(g2, p2, "c")["outcome"] == "counted"
+    out = client.put_masks(g3, p3, "d", names=["img-x", "img-y"], npz=True)
+    assert (out["outcome"], out["images"], out["batches"]) == ("counted", 2, 4)
+    eager.update(g0, p0, key="a").update(g1, p1, key="b").update(g2, p2, key="c")
+    eager.update(g3, p3, key="d", names=["img-x", "img-y"])
+    same_state(client.state(run_name), eager)
+    info = client.run_info(run_name)
+    assert (info["batches"], info["images"], info["pixels"]) == (4, 8, eager.n_pixels)
+
+
+def test_state_route_serves_json_and_npz(client, run_name, raw) -> None:
+    make_run(client, run_name)
+    g, p = masks(7)
+    client.put_masks(g, p, "k")
+    eager = local(g, p, "k")
+    status, as_json = raw("GET", f"/v1/runs/{run_name}/state")
+    assert status == 200
+    same_state(ConfusionMatrix.from_dict(as_json), eager)
+    status, as_npz = raw("GET", f"/v1/runs/{run_name}/state", headers={"Accept": CONTENT_STATE_NPZ})
+    assert status == 200
+    same_state(decode_state(as_npz, CONTENT_STATE_NPZ), eager)
+
+
+def test_same_key_same_content_is_a_duplicate_in_every_form(client, run_name, snapshot) -> None:
+    make_run(client, run_name)
+    g, p = masks(11)
+    assert client.put_masks(g, p, "k")["outcome"] == "counted"
+    before = snapshot(client, run_name)
+    # the same content: raw masks again, their state counted here, its npz form
+    assert client.put_masks(g, p, "k")["outcome"] == "duplicate"
+    assert client.put_masks(g, p, "k", npz=True)["outcome"] == "duplicate"
+    assert client.put_counts(local(g, p, "k"), "k")["outcome"] == "duplicate"
+    assert client.put_counts(local(g, p, "k"), "k", binary=True)["outcome"] == "duplicate"
+    assert snapshot(client, run_name) == before
+
+
+def test_same_key_other_content_is_refused(client, run_name, snapshot) -> None:
+    make_run(client, run_name)
+    g, p = masks(12)
+    client.put_masks(g, p, "k")
+    before = snapshot(client, run_name)
+    p2 = p.copy()
+    p2[0, 0, 0] = (p2[0, 0, 0] + 1) % K
+    with pytest.raises(RefusedError) as err:
+        client.put_masks(g, p2, "k")
+    assert err.value.status == 409
+    assert "counted before with other content" in str(err.value)
+    assert snapshot(client, run_name) == before
+
+
+def test_an_image_or_inner_key_counted_under_another_key_is_refused(
+    client, run_name, snapshot
+) -> None:
+    make_run(client, run_name)
+    g, p = masks(13)
+    client.put_masks(g, p, "k1", names=["left", "right"])
+    before = snapshot(client, run_name)
+    with pytest.raises(RefusedError) as err:  # same image names, another key
+        client.put_masks(g[:1], p[:1], "k2", names=["right"])
+    assert (err.value.status, err.value.error) == (409, "ConflictError")
+    assert "image 'right' was already counted" in str(err.value)
+    with pytest.raises(RefusedError) as err:  # a state counting batch key k1 again
+        client.put_counts(local(g, p, "k1"), "k3")
+    assert err.value.status == 409
+    assert "batch key 'k1'" in str(err.value)
+    with pytest.raises(RefusedError) as err:  # one name twice in one batch
+        client.put_masks(g, p, "k4", names=["twice", "twice"])
+    assert err.value.status == 400
+    assert snapshot(client, run_name) == before
+
+
+def _npz(**arrays: object) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
+    return buf.getvalue()
+
+
+def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
+    g, p = masks(20)
+    other = ConfusionMatrix(K + 1, ignore_index=255, per_image=True).update(g, p, key="o")
+    no_rows = ConfusionMatrix(K, ignore_index=255).update(g, p, key="o")
+    ign = ConfusionMatrix(K, ignore_index=254, per_image=True).update(g % 19, p % 19, key="o")
+    count = ConfusionMatrix(K, ignore_index=255, per_image=True, on_unexpected="count")
+    state = local(g, p, "o").to_dict()
+    bad_pixels = state | {"pixels": state["pixels"] + 1}
+    npy, _, _ = encode_masks(g, p)
+    npy_bytes = b"".join(bytes(c) for c in npy)
+    return [
+        ("malformed JSON", b'{"format": ', CONTENT_JSON, 400, "not valid JSON"),
+        ("not a state", b'{"a": 1}', CONTENT_JSON, 400, "not a segiou confusion state"),
+        ("altered state", json.dumps(bad_pixels).encode(), CONTENT_JSON, 400, "add up to"),
+        ("malformed npz", b"PK\x03\x04 not a zip", CONTENT_STATE_NPZ, 400, "not a readable npz"),
+        ("pickled npz", _npz(gt=np.array([object()], dtype=object), pred=p), CONTENT_MASKS_NPZ,
+         400, "pickled"),
+        ("npz without pred", _npz(gt=g), CONTENT_MASKS_NPZ, 400, "missing ['pred']"),
+        ("npz extra member", _npz(gt=g, pred=p, x=g), CONTENT_MASKS_NPZ, 400, "unknown members"),
+        ("truncated npy", npy_bytes[:-100], CONTENT_MASKS_NPY, 400, "truncated"),
+        ("not npy", b"hello", CONTENT_MASKS_NPY, 400, "no .npy record"),
+        ("shapes differ", _npz(gt=g, pred=p[:, :-1]), CONTENT_MASKS_NPZ, 422, "shape"),
+        ("float masks", _npz(gt=g.astype(np.float32), pred=p), CONTENT_MASKS_NPZ, 422, "float"),
+        ("unexpected values", _npz(gt=g, pred=np.full_like(p, 40)), CONTENT_MASKS_NPZ, 422,
+         "40"),
+        ("names count", _npz(gt=g, pred=p, names=np.array(["a"])), CONTENT_MASKS_NPZ, 400,
+         "1 image name(s) given for a batch of 2"),
+        ("other spec", encode_state(other.to_dict())[0], CONTENT_JSON, 422, "different label"),
+        ("no per-image rows", encode_state(no_rows.to_dict())[0], CONTENT_JSON, 422,
+         "per_image"),
+        ("other ignore", encode_state(ign.to_dict())[0], CONTENT_JSON, 422, "ignore"),
+        ("other policy", encode_state(count.to_dict())[0], CONTENT_JSON, 422, "on_unexpected"),
+        ("content type", b"{}", "text/csv", 415, "content type 'text/csv'"),
+        ("no content type", b"{}", "", 415, "content type 'none'"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "body", "ctype", "status", "needle"), _bad_bodies(),
+                         ids=[b[0] for b in _bad_bodies()])  # fmt: skip
+def test_batch_refusals_change_nothing(
+    client, run_name, raw, snapshot, what, body, ctype, status, needle
+) -> None:
+    make_run(client, run_name)
+    g, p = masks(21)
+    client.put_masks(g, p, "first")
+    before = snapshot(client, run_name)
+    headers = {"Content-Type": ctype} if ctype else {}
+    code, reply = raw("PUT", f"/v1/runs/{run_name}/batches/k", body, headers)
+    assert code == status, reply
+    assert needle in reply["message"], reply["message"]
+    assert snapshot(client, run_name) == before
+
+
+def test_a_state_in_another_id_space_is_refused(client, run_name, snapshot) -> None:
+    client.create_run(run_name, "cityscapes", gt_ids="raw", per_image=True)
+    before = snapshot(client, run_name)
+    g, p = masks(22)
+    in_class_ids = ConfusionMatrix("cityscapes", per_image=True).update(g, p, key="k")
+    with pytest.raises(RefusedError) as err:
+        client.put_counts(in_class_ids, "k")
+    assert (err.value.status, err.value.error) == (422, "IncompatibleMatrixError")
+    assert "gt_ids is 'raw' here but 'class'" in str(err.value)
+    assert snapshot(client, run_name) == before
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [("/v1/runs/no-such-run/batches/k", 404), ("/v1/runs/{run}/batches/-bad", 400),
+     ("/v1/runs/{run}/batches/" + "k" * 201, 400), ("/v1/runs/{run}/batches/a%20b", 400)],
+)  # fmt: skip
+def test_unknown_runs_and_bad_keys_are_refused(client, run_name, raw, path, status) -> None:
+    make_run(client, run_name)
+    body, ctype = encode_state(local(*masks(1), "x").to_dict())
+    code, reply = raw("PUT", path.format(run=run_name), body, {"Content-Type": ctype})
+    assert code == status, reply
+    assert client.run_info(run_name)["batches"] == 0
+
+
+def test_on_unexpected_count_reports_the_values(client, run_name) -> None:
+    make_run(client, run_name, on_unexpected="count")
+    g, p = masks(30)
+    p[0, :2, :3] = 77
+    client.put_masks(g, p, "k")
+    eager = local(g, p, "k", on_unexpected="count")
+    state = client.state(run_name)
+    same_state(state, eager)
+    assert state.unexpected_pred == {77: 6}
+
+
+# -- close, delete ------------------------------------------------------------------------------
+def test_a_closed_run_refuses_new_batches_but_not_a_duplicate(client, run_name, snapshot) -> None:
+    make_run(client, run_name)
+    g, p = masks(40)
+    client.put_masks(g, p, "k")
+    assert client.close(run_name)["run"]["status"] == "closed"
+    assert client.close(run_name)["run"]["status"] == "closed"  # closing again: a no-op
+    before = snapshot(client, run_name)
+    assert client.put_masks(g, p, "k")["outcome"] == "duplicate"
+    with pytest.raises(RefusedError) as err:
+        client.put_masks(*masks(41), "k2")
+    assert err.value.status == 409
+    assert "is closed" in str(err.value)
+    assert snapshot(client, run_name) == before
+
+
+def test_delete_removes_the_run_and_its_batches(client, run_name, raw) -> None:
+    make_run(client, run_name)
+    client.put_masks(*masks(50), "k")
+    assert client.delete(run_name) == {"deleted": run_name}
+    assert raw("GET", f"/v1/runs/{run_name}")[0] == 404
+    assert raw("DELETE", f"/v1/runs/{run_name}")[0] == 404
+    make_run(client, run_name)  # a new run of the same name starts empty
+    assert client.put_masks(*masks(50), "k")["outcome"] == "counted"
+    assert client.run_info(run_name)["batches"] == 1
+
+
+# -- results ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("preset", "beta"), [("segiou", None), ("cityscapes", 2.0),
+                                              ("mmseg", 1.0), ("sklearn_all_labels", None)])  # fmt: skip
+def test_result_is_the_eval_json_of_the_eager_state(client, run_name, preset, beta) -> None:
+    client.create_run(run_name, "cityscapes", per_image=True)
+    eager = ConfusionMatrix("cityscapes", per_image=True)
+    for i in range(3):
+        g, p = masks(60 + i)
+        client.put_masks(g, p, f"k{i}")
+        eager.update(g, p, key=f"k{i}")
+    got = client.result_json(preset, beta=beta)
+    want = evaluate(eager, preset=preset, beta=beta).to_dict()
+    got.pop("writer"), want.pop("writer")
+    assert got == want
+    back = result_from_dict(client.result_json(preset, beta=beta)).to_dict()
+    back.pop("writer")
+    assert back == want
+    assert client.result(preset, beta=beta).miou == pytest.approx(want["summary"]["miou"])
+
+
+def test_result_refusals(client, run_name, raw) -> None:
+    make_run(client, run_name)
+    code, reply = raw("GET", f"/v1/runs/{run_name}/result?preset=best")
+    assert (code, reply["error"]) == (400, "UnknownNameError")
+    code, reply = raw("GET", f"/v1/runs/{run_name}/result?beta=-1")
+    assert code == 400
+    assert "beta" in reply["message"]
+    code, reply = raw("GET", f"/v1/runs/{run_name}/result?beta=abc")
+    assert code == 400
+    assert raw("GET", "/v1/runs/nope/result")[0] == 404
+
+
+def test_images_route_is_the_per_image_csv(client, run_name, raw) -> None:
+    make_run(client, run_name)
+    eager = ConfusionMatrix(K, ignore_index=255, per_image=True)
+    for i in range(3):
+        g, p = masks(70 + i, n=3)
+        client.put_masks(g, p, f"k{i}")
+        eager.update(g, p, key=f"k{i}")
+    assert client.images_csv(run_name) == render_per_image_csv(eager)
+    client.create_run(run_name + "-flat", K, ignore_index=255)
+    code, reply = raw("GET", f"/v1/runs/{run_name}-flat/images")
+    assert code == 409
+    assert "per_image" in reply["message"]
+
+
+# -- service routes -----------------------------------------------------------------------------
+def test_healthz_docs_and_openapi(raw) -> None:
+    code, health = raw("GET", "/healthz")
+    assert (code, health["status"]) == (200, "ok")
+    code, page = raw("GET", "/docs")
+    assert code == 200
+    assert b"swagger" in page.lower()
+    code, spec = raw("GET", "/openapi.json")
+    assert code == 200
+    paths = spec["paths"]
+    for path in ("/v1/runs", "/v1/runs/{name}", "/v1/runs/{name}/batches/{key}",
+                 "/v1/runs/{name}/result", "/v1/runs/{name}/state", "/v1/runs/{name}/images",
+                 "/v1/runs/{name}/close", "/healthz", "/metrics"):  # fmt: skip
+        assert path in paths
+
+
+def test_metrics_parse_and_count_batches(client, run_name, raw) -> None:
+    def families() -> dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
+        code, text = raw("GET", "/metrics")
+        assert code == 200
+        out: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+        for fam in text_string_to_metric_families(text.decode()):
+            for s in fam.samples:
+                out.setdefault(fam.name, {})[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    before = families()
+    make_run(client, run_name)
+    g, p = masks(80)
+    client.put_masks(g, p, "k")
+    client.put_masks(g, p, "k")
+    with pytest.raises(RefusedError):
+        client.put_masks(g, p[:, :-1], "k2")
+    after = families()
+
+    def batches(m: dict, outcome: str) -> float:
+        return m["segiou_batches"][("segiou_batches_total", (("outcome", outcome),))]
+
+    for outcome in ("counted", "duplicate", "refused"):
+        assert batches(after, outcome) - batches(before, outcome) == 1
+    px = ("segiou_pixels_total", ())
+    assert after["segiou_pixels"][px] - before["segiou_pixels"][px] == g.size
+    assert after["segiou_open_runs"][("segiou_open_runs", ())] >= 1
+    latency = after["segiou_request_duration_seconds"]
+    key = ("segiou_request_duration_seconds_count",
+           (("method", "PUT"), ("route", "/v1/runs/{name}/batches/{key}")))  # fmt: skip
+    assert latency[key] >= 3

@@ -1,0 +1,199 @@
+"""Wire formats: names and keys, the state's npz form, raw masks as npz or .npy records, and the
+digest of a batch's canonical form. No server."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segiou import ConfusionMatrix
+from segiou.errors import PayloadError, UsageError
+from segiou.service import wire
+from segiou.service.wire import (
+    CONTENT_JSON,
+    CONTENT_MASKS_NPY,
+    CONTENT_MASKS_NPZ,
+    CONTENT_STATE_NPZ,
+    canonical_state,
+    check_key,
+    check_run_name,
+    decode_masks,
+    decode_state,
+    encode_masks,
+    encode_state,
+    state_digest,
+)
+from segiou.testing.strategies import label_pairs
+
+
+@pytest.mark.parametrize("name", ["a", "val-2024.11_x", "A" * 64, "0"])
+def test_valid_run_names(name: str) -> None:
+    assert check_run_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "-a", ".a", "a b", "a/b", "A" * 65, "é", "a\n", None, 3])
+def test_invalid_run_names(name: object) -> None:
+    with pytest.raises(UsageError, match="run name"):
+        check_run_name(name)
+
+
+@pytest.mark.parametrize("key", ["k", "rank0:step-12", "a@b+c=d", "x" * 200])
+def test_valid_keys(key: str) -> None:
+    assert check_key(key) == key
+
+
+@pytest.mark.parametrize("key", ["", "_k", "a/b", "a b", "x" * 201, "a?b", "a#b", "k\x00"])
+def test_invalid_keys(key: str) -> None:
+    with pytest.raises(UsageError, match="batch key"):
+        check_key(key)
+
+
+def _state(seed: int, labels: object = 19, **options: object) -> ConfusionMatrix:
+    rng = np.random.default_rng(seed)
+    g = rng.integers(0, 19, (3, 5, 7), dtype=np.uint8)
+    p = rng.integers(0, 21, (3, 5, 7), dtype=np.uint8)
+    g[0, 0, :2] = 255
+    opts = {"ignore_index": 255, "per_image": True, "on_unexpected": "count"} | options
+    return ConfusionMatrix(labels, **opts).update(g, p, key=f"k{seed}")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "cm",
+    [_state(0), _state(1, per_image=False), ConfusionMatrix(4, per_image=True),
+     _state(2, "cityscapes", ignore_index=None, gt_ids="class")],
+    ids=["per-image", "no rows", "empty", "cityscapes"],
+)  # fmt: skip
+def test_the_npz_form_of_a_state_round_trips(cm: ConfusionMatrix) -> None:
+    body, ctype = encode_state(cm.to_dict(), binary=True)
+    assert ctype == CONTENT_STATE_NPZ
+    back = decode_state(body, ctype)
+    assert back == cm
+    as_json = decode_state(*encode_state(cm.to_dict()))
+    assert canonical_state(back) == canonical_state(as_json) == canonical_state(cm)
+
+
+@settings(max_examples=15)
+@given(pair=label_pairs(max_classes=30, unexpected=True), per_image=st.booleans())
+def test_any_state_round_trips_through_both_forms(pair, per_image: bool) -> None:  # type: ignore[no-untyped-def]
+    cm = ConfusionMatrix(pair.num_classes, ignore_index=pair.ignore or None, per_image=per_image,
+                         on_unexpected="count").update(pair.gt, pair.pred, key="k")  # fmt: skip
+    for binary in (False, True):
+        body, ctype = encode_state(cm.to_dict(), binary=binary)
+        assert decode_state(body, ctype) == cm
+
+
+def test_pack_keeps_json_what_is_not_a_rectangle_of_int64() -> None:
+    doc = {"m": [[1, 2], [3, 4]], "bools": [True, 1], "empty": [], "big": [2**70],
+           "ragged": [[1], [2, 3]], "names": ["a", "b"], "n": 3}  # fmt: skip
+    arrays: dict[str, np.ndarray] = {}
+    packed = wire._pack(doc, arrays)
+    assert packed["m"] == {"__npz__": "a0"}
+    assert packed["ragged"] == [{"__npz__": "a1"}, {"__npz__": "a2"}]  # row by row
+    for kept in ("bools", "empty", "big", "names", "n"):  # bools stay bools, 2**70 exact
+        assert packed[kept] == doc[kept]
+        assert type(packed[kept]) is type(doc[kept])
+    assert packed["bools"][0] is True
+    assert wire._unpack(packed, arrays, set(), "x") == doc
+
+
+def test_a_state_npz_with_stray_or_missing_members_is_refused() -> None:
+    body, _ = encode_state(_state(3).to_dict(), binary=True)
+    with np.load(io.BytesIO(body)) as z:
+        members = {n: z[n] for n in z.files}
+    for change, needle in ((lambda m: m.pop("a0"), "not there"),
+                           (lambda m: m.update(zz=np.zeros(2, np.int64)), "not referred to"),
+                           (lambda m: m.pop("__state__"), "__state__"),
+                           (lambda m: m.update(a0=m["a0"].astype(np.float64)), "not int64")):  # fmt: skip
+        bad = dict(members)
+        change(bad)
+        buf = io.BytesIO()
+        np.savez(buf, **bad)
+        with pytest.raises(PayloadError, match=needle):
+            decode_state(buf.getvalue(), CONTENT_STATE_NPZ)
+
+
+@pytest.mark.parametrize(
+    ("gt", "pred"),
+    [(np.arange(24, dtype=np.uint8).reshape(2, 3, 4) % 5, np.ones((2, 3, 4), np.uint8)),
+     (np.arange(12, dtype=">u2").reshape(3, 4) % 5, np.arange(12, dtype="<i4").reshape(3, 4) % 4),
+     (np.eye(5, dtype=bool), np.ones((5, 5), bool)),
+     (np.asfortranarray(np.arange(20).reshape(4, 5) % 3), np.zeros((4, 5), np.int64)),
+     (np.zeros((0, 3), np.uint8), np.zeros((0, 3), np.uint8))],
+    ids=["uint8", "big-endian", "bool", "fortran", "empty"],
+)  # fmt: skip
+@pytest.mark.parametrize("npz", [False, True])
+def test_masks_round_trip(gt: np.ndarray, pred: np.ndarray, npz: bool) -> None:
+    names = ["first", "second"] if gt.ndim == 3 else None
+    chunks, length, ctype = encode_masks(gt, pred, names, npz=npz)
+    body = bytearray(b"".join(bytes(c) for c in chunks))
+    assert len(body) == length
+    g, p, n = decode_masks(body, ctype)
+    np.testing.assert_array_equal(g, gt)
+    np.testing.assert_array_equal(p, pred)
+    assert (g.dtype, p.dtype, n) == (gt.dtype, pred.dtype, names)
+    if not npz and g.size:
+        assert ctype == CONTENT_MASKS_NPY
+        assert np.shares_memory(g, np.frombuffer(body, np.uint8))  # read in place, not copied
+
+
+def test_npy_records_start_at_multiples_of_64() -> None:
+    chunks, _, _ = encode_masks(np.zeros(5, np.uint8), np.zeros(3, np.uint8))
+    body = b"".join(bytes(c) for c in chunks)
+    assert len(body) % 64 == 0
+    assert body[len(body) // 2 :].startswith(b"\x93NUMPY")
+
+
+def test_malformed_npy_records_are_refused() -> None:
+    chunks, _, _ = encode_masks(np.zeros((2, 2), np.uint8), np.zeros((2, 2), np.uint8))
+    body = b"".join(bytes(c) for c in chunks)
+    chunks, _, _ = encode_masks(np.zeros((20, 20), np.uint8), np.zeros((20, 20), np.uint8))
+    big = b"".join(bytes(c) for c in chunks)
+    head = io.BytesIO()
+    np.lib.format.write_array_header_2_0(head, {"descr": "|O", "fortran_order": False,
+                                                "shape": (1,)})  # fmt: skip
+    objects = head.getvalue() + bytes(8)
+    cases = {
+        "Python objects": objects + body,
+        "no .npy record at byte": body + b"trailing",
+        "expected 2 or 3": body[: len(body) // 2],
+        "truncated": big[:-100],
+        "malformed": b"\x93NUMPY\x02\x00\x10\x00\x00\x00{'descr': nonsense}\n",
+    }
+    for needle, content in cases.items():
+        with pytest.raises(PayloadError, match=needle):
+            decode_masks(content, CONTENT_MASKS_NPY)
+
+
+def test_names_must_be_a_unicode_vector() -> None:
+    buf = io.BytesIO()
+    np.savez(buf, gt=np.zeros(2, np.uint8), pred=np.zeros(2, np.uint8), names=np.zeros(2))
+    with pytest.raises(PayloadError, match="1-D unicode"):
+        decode_masks(buf.getvalue(), CONTENT_MASKS_NPZ)
+    with pytest.raises(UsageError, match="sequence of str"):
+        encode_masks(np.zeros(2), np.zeros(2), names="ab")
+
+
+def test_the_digest_is_of_the_content_not_of_its_form() -> None:
+    rng = np.random.default_rng(5)
+    g = rng.integers(0, 19, (2, 6, 6), dtype=np.uint8)
+    p = rng.integers(0, 19, (2, 6, 6), dtype=np.uint8)
+    a = ConfusionMatrix(19, per_image=True).update(g, p, key="k")
+    b = ConfusionMatrix(19, per_image=True).update(g.astype(np.int32), p, key="k")
+    c = ConfusionMatrix(19, per_image=True).update(g, p, key="other")
+    assert state_digest(canonical_state(a)) == state_digest(canonical_state(b))
+    assert state_digest(canonical_state(a)) != state_digest(canonical_state(c))
+    text = encode_state(a.to_dict())[0].decode().replace(",", ", ")  # other spacing, same state
+    assert canonical_state(decode_state(text.encode(), CONTENT_JSON)) == canonical_state(a)
+
+
+def test_wrong_content_types_are_415() -> None:
+    with pytest.raises(PayloadError) as err:
+        decode_state(b"{}", CONTENT_MASKS_NPZ)
+    assert err.value.status == 415
+    with pytest.raises(PayloadError) as err:
+        decode_masks(b"", CONTENT_JSON)
+    assert err.value.status == 415

@@ -1,0 +1,29 @@
+"""Helpers of the service tests (tests/service) and the service benchmark."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.parse
+from typing import Any
+
+#: The shared test server's body limit (MiB): small, so that 413 needs no large body.
+MAX_BODY_MB = 1
+
+
+def raw_request(
+    url: str, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    """One raw request (no client-side checks, no retries): status and the parsed reply."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        data = resp.read()
+    finally:
+        conn.close()
+    try:
+        return resp.status, json.loads(data)
+    except ValueError:
+        return resp.status, data
