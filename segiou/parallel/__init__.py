@@ -20,6 +20,13 @@ Rooms: :mod:`~segiou.parallel._engine` (:func:`count_stores`: open, pair, plan, 
 from __future__ import annotations
 
 from segiou.parallel._engine import MissingPred, count_stores, evaluate_zarr
-from segiou.parallel._plan import plan_groups, plan_tasks
+from segiou.parallel._plan import plan_groups, plan_ranges, plan_tasks
 
-__all__ = ["MissingPred", "count_stores", "evaluate_zarr", "plan_groups", "plan_tasks"]
+__all__ = [
+    "MissingPred",
+    "count_stores",
+    "evaluate_zarr",
+    "plan_groups",
+    "plan_ranges",
+    "plan_tasks",
+]
