@@ -525,19 +525,21 @@ def main() -> int:
                         else ""
                     )
                 )
-                threads = 1000
-                ppt = max(1, int(cluster_task_seconds(threads) / (ns * 1e-9)))
-                dist = plan_figures(ms, ppt, threads, rounds=3)
-                check_covers(ms, dist["ranges"])
-                g = graph_figures(client, job_for(ms, ms), dist["ranges"])
-                print(
-                    f"    on 1,000 threads ({cluster_task_seconds(threads):.1f} s tasks at "
-                    f"{ns:.2f} ns/px): {dist['tasks']:,} tasks planned in "
-                    f"{dist['seconds'] * 1e3:.1f} ms; graph of {g['tasks']:,} keys built in "
-                    f"{g['build_s'] * 1e3:.0f} ms, {g['shipped_bytes'] / 2**10:,.0f} KiB to the "
-                    f"scheduler ({g['shipped_bytes'] / g['tasks']:.0f} B/key); the job "
-                    f"{g['job_bytes'] / 2**20:.1f} MiB, to the workers once"
-                )
+                job = job_for(ms, ms)
+                for threads in (10, 1000):
+                    d = cluster_task_seconds(threads)
+                    ppt = max(1, round(d / (ns * 1e-9)))
+                    dist = plan_figures(ms, ppt, threads, rounds=3)
+                    check_covers(ms, dist["ranges"])
+                    g = graph_figures(client, job, dist["ranges"])
+                    print(
+                        f"    on {threads:,} threads ({d:.1f} s tasks at {ns:.2f} ns/px): "
+                        f"{dist['tasks']:,} tasks planned in {dist['seconds'] * 1e3:.1f} ms; "
+                        f"graph of {g['tasks']:,} keys built in {g['build_s'] * 1e3:.0f} ms, "
+                        f"{g['shipped_bytes'] / 2**10:,.0f} KiB to the scheduler "
+                        f"({g['shipped_bytes'] / g['tasks']:.0f} B/key); the job "
+                        f"{g['job_bytes'] / 2**20:.1f} MiB, sent once"
+                    )
     print(
         f"\nexpected wall time ({ns:.2f} ns/px per thread, {overhead * 1e3:.2f} ms of "
         "scheduler per task):"
