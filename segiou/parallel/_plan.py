@@ -41,9 +41,9 @@ TASK_PIXELS = 8 << 20
 #: hundreds of tasks to balance over the workers.
 TASK_SECONDS = 0.2
 
-#: CPU seconds ``distributed``'s scheduler spends per task: 0.7-1.0 ms measured for the
+#: CPU seconds ``distributed``'s scheduler spends per task: 0.66-1.0 ms measured for the
 #: ``dask scheduler`` process on graphs of 2,000 and 10,000 tasks shaped like segiou's
-#: (``benchmarks/bench_scale.py``). It handles one task at a time, so ``threads`` workers busy
+#: (``benchmarks/bench_scale.py``; 1.5 ms on a machine twice as busy). It handles one task at a time, so ``threads`` workers busy
 #: with tasks of ``d`` seconds ask it for ``threads / d`` tasks a second.
 SCHEDULER_SECONDS = 1e-3
 
