@@ -60,3 +60,11 @@ def interleaved_seconds(
 def median_ratio(num: list[float], den: list[float]) -> float:
     """Median over rounds of ``num[i] / den[i]``."""
     return statistics.median(a / b for a, b in zip(num, den, strict=True))
+
+
+def noop(*args: object) -> None:
+    """A task that does nothing (timing a scheduler; stdlib-only module, cheap to import)."""
+
+
+def noop_sum(parts: list[object]) -> None:
+    """A sum of partials that does nothing."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,25 +152,177 @@ class _KillWorker(SchedulerPlugin):
             os.kill(self.pids[ws.address], signal.SIGKILL)
 
 
+# Plans of the tests below: one image a task; tasks sized by time at a configured rate (about
+# 3 images of 48 x 64 a task at 1 ms and 100 ns/px: a dozen tasks); at a rate the probe measures.
+PLANS = {
+    "one-image-tasks": {"pixels_per_task": 1},
+    "1ms-at-100ns": {"task_seconds": 1e-3, "ns_per_px": 100.0},
+    "probe": {"task_seconds": 3e-4},
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("when", ["processing", "memory"])
-def test_a_worker_killed_mid_run_changes_nothing(cluster, client, stores, when):
+@pytest.mark.parametrize(
+    ("when", "plan"),
+    [("processing", "one-image-tasks"), ("memory", "one-image-tasks"),
+     ("processing", "1ms-at-100ns"), ("memory", "probe")],
+)  # fmt: skip
+def test_a_worker_killed_mid_run_changes_nothing(cluster, client, stores, when, plan):
     g, p, *_, ref = stores
     client.wait_for_workers(2, timeout=30)
     pids = client.run(os.getpid)
     assert len(pids) == 2
-    plugin = _KillWorker(cluster.scheduler, pids, when, nth=5)
+    plugin = _KillWorker(cluster.scheduler, pids, when, nth=2)
     cluster.scheduler.add_plugin(plugin, name="kill-worker")
     try:
-        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client,
-                           pixels_per_task=1, split_every=4)  # fmt: skip
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client, split_every=4,
+                           **PLANS[plan])  # type: ignore[arg-type]  # fmt: skip
     finally:
         cluster.scheduler.remove_plugin(name="kill-worker")
     assert plugin.killed is not None, "no worker was killed: the test proved nothing"
     assert plugin.killed not in client.scheduler_info()["workers"]  # it is gone ...
     _assert_same(cm, ref)  # ... and every image was still counted exactly once
-    client.wait_for_workers(2, timeout=30)  # the nanny restarts it
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts it
     assert set(client.run(os.getpid).values()).isdisjoint({pids[plugin.killed]})
+
+
+# -- task sizes ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("seconds", [3e-4, 1e-3, 1e-2, 0.2])
+def test_every_task_size_counts_exactly(client, stores, seconds):
+    g, p, *_, ref = stores
+    client.wait_for_workers(2, timeout=60)  # (after a killed worker: its nanny restarted it)
+    with get_task_stream(client) as ts:
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client,
+                           task_seconds=seconds, ns_per_px=100.0)  # fmt: skip
+    _assert_same(cm, ref)
+    counted = {t["key"] for t in ts.data if "segiou-count" in str(t["key"])}
+    # 3,072 px an image, chunk rows of 24 (of 48 rows): 0.3 ms = 3,000 px, a band (half an
+    # image) a task; 1 ms = 10,000 px: the images that start within each 10,000 px, 4 or 3 a
+    # task; 10 ms and more: half of the images a task (at least a task per worker thread)
+    assert len(counted) == {3e-4: 2 * N_IMAGES, 1e-3: 12, 1e-2: 2, 0.2: 2}[seconds]
+
+
+def test_the_probe_counts_the_first_images_and_the_plan_the_rest(client, stores, monkeypatch):
+    import segiou.parallel._engine as engine
+
+    g, p, *_, ref = stores
+    seen: dict[str, Any] = {}
+    real = engine.plan_ranges
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen["first"] = kwargs["first"]
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "plan_ranges", spy)
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client, task_seconds=1e-3)
+    _assert_same(cm, ref)  # the probe's images and the plan's: each once
+    # at least a warm-up piece and a timed one (bands of one chunk row: 24 of 48 rows), and
+    # with 40 images of 3,072 px not all of them in 1 ms
+    assert (0, 24) < seen["first"] < (N_IMAGES, 0)
+
+
+def test_the_graph_carries_ranges_and_the_job_goes_to_the_workers(client, stores, monkeypatch):
+    import pickle
+
+    import segiou.parallel._engine as engine
+
+    g, p, *_, ref = stores
+    graphs: list[dict[Any, Any]] = []
+    real = engine.compute
+
+    def spy(obj: Any, scheduler: Any, progress: bool) -> Any:
+        graphs.append(dict(obj.__dask_graph__()))
+        return real(obj, scheduler, progress)
+
+    monkeypatch.setattr(engine, "compute", spy)
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client, pixels_per_task=1)
+    _assert_same(cm, ref)
+    (graph,) = graphs
+    assert not [k for k in graph if "segiou-job" in str(k)]  # scattered, not in the graph
+    counts = [v for k, v in graph.items() if "segiou-count" in str(k)]
+    assert len(counts) == 2 * N_IMAGES  # a band of 24 rows (a chunk row) each
+    for _, job, task in counts:
+        assert type(job).__name__ == "Future"  # a reference to the job the workers hold
+        assert len(task) == 4  # (first image, end image, first row, end row)
+    assert max(len(pickle.dumps(v[2])) for v in counts) < 40
+    assert "munster" not in repr(graph)  # no image name travels with a task
+
+
+# -- a task alone on a worker of several threads ----------------------------------------------
+@pytest.fixture(scope="module")
+def threaded_client():
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=":0") as c, Client(c, set_as_default=False) as cl:  # fmt: skip
+        yield cl
+
+
+def _job(g: str, p: str) -> Any:
+    from segiou.io.zarr import open_masks
+    from segiou.parallel._tasks import Job
+
+    gms, pms = open_masks(g), open_masks(p)
+    acc = ConfusionMatrix(K, ignore_index=255, per_image=True)
+    return Job(gms, pms, tuple(range(len(gms.names))), acc.spec, acc.gt_ids, acc.pred_ids,
+               "raise", "error", 255)  # fmt: skip
+
+
+def _hold(name: str) -> None:
+    from distributed import Event
+
+    Event(name).wait(timeout=30)
+
+
+def test_a_task_alone_uses_the_idle_threads_and_no_more(threaded_client, stores, monkeypatch):
+    from distributed import Event
+
+    import segiou.parallel._graph as graph
+    from segiou.parallel._tasks import count_group
+
+    g, p, *_ = stores
+    job = _job(g, p)
+    threads: list[str] = []
+    real = graph.count_group
+
+    def spy(job: Any, units: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        time.sleep(0.002)  # long enough for the helper to take pieces
+        return real(job, units)
+
+    monkeypatch.setattr(graph, "count_group", spy)  # an in-process worker: the same module
+    task = (0, N_IMAGES, 0, -1)
+    whole = count_group(job, graph.task_units(job.gt, np.array(task)))
+    alone = threaded_client.submit(graph.count_task, job, task, pure=False).result()
+    assert len(threads) == N_IMAGES  # a piece per image (one image per chunk along N)
+    assert any(t.startswith("segiou-helper") for t in threads)  # the idle thread helped
+    busy_threads = len(set(threads))
+    threads.clear()
+    hold = Event("segiou-hold", client=threaded_client)
+    other = threaded_client.submit(_hold, "segiou-hold", pure=False)  # the other thread is busy
+    try:
+        busy = threaded_client.submit(graph.count_task, job, task, pure=False).result()
+    finally:
+        hold.set()
+        other.result()
+    assert len(threads) == N_IMAGES
+    assert not any(t.startswith("segiou-helper") for t in threads)  # no thread beyond the two
+    assert busy_threads == 2
+
+    def entries(p):  # per-image entries, in a canonical order
+        e = p.entries
+        return e[np.lexsort(e.T[::-1])]
+
+    for part in (alone, busy):  # which thread counted what changes no count
+        assert_array_equal(part.table, whole.table)
+        assert_array_equal(entries(part), entries(whole))
+        assert sorted(part.odd) == sorted(whole.odd)
+
+
+def test_two_thread_worker_counts_exactly(threaded_client, stores):
+    g, p, *_, ref = stores
+    for kwargs in ({"task_seconds": 1e-2, "ns_per_px": 100.0}, {"task_seconds": 1e-3}):
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=threaded_client,
+                           **kwargs)  # type: ignore[arg-type]  # fmt: skip
+        _assert_same(cm, ref)
 
 
 def test_local_cluster_that_cannot_start_is_a_usage_error(monkeypatch):

@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
             on_unexpected=opts.on_unexpected, missing_pred=opts.missing_pred,
             missing_gt_chunks=opts.missing_gt_chunks, layout=opts.layout,
             gt_pattern=opts.gt_pattern, pred_pattern=opts.pred_pattern, scheduler=scheduler,
-            split_every=opts.split_every, progress=progress,
+            split_every=opts.split_every, task_seconds=opts.task_seconds,
+            ns_per_px=opts.ns_per_px, progress=progress,
         )  # fmt: skip
     _warn_assumed_raw_ids(cm, opts)
     result = evaluate(cm, preset=opts.preset, beta=opts.beta)

@@ -185,6 +185,13 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
                    help="threads (default), synchronous, processes, local-cluster, or the "
                    "address of a dask.distributed scheduler (tcp://host:8786)")  # fmt: skip
     p.add_argument("--split-every", type=int, default=8, help="tree-reduction fan-in")
+    p.add_argument("--task-seconds", type=float, default=None, metavar="S",
+                   help="dask.distributed only: seconds of counting per task (default 0.2, "
+                   "raised to 2 ms per worker thread of the cluster)")  # fmt: skip
+    p.add_argument("--ns-per-px", type=float, default=None, metavar="NS",
+                   help="dask.distributed only: a worker thread's nanoseconds per pixel (read, "
+                   "decode, count) to size tasks with (default: measured on the cluster by a "
+                   "first task)")  # fmt: skip
     p.add_argument("--missing-pred", choices=["error", "void"], default="error",
                    help="a ground-truth image without prediction: error, or score it all-void")  # fmt: skip
     p.add_argument("--missing-gt-chunks", choices=["error", "fill"], default="error",
@@ -214,6 +221,8 @@ class EvalOptions:
     beta: float | None
     scheduler: str
     split_every: int
+    task_seconds: float | None
+    ns_per_px: float | None
     missing_pred: Literal["error", "void"]
     missing_gt_chunks: Literal["error", "fill"]
     on_unexpected: Literal["raise", "count"]
@@ -242,10 +251,11 @@ class EvalOptions:
         Raises
         ------
         UsageError
-            An unknown preset, ``--split-every`` below 2, or an output that cannot be written
-            (see :func:`segiou.outputs.check_outputs`: empty, not a regular file, in a folder
-            that does not exist or is not writable, the same file as another output, or inside
-            an input).
+            An unknown preset, ``--split-every`` below 2, ``--task-seconds`` or
+            ``--ns-per-px`` not positive, or an output that cannot be written (see
+            :func:`segiou.outputs.check_outputs`: empty, not a regular file, in a folder that
+            does not exist or is not writable, the same file as another output, or inside an
+            input).
         LabelSpecError
             An invalid ``--labels`` value.
         """
@@ -257,6 +267,11 @@ class EvalOptions:
         if ns.split_every < 2:
             msg = f"--split-every {ns.split_every}: the fan-in of the tree of sums must be >= 2"
             raise UsageError(msg)
+        for opt in ("task_seconds", "ns_per_px"):
+            value = getattr(ns, opt)
+            if value is not None and not value > 0:  # (not: also refuses nan)
+                msg = f"--{opt.replace('_', '-')} {value}: give a positive number"
+                raise UsageError(msg)
         outputs = check_outputs(
             {
                 f"--{o.replace('_', '-')}": getattr(ns, o, None)
@@ -268,7 +283,8 @@ class EvalOptions:
             gt=ns.gt, pred=ns.pred, labels=labels_arg(ns.labels),
             ignore=None if ns.ignore is None else tuple(ns.ignore), gt_ids=ns.gt_ids,
             pred_ids=ns.pred_ids, preset=ns.preset, beta=ns.beta, scheduler=ns.scheduler,
-            split_every=ns.split_every, missing_pred=ns.missing_pred,
+            split_every=ns.split_every, task_seconds=ns.task_seconds,
+            ns_per_px=ns.ns_per_px, missing_pred=ns.missing_pred,
             missing_gt_chunks=ns.missing_gt_chunks, on_unexpected=ns.on_unexpected,
             layout=ns.layout, gt_pattern=ns.gt_pattern, pred_pattern=ns.pred_pattern,
             json=outputs["--json"], per_image=outputs["--per-image"], state=outputs["--state"],

@@ -22,6 +22,7 @@ holds for a chunk missing inside an existing shard (read from the shard's index)
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Iterator, Sequence
@@ -338,9 +339,30 @@ class MaskSet:
         a = self.arrays[0] if self.layout == "stack" else self.arrays[i]
         return (a.shape[1], a.shape[2]) if self.layout == "stack" else (a.shape[0], a.shape[1])
 
+    def image_shapes(self) -> np.ndarray:
+        """``(H, W)`` of every image at once: :meth:`image_shape` as one array.
+
+        Returns
+        -------
+        ndarray of int64, shape (N, 2)
+            Read-only. A ``stack`` returns a broadcast view of its one shape (no memory per
+            image); a ``group`` builds the array once, on first use, and keeps it.
+        """
+        if self.layout == "stack":
+            one = np.array(self.arrays[0].shape[1:], dtype=np.int64)
+            return np.broadcast_to(one, (len(self.names), 2))
+        return self._group_shapes
+
+    @functools.cached_property
+    def _group_shapes(self) -> np.ndarray:
+        out = np.array([a.shape for a in self.arrays], dtype=np.int64).reshape(-1, 2)
+        out.flags.writeable = False
+        return out
+
     def n_pixels(self) -> int:
         """Total number of pixels."""
-        return sum(int(np.prod(self.image_shape(i))) for i in range(len(self.names)))
+        s = self.image_shapes()
+        return int((s[:, 0] * s[:, 1]).sum())
 
 
 def open_masks(url: str | Path, path: str | None = None) -> MaskSet:

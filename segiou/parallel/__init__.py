@@ -1,8 +1,11 @@
 """The engine: count whole test sets (Zarr stores, image folders) with Dask. No metric math.
 
-The graph is built from public Dask APIs (``dask.delayed``): the job description is one key,
-one counting task per group of whole images depends on it, and a tree of sums with fan-in
-``split_every`` reduces the partials. Each task reads its own chunks (bytes from the store,
+The plan is an ``int64`` array of index ranges (:func:`plan_ranges`, vectorised: no Python
+object per image). The graph is written in Dask's graph format: the job description is shared
+(one key locally; scattered to the workers once on a ``distributed`` cluster), one counting task
+per row of the plan depends on it, and a tree of sums with fan-in ``split_every`` reduces the
+partials. On a cluster tasks are sized by time (``task_seconds`` at a measured or given
+``ns_per_px``). Each task reads its own chunks (bytes from the store,
 decoded into buffers each thread reuses), counts them single-threaded with the Numba kernels
 (Dask owns the cores; the kernels release the GIL), folds one small table per image, and returns
 plain ``int64`` arrays: the dataset table and one row of TP/FP/FN per image. Partials are summed
@@ -14,12 +17,20 @@ create clusters.
 
 Rooms: :mod:`~segiou.parallel._engine` (:func:`count_stores`: open, pair, plan, run, absorb),
 :mod:`~segiou.parallel._plan` (which units each task counts), :mod:`~segiou.parallel._tasks`
-(what one task does), :mod:`~segiou.parallel._graph` (the graph and running it).
+(what one task does), :mod:`~segiou.parallel._graph` (the graph, running it, and what runs on a cluster besides: the
+probe that measures the rate, the helper threads of a task alone on its worker).
 """
 
 from __future__ import annotations
 
 from segiou.parallel._engine import MissingPred, count_stores, evaluate_zarr
-from segiou.parallel._plan import plan_groups, plan_tasks
+from segiou.parallel._plan import plan_groups, plan_ranges, plan_tasks
 
-__all__ = ["MissingPred", "count_stores", "evaluate_zarr", "plan_groups", "plan_tasks"]
+__all__ = [
+    "MissingPred",
+    "count_stores",
+    "evaluate_zarr",
+    "plan_groups",
+    "plan_ranges",
+    "plan_tasks",
+]

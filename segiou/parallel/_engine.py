@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -23,14 +24,15 @@ from segiou.errors import (
     MaskNotFoundError,
     ShapeMismatchError,
     StoreLayoutError,
+    UsageError,
 )
 from segiou.images import ImageRows
 from segiou.io.sources import FolderLayout, Source, open_pair
 from segiou.io.zarr import MaskSet, Missing, open_masks
 from segiou.labels import IdSpace, LabelSpec, load_spec
-from segiou.parallel._graph import build_graph, compute
-from segiou.parallel._plan import TASK_PIXELS, plan_tasks
-from segiou.parallel._tasks import Job, Odd
+from segiou.parallel._graph import build_graph, client_of, compute, probe
+from segiou.parallel._plan import TASK_PIXELS, TASK_SECONDS, cluster_task_seconds, plan_ranges
+from segiou.parallel._tasks import Job, Odd, Partial, combine
 
 __all__ = ["MissingPred", "count_stores", "evaluate_zarr"]
 
@@ -38,13 +40,19 @@ __all__ = ["MissingPred", "count_stores", "evaluate_zarr"]
 _MAX_LISTED = 20
 
 MissingPred = Literal["error", "void"]
+log = logging.getLogger("segiou.parallel")
 
 
 def _pair(gt: Source, pred: Source, missing_pred: MissingPred) -> tuple[int, ...]:
-    where = {n: i for i, n in enumerate(pred.names)}
-    gt_names = set(gt.names)
-    missing = [n for n in gt.names if n not in where]
-    extra = [n for n in pred.names if n not in gt_names]
+    if gt.names == pred.names:  # the common case, compared at C speed: same images, same order
+        where: dict[str, int] = {}
+        missing: list[str] = []
+        extra: list[str] = []
+    else:
+        where = {n: i for i, n in enumerate(pred.names)}
+        gt_names = set(gt.names)
+        missing = [n for n in gt.names if n not in where]
+        extra = [n for n in pred.names if n not in gt_names]
     problems = []
     if extra:
         problems.append(
@@ -68,11 +76,19 @@ def _pair(gt: Source, pred: Source, missing_pred: MissingPred) -> tuple[int, ...
                 "names differ on both sides: check that both stores name images the same way"
             )
         raise MaskNotFoundError("; ".join(problems))
-    index = tuple(where.get(n, -1) for n in gt.names)
+    n = len(gt.names)
+    index = tuple(range(n)) if not where else tuple(where.get(x, -1) for x in gt.names)
+    if isinstance(gt, MaskSet) and isinstance(pred, MaskSet):  # one vectorised comparison
+        j = np.asarray(index, dtype=np.int64)
+        paired = np.flatnonzero(j >= 0)
+        differ = paired[(gt.image_shapes()[paired] != pred.image_shapes()[j[paired]]).any(axis=1)]
+        cases: Iterable[tuple[int, int]] = ((int(i), index[i]) for i in differ)
+    else:
+        cases = ((i, k) for i, k in enumerate(index) if k >= 0)
     bad = [
-        (gt.names[i], gt.image_shape(i), pred.image_shape(j))
-        for i, j in enumerate(index)
-        if j >= 0 and gt.image_shape(i) != pred.image_shape(j)
+        (gt.names[i], gt.image_shape(i), pred.image_shape(k))
+        for i, k in cases
+        if gt.image_shape(i) != pred.image_shape(k)
     ]
     if bad:
         shown = ", ".join(f"{n!r}: gt {a} vs pred {b}" for n, a, b in bad[:3])
@@ -122,7 +138,9 @@ def count_stores(
     pred_pattern: str | None = None,
     scheduler: Any = None,
     split_every: int = 8,
-    pixels_per_task: int = TASK_PIXELS,
+    pixels_per_task: int | None = None,
+    task_seconds: float | None = None,
+    ns_per_px: float | None = None,
     progress: bool = False,
 ) -> ConfusionMatrix:
     """Count a whole test set (Zarr stores or folders of label images) in parallel with Dask.
@@ -153,9 +171,22 @@ def count_stores(
         or a ``distributed.Client``. The current default Client is used when there is one.
     split_every : int, default 8
         Fan-in of the tree reduction of partial counts.
-    pixels_per_task : int, default 8 << 20
+    pixels_per_task : int, optional
         Target pixels per Dask task (whole images per task, unless a large image is split into
-        bands of chunk rows; see :func:`plan_tasks`).
+        bands of chunk rows; see :func:`plan_ranges`). Default: ``8 << 20`` on Dask's local
+        schedulers; on a ``distributed`` cluster, ``task_seconds / ns_per_px``.
+    task_seconds : float, optional
+        ``distributed`` only: aim at tasks of this many seconds of counting on one thread, so
+        that the scheduler's cost per task (about 1 ms of its CPU, measured by
+        ``benchmarks/bench_scale.py``) stays small. Default: 0.2 s, raised to 2 ms per worker
+        thread of the cluster (2 s for 1,000 threads), which keeps the scheduler at most half
+        busy. There are at least as many tasks as the workers have threads when the data
+        allows it.
+    ns_per_px : float, optional
+        ``distributed`` only: nanoseconds one worker thread takes per pixel (read, decode,
+        count), to size tasks with. Default: measured on the cluster, on this data, by a first
+        task that counts the first images for about 0.2 s (or ``task_seconds`` if shorter)
+        after warming up on one; its counts are kept, and the plan covers the rest.
     layout, gt_pattern, pred_pattern
         Folders of label images only: how files are named and found (see
         :func:`segiou.io.png.find_pairs`).
@@ -186,10 +217,12 @@ def count_stores(
     segiou.io.zarr.ChunkError
         A missing ground-truth chunk or a corrupt chunk (store, array, chunk, images named).
     UsageError
-        ``split_every`` below 2, or one path is a Zarr store and the other a folder.
+        ``split_every`` below 2, ``pixels_per_task`` below 1, ``task_seconds`` or ``ns_per_px``
+        not positive, or one path is a Zarr store and the other a folder.
     segiou.errors.NamingError, segiou.errors.ImageDecodeError
         Image files without a name or with duplicate names; a file that is no label image.
     """
+    _check_sizing(split_every, pixels_per_task, task_seconds, ns_per_px)
     if isinstance(gt, str | Path) and isinstance(pred, str | Path):
         gms, pms = open_pair(gt, pred, layout=layout, gt_pattern=gt_pattern,
                              pred_pattern=pred_pattern)  # fmt: skip
@@ -236,11 +269,11 @@ def count_stores(
     job = Job(gms, pms, index, spec, out.gt_ids, out.pred_ids, on_unexpected,
                missing_gt_chunks, void_value)  # fmt: skip
     chunked = isinstance(gms, MaskSet) and (pms is None or isinstance(pms, MaskSet))
-    groups = plan_tasks(gms, pixels_per_task=pixels_per_task, split_images=chunked)
-    if not groups:
+    partial = _run(job, chunked, scheduler, split_every, pixels_per_task, task_seconds,
+                   ns_per_px, progress)  # fmt: skip
+    if partial is None:
         return out
-    reduced = build_graph(job, groups, split_every)
-    part = compute(reduced, scheduler, progress)
+    part = partial
     k = spec.num_classes
     odd = _unexpected_values(part.odd)
     if odd and on_unexpected == "raise":
@@ -303,6 +336,71 @@ def _unexpected_error(
         "report them"
     )  # fmt: skip
     return LabelRangeError(msg)
+
+
+def _check_sizing(split_every: int, pixels_per_task: int | None, task_seconds: float | None,
+                  ns_per_px: float | None) -> None:  # fmt: skip
+    if split_every < 2:
+        msg = (
+            f"split_every must be at least 2 (the fan-in of the tree of sums), got "
+            f"{split_every}; the default is 8"
+        )
+        raise UsageError(msg)
+    if pixels_per_task is not None and pixels_per_task < 1:
+        msg = f"pixels_per_task must be at least 1, got {pixels_per_task}; or leave it unset"
+        raise UsageError(msg)
+    if task_seconds is not None and not task_seconds > 0:
+        msg = f"task_seconds must be a positive number of seconds, got {task_seconds}"
+        raise UsageError(msg)
+    if ns_per_px is not None and not ns_per_px > 0:
+        msg = (
+            f"ns_per_px must be a positive number of nanoseconds per pixel, got {ns_per_px}; "
+            "or leave it unset to measure it on the cluster"
+        )
+        raise UsageError(msg)
+
+
+def _run(job: Job, chunked: bool, scheduler: Any, split_every: int,
+         pixels_per_task: int | None, task_seconds: float | None, ns_per_px: float | None,
+         progress: bool) -> Partial | None:  # fmt: skip
+    """Size the tasks for the scheduler, plan, run; the summed partial (None: no images)."""
+    client = client_of(scheduler)
+    if not job.gt.names:
+        return None
+    if client is None:  # Dask's local schedulers: as many pixels per task as always
+        ranges = plan_ranges(job.gt, pixels_per_task=pixels_per_task or TASK_PIXELS,
+                             split_images=chunked)  # fmt: skip
+        if not len(ranges):
+            return None
+        return compute(build_graph(job, ranges, split_every), scheduler, progress)  # type: ignore[no-any-return]
+    # a cluster: the job goes to the workers once (replicated among them, so a worker that
+    # dies does not take it along), and tasks last about task_seconds
+    ref = client.scatter(job, broadcast=True, hash=False)
+    threads = max(1, sum(client.nthreads().values()))
+    seconds = cluster_task_seconds(threads, task_seconds)
+    first, head, ppt = (0, 0), None, pixels_per_task
+    if ppt is None:
+        if ns_per_px is None:  # measure it: a first task counts the first images, timed
+            budget = min(seconds, TASK_SECONDS)  # enough to measure; the others wait
+            head, i, y, ns_per_px = client.submit(probe, ref, budget, chunked,
+                                                  pure=False).result()  # fmt: skip
+            first = (i, y)
+        if first[0] < len(job.gt.names):  # (else the probe counted everything)
+            ppt = max(1, round(seconds / (ns_per_px * 1e-9)))
+    ranges = (
+        plan_ranges(job.gt, pixels_per_task=ppt, min_tasks=threads, split_images=chunked,
+                    first=first)
+        if ppt is not None
+        else np.empty((0, 4), dtype=np.int64)
+    )  # fmt: skip
+    log.info("%s ns/px per thread, tasks of %s s, %s px: %d tasks on %d threads",
+             ns_per_px, seconds, ppt, len(ranges), threads)  # fmt: skip
+    parts = [] if head is None else [head]
+    if len(ranges):
+        parts.append(compute(build_graph(ref, ranges, split_every), client, progress))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else combine(parts)
 
 
 def _batch_key(src: Source) -> str:

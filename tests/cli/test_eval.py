@@ -59,6 +59,8 @@ def test_eval_matches_eager_and_writes_outputs(demo_store: Path, tmp_path: Path,
         (["--state", "/nonexistent/dir/s.json"], "--state '/nonexistent/dir/s.json': folder"),
         (["--pred", "/tmp"], "--gt is a Zarr store but --pred '/tmp' is not a Zarr store"),
         (["--labels", "²"], "neither a built-in spec"),
+        (["--task-seconds", "0"], "--task-seconds 0.0: give a positive number"),
+        (["--ns-per-px", "nan"], "--ns-per-px nan: give a positive number"),
     ],
 )
 def test_eval_bad_input_exits_2_with_a_message(demo_store: Path, argv: list[str], needle: str,
@@ -244,3 +246,22 @@ def test_eval_writes_its_files_even_when_stdout_closes_early(
     assert proc.returncode == 0
     assert b"Traceback" not in err
     assert json.loads(js.read_text())["format"] == "segiou.result"
+
+
+def test_eval_passes_the_task_sizes_to_the_engine(demo_store: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import segiou.parallel
+
+    seen: dict[str, object] = {}
+    real = segiou.parallel.count_stores
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.update(kwargs)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(segiou.parallel, "count_stores", spy)
+    code = main(["eval", "--gt", f"{demo_store}/gt", "--pred", f"{demo_store}/pred",
+                 "--labels", "cityscapes", "--scheduler", "synchronous", "--task-seconds", "0.5",
+                 "--ns-per-px", "2.5", "--quiet"])  # fmt: skip
+    assert code == 0
+    assert (seen["task_seconds"], seen["ns_per_px"]) == (0.5, 2.5)
