@@ -30,6 +30,7 @@ __all__ = [
     "NotAStateError",
     "OutputError",
     "ResourceError",
+    "ResultDocumentError",
     "SegiouError",
     "SegiouWarning",
     "SetOptionError",
@@ -131,6 +132,10 @@ class OutputError(SegiouError, OSError):
 
 class ResourceError(SegiouError, MemoryError):
     """What was asked for would not fit in this machine's memory; refused before allocating."""
+
+
+class ResultDocumentError(SegiouError, ValueError):
+    """A result document (``segiou.result`` JSON) or report input is unreadable or malformed."""
 
 
 # -- storage ------------------------------------------------------------------------------------
