@@ -40,8 +40,14 @@ def test_nightly_pipeline_baseline_then_regression(demo_store: Path, tmp_path: P
     )
     assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
     assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0
-    for f in ("report.json", "report.txt", "per_image.csv", "state.json", "comparison.json"):
+    for f in ("report.json", "report.html", "report.txt", "per_image.csv", "state.json",
+              "comparison.json"):  # fmt: skip
         assert (tmp_path / "reports" / "d2" / f).is_file()
+    doc = json.loads((tmp_path / "reports" / "d2" / "report.json").read_text())
+    html = (tmp_path / "reports" / "d2" / "report.html").read_text(encoding="utf-8")
+    assert f'id="miou" data-metric="miou" data-value="{doc["summary"]["miou"]!r}"' in html
+    assert 'id="worst-table"' in html  # made with the state: per-image parts included
+    assert "top confused pairs" in (tmp_path / "reports" / "d2" / "report.txt").read_text()
     pred = zarr.open_array(data / "pred", mode="r+")
     worse = pred[:]
     worse[:, :, : worse.shape[2] // 2] = 26  # half of every image predicted "car"
