@@ -171,3 +171,26 @@ def test_nightly_beta_must_be_a_positive_number(demo_store: Path, tmp_path: Path
     assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0
     report = json.loads((tmp_path / "reports" / "d2" / "report.json").read_text())
     assert "mfbeta" in report["summary"]
+
+
+def test_nightly_without_the_report_extra_exits_2_before_evaluating(
+    demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    import importlib.util
+
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))  # fmt: skip
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError
+
+    monkeypatch.setattr(job, "count_stores", never)
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "the nightly report.html needs matplotlib" in err
+    assert "pip install 'segiou[report]'" in err
+    assert not (tmp_path / "reports" / "d1").exists()
