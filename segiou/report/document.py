@@ -333,6 +333,17 @@ class SliceValue:
         """Return the IoU of class ``name`` in this slice (``None``: undefined or not listed)."""
         return next((iou for n, iou in self.class_iou if n == name), None)
 
+    def ci_of(self, key: str) -> Interval:
+        """Return the interval of summary metric ``key`` in this slice (``None``: none)."""
+        return None if self.intervals is None else self.intervals.summary.get(key)
+
+    def iou_ci_of(self, name: str) -> Interval:
+        """Return the interval of class ``name``'s IoU in this slice (``None``: none)."""
+        if self.intervals is None:
+            return None
+        i = next((i for i, (n, _) in enumerate(self.class_iou) if n == name), None)
+        return None if i is None else self.intervals.classes[i]
+
 
 def slice_metrics(values: list[SliceValue]) -> list[str]:
     """List the summary metrics any of a column's slices has, in the reports' order.

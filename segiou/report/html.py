@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["render_html"]
 
 
-def _count(n: int | None) -> str:
+def _thousands(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
 
@@ -67,7 +67,8 @@ def render_html(report: Report, *, plots: bool = True) -> str:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(pct=fmt_pct, ci=fmt_ci, count=_count, exact=_exact, label=summary_label)
+    env.filters.update(pct=fmt_pct, ci=fmt_ci, thousands=_thousands, exact=_exact,
+                       label=summary_label)  # fmt: skip
     images: dict[str, str] = {}
     if plots:
         for stem, svg in plot_figures(report, "svg").items():

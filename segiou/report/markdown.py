@@ -14,7 +14,6 @@ import re
 from typing import TYPE_CHECKING
 
 from segiou.report.document import (
-    SliceValue,
     fmt_ci,
     fmt_pct,
     slice_classes,
@@ -153,25 +152,20 @@ def _slices(doc: ResultDoc) -> list[str]:
         return []
     lines = ["## Slices", ""]
     if sl.min_images is not None:
-        lines += [f"Slices with fewer than {sl.min_images} images are flagged (small).", ""]
+        flag = f"Slices with fewer than {sl.min_images} images are flagged (small)."
+        lines += [flag, ""]
+    if doc.intervals is not None:
+        lines += ["Intervals in brackets.", ""]
     for col, values in sl.columns.items():
         keys = slice_metrics(values)
-        head = [md_escape(col), "images"]
-        for k in keys:
-            head += [summary_label(k, doc.beta)] + (["mIoU CI"] if k == "miou" else [])
-        rows = []
-        for v in values:
-            row = [md_escape(v.value) + (" (small)" if v.small else ""), f"{v.images:,}"]
-            for k in keys:
-                row.append(fmt_pct(v.summary.get(k)))
-                if k == "miou":
-                    row.append(_slice_ci(v))
-            rows.append(row)
+        head = [md_escape(col), "images", *(summary_label(k, doc.beta) for k in keys)]
+        rows = [[md_escape(v.value) + (" (small)" if v.small else ""), f"{v.images:,}",
+                 *(_pct_ci(v.summary.get(k), v.ci_of(k)) for k in keys)] for v in values]  # fmt: skip
         lines += [f"### By {md_escape(col)}", "", *_table(head, rows)]
         names = slice_classes(values)
         if names:
             lines += _table(["class", *(md_escape(v.value) for v in values)],
-                            [[md_escape(n), *(fmt_pct(v.iou_of(n)) for v in values)]
+                            [[md_escape(n), *(_pct_ci(v.iou_of(n), v.iou_ci_of(n)) for v in values)]
                              for n in names])  # fmt: skip
     for items, what in ((sl.images_without_metadata, "Images without a metadata row"),
                         (sl.metadata_without_image, "Metadata rows without an image")):  # fmt: skip
@@ -180,10 +174,6 @@ def _slices(doc: ResultDoc) -> list[str]:
             shown = ", ".join(md_escape(n) for n in items[:50])
             lines += [f"{what} ({len(items)}): {shown}{more}", ""]
     return lines
-
-
-def _slice_ci(v: SliceValue) -> str:
-    return "" if v.intervals is None else fmt_ci(v.intervals.summary.get("miou"))
 
 
 def render_markdown(report: Report) -> str:

@@ -137,6 +137,10 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
     return buf.getvalue()
 
 
+def _pct_ci(x: float | None, iv: tuple[float, float] | None) -> str:
+    return _pct(x).strip() + (f" [{fmt_ci(iv)}]" if iv is not None else "")
+
+
 def _n(x: int | None) -> str:
     return "-" if x is None else f"{x:,}"
 
@@ -156,15 +160,8 @@ def _print_slices(console: Any, doc: ResultDoc) -> None:
         t.add_column("images", justify="right")
         for k in keys:
             t.add_column(k, justify="right")
-            if k == "miou":
-                t.add_column("mIoU CI", justify="right")
         for v in values:
-            cells = []
-            for k in keys:
-                cells.append(_pct(v.summary.get(k)))
-                if k == "miou":
-                    cells.append("" if v.intervals is None
-                                 else fmt_ci(v.intervals.summary.get("miou")))  # fmt: skip
+            cells = [_pct_ci(v.summary.get(k), v.ci_of(k)) for k in keys]
             t.add_row(_safe(v.value + (" (small)" if v.small else "")), f"{v.images:,}", *cells)
         console.print(t)
         names = slice_classes(values)
@@ -175,7 +172,7 @@ def _print_slices(console: Any, doc: ResultDoc) -> None:
             for v in values:
                 ct.add_column(_safe(v.value), justify="right")
             for n in names:
-                ct.add_row(_safe(n), *(_pct(v.iou_of(n)) for v in values))
+                ct.add_row(_safe(n), *(_pct_ci(v.iou_of(n), v.iou_ci_of(n)) for v in values))
             console.print(ct)
     for items, what in ((sl.images_without_metadata, "images without a metadata row"),
                         (sl.metadata_without_image, "metadata rows without an image")):  # fmt: skip

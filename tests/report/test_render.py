@@ -8,10 +8,11 @@ import re
 from html.parser import HTMLParser
 from typing import Any
 
+import numpy as np
 import pytest
 from report_data import HOSTILE_CLASSES, HOSTILE_IMAGES, make_state
 
-from segiou import ConfusionMatrix, evaluate
+from segiou import ConfusionMatrix, LabelSpec, evaluate
 from segiou.errors import UsageError
 from segiou.report import (
     Report,
@@ -124,8 +125,10 @@ def test_html_shows_the_documents_numbers(hostile_state: ConfusionMatrix,
     assert "no intervals" not in text
     # slices: a table per column, the small slice flagged, the slice's mIoU and its interval
     assert "<tiny> (small)" in page.cells
-    assert "61.00" in page.cells
-    assert "58.00-64.00" in page.cells
+    assert "61.00 [58.00-64.00]" in page.cells  # a slice's mIoU and its interval
+    assert "70.00" in page.cells  # its fwIoU, no interval
+    c0, iv0 = hostile_v2["classes"][0], hostile_v2["intervals"]["classes"]["iou"][0]
+    assert f"{fmt_pct(c0['iou'])} [{fmt_ci(tuple(iv0))}]" in page.cells  # IoU per class by slice
     assert "Images without a metadata row (2): <no meta>, x" in text
     assert "Metadata rows without an image (1): ghost|row" in text
     # counting rules and preset
@@ -166,6 +169,7 @@ def test_markdown_says_what_the_html_says_minus_the_plots(hostile_state: Confusi
         assert head in md
     assert fmt_pct(hostile_v2["summary"]["miou"]) in md
     assert "95% CI: percentile bootstrap" in md
+    assert "| aachen | 412 | 61.00 [58.00-64.00] | 70.00 |" in md
     assert report.state is not None
     for w in report.state.worst:
         assert fmt_pct(w.miou) in md
@@ -189,6 +193,7 @@ def test_text_report_says_the_same(hostile_state: ConfusionMatrix,
     assert fmt_ci(tuple(hostile_v2["intervals"]["summary"]["miou"])) in text
     assert "slices by city <x> (small: fewer than 30 images)" in text
     assert "<tiny> (small)" in text
+    assert "61.00 [58.00-64.00]" in text
     assert "top confused pairs" in text
     assert "worst images" in text
     assert "tab\\tnew\\nline" in text  # a control character is shown, not sent
@@ -238,3 +243,19 @@ def test_html_without_the_extra_is_refused_naming_it(monkeypatch: pytest.MonkeyP
     cm, _, _ = make_state(3)
     with pytest.raises(UsageError, match=r"needs matplotlib.*pip install 'segiou\[report\]'"):
         render_html(Report.from_state(cm))
+
+
+def test_unexpected_values_are_listed_per_value_in_every_report() -> None:
+    cm = ConfusionMatrix(LabelSpec.from_num_classes(3, ignore=[255]), per_image=True,
+                         on_unexpected="count")  # fmt: skip
+    gt = np.array([[[0, 1, 7], [2, 2, 255], [7, 1, 1]]], np.uint8)
+    pred = np.array([[[0, 9, 1], [2, 1, 0], [0, 1, 9]]], np.uint8)
+    report = Report.from_state(cm.update(gt, pred, key="b"))
+    html = " ".join(_parse(render_html(report)).text.split())  # as a browser shows it
+    assert "Unexpected values in ground truth: 7 (2 px)" in html
+    assert "Unexpected values in predictions: 9 (2 px)" in html
+    assert "+ 4 unexpected" in html
+    md = render_markdown(report)
+    assert "Unexpected values in ground truth: 7 (2 px)" in md
+    text = render_text(report)
+    assert "unexpected values in predictions: 9 (2 px)" in text
