@@ -9,7 +9,8 @@ configuration or input (the message says what to fix); 3 the run failed for anot
 (a crashed cluster, a full disk: the traceback is printed). Nothing but a regression exits 1, so
 a scheduler can tell "the model got worse" from "the job broke". The dated folder is created
 only once the evaluation succeeded. Writes into ``<report_dir>/<date>/``:
-``report.json`` (segiou.result v1), ``report.txt`` (tables), ``per_image.csv``, ``state.json``
+``report.json`` (segiou.result), ``report.html`` (one self-contained page with the tables and
+plots; needs ``segiou[report]``), ``report.txt`` (tables), ``per_image.csv``, ``state.json``
 (the count state, to merge or re-score later) and, with a baseline, ``comparison.json``.
 ``--update-baseline`` copies the new report over the baseline after a run without regression.
 """
@@ -34,7 +35,14 @@ from segiou.compare import compare_reports
 from segiou.errors import SegiouError, UsageError
 from segiou.outputs import check_outputs, write_atomic
 from segiou.parallel import count_stores
-from segiou.report import render_analysis, render_text, write_per_image_csv
+from segiou.report import (
+    Report,
+    render_analysis,
+    render_text,
+    require_plotting,
+    write_per_image_csv,
+    write_report,
+)
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
 
@@ -133,7 +141,9 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         msg = f"baseline {str(base_path)!r} does not exist; run once with --update-baseline"
         raise UsageError(msg)  # before the evaluation, not after it
     # every output can be written, and none lies inside an input (before the evaluation)
-    names = ("report.json", "report.txt", "per_image.csv", "state.json", "comparison.json")
+    names = ("report.json", "report.html", "report.txt", "per_image.csv", "state.json",
+             "comparison.json")  # fmt: skip
+    require_plotting("the nightly report.html")  # refused before the evaluation, not after it
     files = {f"[report] {n}": out / n for n in names}
     if update_baseline and base_path is not None:
         files["[baseline] path"] = base_path
@@ -154,7 +164,9 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         (out / "comparison.json").unlink(missing_ok=True)
     report = result.to_dict()
     write_atomic(out / "report.json", json.dumps(report, indent=2) + "\n", what="report")
-    text = render_text(result) + "\n" + render_analysis(cm)
+    view = Report.from_result(result, cm=cm, source=f"nightly run {date}")
+    write_report(view, out / "report.html", what="HTML report")
+    text = render_text(view) + "\n" + render_analysis(cm)
     write_atomic(out / "report.txt", text, what="text report")
     write_per_image_csv(cm, out / "per_image.csv")
     cm.save(out / "state.json")

@@ -34,6 +34,7 @@ __all__ = [
     "PayloadError",
     "RefusedError",
     "ResourceError",
+    "ResultDocumentError",
     "SegiouError",
     "SegiouWarning",
     "ServiceStorageError",
@@ -137,6 +138,10 @@ class OutputError(SegiouError, OSError):
 
 class ResourceError(SegiouError, MemoryError):
     """What was asked for would not fit in this machine's memory; refused before allocating."""
+
+
+class ResultDocumentError(SegiouError, ValueError):
+    """A result document (``segiou.result`` JSON) or report input is unreadable or malformed."""
 
 
 # -- storage ------------------------------------------------------------------------------------

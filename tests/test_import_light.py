@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 #: Packages the core (counting, the accumulator) must not import: the Dask engine, storage
-#: adapters, image decoders and progress/console output load on first use only.
-HEAVY = ("dask", "distributed", "zarr", "PIL", "tifffile", "rich", "tqdm")
+#: adapters, image decoders, progress/console output and the HTML report's templates and plots
+#: load on first use only.
+HEAVY = ("dask", "distributed", "zarr", "PIL", "tifffile", "rich", "tqdm", "matplotlib", "jinja2")
 
 _SCRIPT = """
 import json, sys

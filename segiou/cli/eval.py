@@ -35,10 +35,14 @@ def register(sub: Any) -> None:
     ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v1)")
     ev.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
     ev.add_argument("--state", metavar="FILE", help="also save the count state (JSON checkpoint)")
+    ev.add_argument("--report", metavar="FILE",
+                    help="also write a report: .html (one self-contained file with plots; needs "
+                    "segiou[report]), .md, .csv (per-class table), .json or .txt")  # fmt: skip
     ev.add_argument("--beta", type=positive_float, default=None, metavar="B",
                     help="also report F-beta per class and its mean (1 = F1, mmseg's mFscore)")  # fmt: skip
     ev.add_argument("--top", type=positive_int, default=5,
-                    help="confusions and worst images to list (default: %(default)s)")  # fmt: skip
+                    help="confusions and worst images to list, printed and in --report "
+                    "(default: %(default)s)")  # fmt: skip
     ev.set_defaults(func=run)
 
 
@@ -84,7 +88,13 @@ def run(args: argparse.Namespace) -> int:
     from segiou.cli.scheduler import scheduler_context
     from segiou.outputs import write_atomic
     from segiou.parallel import count_stores
-    from segiou.report import render_analysis, render_text, write_per_image_csv
+    from segiou.report import (
+        Report,
+        render_analysis,
+        render_text,
+        write_per_image_csv,
+        write_report,
+    )
     from segiou.results import evaluate
 
     opts = EvalOptions.from_namespace(args)
@@ -111,6 +121,11 @@ def run(args: argparse.Namespace) -> int:
     if opts.state:
         cm.save(opts.state)
         print(f"wrote {opts.state}", file=sys.stderr)
+    if opts.report:
+        source = f"segiou eval --gt {opts.gt} --pred {opts.pred}"
+        report = Report.from_result(result, cm=cm, top=opts.top, source=source)
+        write_report(report, opts.report, opts.report_format, what="--report")
+        print(f"wrote {opts.report}", file=sys.stderr)
     print(render_text(result))
     print(render_analysis(cm, top=opts.top))
     return 0

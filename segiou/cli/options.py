@@ -232,6 +232,8 @@ class EvalOptions:
     json: Path | None
     per_image: Path | None
     state: Path | None
+    report: Path | None
+    report_format: str | None
     top: int
     quiet: bool
 
@@ -252,10 +254,11 @@ class EvalOptions:
         ------
         UsageError
             An unknown preset, ``--split-every`` below 2, ``--task-seconds`` or
-            ``--ns-per-px`` not positive, or an output that cannot be written (see
+            ``--ns-per-px`` not positive, an output that cannot be written (see
             :func:`segiou.outputs.check_outputs`: empty, not a regular file, in a folder that
             does not exist or is not writable, the same file as another output, or inside an
-            input).
+            input), a ``--report`` whose suffix names no report format, or an HTML report
+            without the ``report`` extra.
         LabelSpecError
             An invalid ``--labels`` value.
         """
@@ -275,10 +278,18 @@ class EvalOptions:
         outputs = check_outputs(
             {
                 f"--{o.replace('_', '-')}": getattr(ns, o, None)
-                for o in ("json", "per_image", "state")
+                for o in ("json", "per_image", "state", "report")
             },
             inputs=[ns.gt, ns.pred],
         )  # every output writable, distinct and outside the inputs, before anything is read
+        report_format = None
+        if outputs["--report"] is not None:
+            from segiou.report import report_format as format_of
+            from segiou.report.plots import require_plotting
+
+            report_format = format_of(ns.report, what="--report")
+            if report_format == "html":
+                require_plotting("--report (HTML)")
         return cls(
             gt=ns.gt, pred=ns.pred, labels=labels_arg(ns.labels),
             ignore=None if ns.ignore is None else tuple(ns.ignore), gt_ids=ns.gt_ids,
@@ -288,5 +299,5 @@ class EvalOptions:
             missing_gt_chunks=ns.missing_gt_chunks, on_unexpected=ns.on_unexpected,
             layout=ns.layout, gt_pattern=ns.gt_pattern, pred_pattern=ns.pred_pattern,
             json=outputs["--json"], per_image=outputs["--per-image"], state=outputs["--state"],
-            top=ns.top, quiet=ns.quiet,
+            report=outputs["--report"], report_format=report_format, top=ns.top, quiet=ns.quiet,
         )  # fmt: skip

@@ -1,18 +1,22 @@
-"""Text tables of a result and its error analysis, and the per-image CSV."""
+"""Text tables of a result (or a report) and its error analysis, and the per-image CSV."""
 
 from __future__ import annotations
 
 import io
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from segiou.outputs import write_atomic
+from segiou.report.document import fmt_ci, slice_classes, slice_metrics
+from segiou.report.view import Report
 
 if TYPE_CHECKING:
     from segiou.confusion import ConfusionMatrix
+    from segiou.report.document import ResultDoc
     from segiou.results import Result
 
 __all__ = ["render_analysis", "render_per_image_csv", "render_text", "write_per_image_csv"]
@@ -30,17 +34,32 @@ def _safe(text: object) -> Any:
     return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in s))
 
 
-def _pct(x: float) -> str:
-    return "-" if math.isnan(x) else f"{100 * x:6.2f}"
+def _pct(x: float | None) -> str:
+    return "-" if x is None or math.isnan(x) else f"{100 * x:6.2f}"
 
 
-def render_text(result: Result, *, width: int = 100) -> str:
+def _console(buf: io.StringIO, width: int) -> Any:
+    from rich.console import Console
+
+    return Console(file=buf, width=width, color_system=None, force_terminal=False, markup=False,
+                   highlight=False)  # fmt: skip
+
+
+def _as_report(source: Result | Mapping[str, Any] | Report) -> Report:
+    if isinstance(source, Report):
+        return source
+    return Report.from_result(source)
+
+
+def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100) -> str:
     """Render a result as plain-text tables (per class, per category, summary, rules).
 
     Parameters
     ----------
-    result : Result
-        What :func:`segiou.evaluate` returned.
+    result : Result, dict or Report
+        What :func:`segiou.evaluate` returned, its :meth:`~segiou.Result.to_dict` document
+        (version 1 or 2), or a :class:`~segiou.report.Report` (whose state adds the top
+        confused pairs and the worst images, as in the HTML report).
     width : int
         Maximum line width.
 
@@ -48,61 +67,144 @@ def render_text(result: Result, *, width: int = 100) -> str:
     -------
     str
         Scores in percent; ``-`` marks an undefined score (the class is outside the averaged
-        classes, see the rules printed below the tables).
+        classes, see the rules printed below the tables). Intervals and slices are shown when
+        the result has them (else a line says there are no intervals).
+
+    Raises
+    ------
+    ResultDocumentError
+        A malformed result document.
     """
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
+    report = _as_report(result)
+    doc = report.doc
+    ivs = doc.intervals
     buf = io.StringIO()
-    console = Console(file=buf, width=width, color_system=None, force_terminal=False,
-                      markup=False, highlight=False)  # fmt: skip
-    pc = result.per_class
-    t = Table(title=_safe(f"per class ({result.labels}, convention {result.convention.name!r})"),
+    console = _console(buf, width)
+    for note in report.missing_parts() if isinstance(result, Report) else []:
+        console.print(_safe(f"note: {note}"))
+    t = Table(title=_safe(f"per class ({doc.labels}, convention {doc.preset!r})"),
               box=box.SIMPLE_HEAD, title_justify="left")  # fmt: skip
-    for col in ("id", "class", "IoU", "Dice", "prec", "recall", "TP", "FP", "FN", "void"):
+    cols = ["id", "class", "IoU", *([ivs.level_label] if ivs else []), "Dice", "prec", "recall",
+            *(["F-beta"] if doc.has_fbeta else []), "TP", "FP", "FN", "void"]  # fmt: skip
+    for col in cols:
         t.add_column(col, justify="left" if col == "class" else "right")
-    for i, name in enumerate(result.class_names):
+    for c in doc.classes:
         t.add_row(
-            str(i), _safe(name), _pct(pc["iou"][i]), _pct(pc["dice"][i]), _pct(pc["precision"][i]),
-            _pct(pc["recall"][i]), f"{pc['tp'][i]:,}", f"{pc['fp'][i]:,}", f"{pc['fn'][i]:,}",
-            f"{pc['void'][i]:,}",
+            str(c.id), _safe(c.name), _pct(c.iou), *([fmt_ci(c.iou_ci)] if ivs else []),
+            _pct(c.dice), _pct(c.precision), _pct(c.recall),
+            *([_pct(c.fbeta)] if doc.has_fbeta else []),
+            _n(c.tp), _n(c.fp), _n(c.fn), _n(c.void),
         )  # fmt: skip
     console.print(t)
-    if result.categories is not None:
-        c = result.categories
+    if doc.categories is not None:
+        cat_ci = ivs is not None and ivs.categories is not None
         ct = Table(title="per category (classes merged)", box=box.SIMPLE_HEAD, title_justify="left")
-        for col in ("category", "IoU", "TP", "FP", "FN"):
+        for col in ("category", "IoU", *(["CI"] if cat_ci else []), "TP", "FP", "FN"):
             ct.add_column(col, justify="left" if col == "category" else "right")
-        for i, name in enumerate(c["names"]):
-            ct.add_row(_safe(name), _pct(c["iou"][i]), f"{c['tp'][i]:,}", f"{c['fp'][i]:,}",
-                       f"{c['fn'][i]:,}")  # fmt: skip
+        for cat in doc.categories:
+            ct.add_row(_safe(cat.name), _pct(cat.iou), *([fmt_ci(cat.iou_ci)] if cat_ci else []),
+                       _n(cat.tp), _n(cat.fp), _n(cat.fn))  # fmt: skip
         console.print(ct)
     st = Table(title="summary", box=box.SIMPLE_HEAD, title_justify="left")
     st.add_column("metric")
     st.add_column("value", justify="right")
-    for k, v in result.summary.items():
-        st.add_row(k, _pct(v))
+    if ivs:
+        st.add_column(ivs.level_label, justify="right")
+    for key, _, v, iv in doc.summary_rows():
+        st.add_row(_safe(key), _pct(v), *([fmt_ci(iv)] if ivs else []))
     console.print(st)
-    px = result.pixels
-    unexpected = sum(px["unexpected_gt"].values()) + sum(px["unexpected_pred"].values())
+    console.print(_safe(ivs.describe()) if ivs else "no intervals (run with --bootstrap)")
+    px = doc.pixels
     console.print(
-        f"pixels: {px['total']:,} total = {px['counted']:,} counted + {px['void']:,} void "
-        f"+ {px['ignored']:,} ignored + {unexpected:,} unexpected; images {result.images:,}, "
-        f"batches {result.batches:,}"
+        f"pixels: {px.total:,} total = {px.counted:,} counted + {px.void:,} void "
+        f"+ {px.ignored:,} ignored + {px.unexpected:,} unexpected; images {doc.images:,}, "
+        f"batches {doc.batches:,}"
     )
-    for side in ("gt", "pred"):  # per value: "reported per value", not only a total
-        found = px[f"unexpected_{side}"]
-        if found:
+    for found, what in ((px.unexpected_gt, "ground truth"), (px.unexpected_pred, "predictions")):
+        if found:  # per value: "reported per value", not only a total
             items = sorted(found.items(), key=lambda kv: -kv[1])
             shown = ", ".join(f"{v} ({c:,} px)" for v, c in items[:10])
             more = f", and {len(items) - 10} more values" if len(items) > 10 else ""
-            what = "ground truth" if side == "gt" else "predictions"
-            console.print(f"unexpected values in {what}: {shown}{more}")
-    console.print("rules: " + "; ".join(result.convention.rules()))
-    if result.counting.get("ignore_rule"):
-        console.print(f"ignored: {result.counting['ignore_rule']}")
+            console.print(_safe(f"unexpected values in {what}: {shown}{more}"))
+    _print_slices(console, doc)
+    _print_state(console, report)
+    console.print(_safe("rules: " + "; ".join(str(r) for r in doc.convention.get("rules", []))))
+    if doc.counting.get("ignore_rule"):
+        console.print(_safe(f"ignored: {doc.counting['ignore_rule']}"))
     return buf.getvalue()
+
+
+def _pct_ci(x: float | None, iv: tuple[float, float] | None) -> str:
+    return _pct(x).strip() + (f" [{fmt_ci(iv)}]" if iv is not None else "")
+
+
+def _n(x: int | None) -> str:
+    return "-" if x is None else f"{x:,}"
+
+
+def _print_slices(console: Any, doc: ResultDoc) -> None:
+    from rich import box
+    from rich.table import Table
+
+    sl = doc.slices
+    if sl is None:
+        return
+    flag = f" (small: fewer than {sl.min_images} images)" if sl.min_images is not None else ""
+    for col, values in sl.columns.items():
+        keys = slice_metrics(values)
+        t = Table(title=_safe(f"slices by {col}{flag}"), box=box.SIMPLE_HEAD, title_justify="left")
+        t.add_column(_safe(col))
+        t.add_column("images", justify="right")
+        for k in keys:
+            t.add_column(k, justify="right")
+        for v in values:
+            cells = [_pct_ci(v.summary.get(k), v.ci_of(k)) for k in keys]
+            t.add_row(_safe(v.value + (" (small)" if v.small else "")), f"{v.images:,}", *cells)
+        console.print(t)
+        names = slice_classes(values)
+        if names:
+            ct = Table(title=_safe(f"IoU per class by {col}"), box=box.SIMPLE_HEAD,
+                       title_justify="left")  # fmt: skip
+            ct.add_column("class")
+            for v in values:
+                ct.add_column(_safe(v.value), justify="right")
+            for n in names:
+                ct.add_row(_safe(n), *(_pct_ci(v.iou_of(n), v.iou_ci_of(n)) for v in values))
+            console.print(ct)
+    for items, what in ((sl.images_without_metadata, "images without a metadata row"),
+                        (sl.metadata_without_image, "metadata rows without an image")):  # fmt: skip
+        if items:
+            more = f", and {len(items) - 50} more" if len(items) > 50 else ""
+            console.print(_safe(f"{what} ({len(items)}): {', '.join(items[:50])}{more}"))
+
+
+def _print_state(console: Any, report: Report) -> None:
+    from rich import box
+    from rich.table import Table
+
+    state = report.state
+    if state is None:
+        return
+    t = Table(title="top confused pairs", box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("ground truth", "predicted as", "pixels", "share of the class"):
+        t.add_column(col, justify="right" if col in ("pixels", "share of the class") else "left")
+    for p in state.pairs:
+        t.add_row(_safe(p.gt), _safe(p.pred), f"{p.pixels:,}", _pct(p.share))
+    console.print(t)
+    if state.per_image_note:
+        console.print(_safe(f"worst images: none ({state.per_image_note})"))
+        return
+    w = Table(title="worst images (mIoU over the classes present in the image)",
+              box=box.SIMPLE_HEAD, title_justify="left")  # fmt: skip
+    for col in ("image", "mIoU", "weakest class", "its IoU", "ignored px"):
+        w.add_column(col, justify="left" if col in ("image", "weakest class") else "right")
+    for s in state.worst:
+        w.add_row(_safe(s.name), _pct(s.miou), _safe(s.weakest or "-"), _pct(s.weakest_iou),
+                  f"{s.ignored:,}")  # fmt: skip
+    console.print(w)
 
 
 def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> str:

@@ -40,8 +40,14 @@ def test_nightly_pipeline_baseline_then_regression(demo_store: Path, tmp_path: P
     )
     assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
     assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0
-    for f in ("report.json", "report.txt", "per_image.csv", "state.json", "comparison.json"):
+    for f in ("report.json", "report.html", "report.txt", "per_image.csv", "state.json",
+              "comparison.json"):  # fmt: skip
         assert (tmp_path / "reports" / "d2" / f).is_file()
+    doc = json.loads((tmp_path / "reports" / "d2" / "report.json").read_text())
+    html = (tmp_path / "reports" / "d2" / "report.html").read_text(encoding="utf-8")
+    assert f'id="miou" data-metric="miou" data-value="{doc["summary"]["miou"]!r}"' in html
+    assert 'id="worst-table"' in html  # made with the state: per-image parts included
+    assert "top confused pairs" in (tmp_path / "reports" / "d2" / "report.txt").read_text()
     pred = zarr.open_array(data / "pred", mode="r+")
     worse = pred[:]
     worse[:, :, : worse.shape[2] // 2] = 26  # half of every image predicted "car"
@@ -165,3 +171,26 @@ def test_nightly_beta_must_be_a_positive_number(demo_store: Path, tmp_path: Path
     assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0
     report = json.loads((tmp_path / "reports" / "d2" / "report.json").read_text())
     assert "mfbeta" in report["summary"]
+
+
+def test_nightly_without_the_report_extra_exits_2_before_evaluating(
+    demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    import importlib.util
+
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))  # fmt: skip
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError
+
+    monkeypatch.setattr(job, "count_stores", never)
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "the nightly report.html needs matplotlib" in err
+    assert "pip install 'segiou[report]'" in err
+    assert not (tmp_path / "reports" / "d1").exists()

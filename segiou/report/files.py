@@ -1,0 +1,138 @@
+"""Writing a report to a file in the format its name asks for (html, md, csv, json, txt)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from segiou.errors import UsageError
+from segiou.outputs import write_atomic
+
+if TYPE_CHECKING:
+    from segiou.report.view import Report
+
+__all__ = ["REPORT_FORMATS", "render", "report_format", "write_report"]
+
+#: Report formats, by the file suffixes that select them.
+REPORT_FORMATS = {
+    "html": (".html", ".htm"),
+    "md": (".md", ".markdown"),
+    "csv": (".csv",),
+    "json": (".json",),
+    "txt": (".txt",),
+}
+
+
+def report_format(path: str | os.PathLike[str], fmt: str | None = None, *,
+                  what: str = "report") -> str:  # fmt: skip
+    """Return the report format asked for: ``fmt``, else the one ``path``'s suffix names.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output file.
+    fmt : str, optional
+        ``"html"``, ``"md"``, ``"csv"``, ``"json"`` or ``"txt"``; default: from the suffix.
+    what : str
+        How to name the output in messages (e.g. ``"--report"``).
+
+    Returns
+    -------
+    str
+        One of :data:`REPORT_FORMATS`.
+
+    Raises
+    ------
+    UsageError
+        An unknown ``fmt``, or no ``fmt`` and a suffix that names no format.
+
+    Examples
+    --------
+    >>> report_format("out/report.html"), report_format("r.txt", "md")
+    ('html', 'md')
+    """
+    if fmt is not None:
+        if fmt not in REPORT_FORMATS:
+            msg = f"{what}: format {fmt!r} is not one of {sorted(REPORT_FORMATS)}"
+            raise UsageError(msg)
+        return fmt
+    suffix = Path(os.fspath(path)).suffix.lower()
+    for name, suffixes in REPORT_FORMATS.items():
+        if suffix in suffixes:
+            return name
+    known = ", ".join(s for ss in REPORT_FORMATS.values() for s in ss)
+    msg = (
+        f"{what} {os.fspath(path)!r}: the suffix {suffix or '(none)'!r} names no report format; "
+        f"end the name with one of {known}, or give the format (--format)"
+    )
+    raise UsageError(msg)
+
+
+def render(report: Report, fmt: str) -> str:
+    """Render ``report`` in format ``fmt`` (see :data:`REPORT_FORMATS`).
+
+    Parameters
+    ----------
+    report : Report
+        What to show.
+    fmt : str
+        ``"html"``, ``"md"``, ``"csv"`` (the per-class table), ``"json"`` (the result document)
+        or ``"txt"`` (text tables).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    UsageError
+        An unknown format, or the ``report`` extra missing for ``"html"``.
+    """
+    from segiou.report.html import render_html
+    from segiou.report.markdown import render_csv, render_markdown
+    from segiou.report.text import render_text
+
+    fmt = report_format("", fmt)
+    if fmt == "html":
+        return render_html(report)
+    if fmt == "md":
+        return render_markdown(report)
+    if fmt == "csv":
+        return render_csv(report)
+    if fmt == "json":
+        return json.dumps(report.doc.data, indent=2, allow_nan=False) + "\n"
+    return render_text(report)
+
+
+def write_report(report: Report, path: str | os.PathLike[str], fmt: str | None = None, *,
+                 what: str = "report") -> Path:  # fmt: skip
+    """Write a report atomically, in the format ``fmt`` or the one ``path``'s suffix names.
+
+    Parameters
+    ----------
+    report : Report
+        What to show.
+    path : str or os.PathLike
+        The file (replaced atomically; see :func:`segiou.outputs.write_atomic`).
+    fmt : str, optional
+        ``"html"``, ``"md"``, ``"csv"``, ``"json"`` or ``"txt"`` (default: from the suffix).
+    what : str
+        How to name the output in messages.
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    Raises
+    ------
+    UsageError
+        No format can be told, the path cannot be written, or the ``report`` extra is missing
+        for HTML.
+    OutputError
+        The file cannot be written; an existing file is left as it was.
+    """
+    text = render(report, report_format(path, fmt, what=what))
+    return write_atomic(path, text, what=what)

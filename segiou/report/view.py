@@ -1,0 +1,310 @@
+"""What a saved state adds to a report, and the report itself (document + state).
+
+The state's counts are only normalised, ranked and cut for display here (rows of the confusion
+matrix divided by their ground-truth pixels; the largest off-diagonal cells; the images with the
+lowest mIoU); per-image IoU is :meth:`segiou.images.ImageTable.iou`. No statistic is computed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from segiou.errors import ResultDocumentError, UsageError
+from segiou.report.document import HINT, ResultDoc
+
+if TYPE_CHECKING:
+    from segiou.confusion import ConfusionMatrix
+    from segiou.results import Result
+
+__all__ = ["ConfusedPair", "ImageScore", "Report", "StateView"]
+
+
+@dataclass(frozen=True)
+class ConfusedPair:
+    """Ground-truth pixels of one class predicted as another (or void)."""
+
+    gt: str
+    pred: str
+    pixels: int
+    share: float  # of the ground-truth class's pixels
+
+
+@dataclass(frozen=True)
+class ImageScore:
+    """One image's mIoU (over the classes present in it) and its weakest class."""
+
+    name: str
+    miou: float
+    weakest: str | None
+    weakest_iou: float | None
+    ignored: int
+
+
+@dataclass(frozen=True)
+class StateView:
+    """What a saved state adds to a report: the confusion matrix and the per-image scores.
+
+    Attributes
+    ----------
+    class_names : list of str
+    counts : ndarray of int64, shape (K, K + 1)
+        ``counts[gt, pred]``; the last column is void.
+    row_share : ndarray of float, shape (K, K + 1)
+        ``counts`` divided by each class's ground-truth pixels (``nan`` rows: no such pixel).
+    pairs : list of ConfusedPair
+        The largest off-diagonal cells (void included), largest first.
+    image_names : list of str
+    image_miou : ndarray of float, shape (n_images,)
+        Each image's mean IoU over the classes present in it (``nan``: none present); empty
+        when the state has no per-image rows.
+    worst : list of ImageScore
+        The images with the lowest ``image_miou``, lowest first.
+    per_image_note : str or None
+        Why there are no per-image scores, when there are none.
+    """
+
+    class_names: list[str]
+    counts: np.ndarray
+    row_share: np.ndarray
+    pairs: list[ConfusedPair]
+    image_names: list[str]
+    image_miou: np.ndarray
+    worst: list[ImageScore]
+    per_image_note: str | None
+
+    @classmethod
+    def from_state(cls, cm: ConfusionMatrix, *, top: int = 10) -> StateView:
+        """Read a state's counts and per-image rows for display.
+
+        Parameters
+        ----------
+        cm : ConfusionMatrix
+            The counts (per-image rows give the histogram and the worst images).
+        top : int, default 10
+            How many confused pairs and worst images to keep.
+
+        Returns
+        -------
+        StateView
+        """
+        k = cm.num_classes
+        names = list(cm.spec.classes)
+        full = np.concatenate([cm.counts, cm.void[:, None]], axis=1)
+        gt = full.sum(axis=1)
+        share = np.divide(full, gt[:, None], out=np.full(full.shape, np.nan),
+                          where=gt[:, None] > 0)  # fmt: skip
+        off = full.copy()
+        off[np.arange(k), np.arange(k)] = 0
+        flat = np.argsort(-off, axis=None, kind="stable")[:top]
+        pairs = [
+            ConfusedPair(names[g], names[p] if p < k else "void", int(off[g, p]),
+                         float(share[g, p]))
+            for g, p in (divmod(int(i), k + 1) for i in flat)
+            if off[g, p] > 0
+        ]  # fmt: skip
+        note = None
+        image_names: list[str] = []
+        miou = np.zeros(0)
+        worst: list[ImageScore] = []
+        if not cm.per_image:
+            note = "the state has no per-image rows (it was counted without per_image=True)"
+        elif cm.n_images == 0:
+            note = "the state counted no image"
+        else:
+            t = cm.images
+            iou = t.iou()
+            present = ~np.isnan(iou)
+            n = present.sum(axis=1)
+            miou = np.divide(np.where(present, iou, 0).sum(axis=1), n,
+                             out=np.full(n.shape, np.nan), where=n > 0)  # fmt: skip
+            image_names = list(t.names)
+            for i in [int(i) for i in np.argsort(miou, kind="stable") if not np.isnan(miou[i])]:
+                if len(worst) == top:
+                    break
+                c = int(np.argmin(np.where(present[i], iou[i], np.inf)))
+                worst.append(ImageScore(image_names[i], float(miou[i]), names[c],
+                                        float(iou[i, c]), int(t.ignored[i])))  # fmt: skip
+        return cls(names, full, share, pairs, image_names, miou, worst, note)
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a report shows: the result document, and the state's view when there is one.
+
+    Build with :meth:`from_state`, :meth:`from_result` or :meth:`load`; render with
+    :func:`~segiou.report.render_html`, :func:`~segiou.report.render_markdown`,
+    :func:`~segiou.report.render_text`, :func:`~segiou.report.render_csv`, or
+    :func:`~segiou.report.write_report`.
+
+    Attributes
+    ----------
+    doc : ResultDoc
+        The scores (and intervals and slices, when the document has them).
+    state : StateView or None
+        The confusion matrix and per-image scores (``None``: made from a result document).
+    source : str
+        What the report was made from, in words.
+    """
+
+    doc: ResultDoc
+    state: StateView | None
+    source: str
+
+    @classmethod
+    def from_state(cls, cm: ConfusionMatrix, *, preset: str = "segiou",
+                   beta: float | None = None, top: int = 10,
+                   source: str = "a count state") -> Report:  # fmt: skip
+        """Evaluate a state with :func:`segiou.evaluate` and make its report.
+
+        Parameters
+        ----------
+        cm : ConfusionMatrix
+            The counts.
+        preset : str, default "segiou"
+            Averaging convention (see :data:`segiou.PRESETS`).
+        beta : float, optional
+            Also report F-beta.
+        top : int, default 10
+            Confused pairs and worst images to list.
+        source : str
+            What to call the input in the report.
+
+        Returns
+        -------
+        Report
+        """
+        from segiou.results import evaluate
+
+        result = evaluate(cm, preset=preset, beta=beta)
+        return cls.from_result(result, cm=cm, top=top, source=source)
+
+    @classmethod
+    def from_result(cls, result: Result | Mapping[str, Any], *, cm: ConfusionMatrix | None = None,
+                    top: int = 10, source: str = "a result document") -> Report:  # fmt: skip
+        """Make the report of a result (or its document), with its state when there is one.
+
+        Parameters
+        ----------
+        result : Result or dict
+            What :func:`segiou.evaluate` returned, or its :meth:`~segiou.Result.to_dict`
+            document (version 1 or 2).
+        cm : ConfusionMatrix, optional
+            The state the result was evaluated from: adds the confusion heatmap, the confused
+            pairs, the per-image histogram and the worst images.
+        top : int, default 10
+            Confused pairs and worst images to list.
+        source : str
+            What to call the input in the report.
+
+        Returns
+        -------
+        Report
+
+        Raises
+        ------
+        ResultDocumentError
+            The document is malformed (see :meth:`ResultDoc.read`).
+        UsageError
+            ``cm`` is not the state the result was evaluated from (other classes or counts),
+            or ``top`` is below 1.
+        """
+        if top < 1:
+            msg = f"top={top!r}: list at least one confused pair and worst image"
+            raise UsageError(msg)
+        data = result if isinstance(result, Mapping) else result.to_dict()
+        doc = ResultDoc.read(data, where=source)
+        state = None
+        if cm is not None:
+            state = StateView.from_state(cm, top=top)
+            tp = [c.tp for c in doc.classes]
+            if state.class_names != [c.name for c in doc.classes] or tp != [
+                int(state.counts[i, i]) for i in range(len(tp))
+            ]:
+                msg = (
+                    f"{source}: the state given with it has other classes or counts than the "
+                    "result; pass the state the result was evaluated from"
+                )
+                raise UsageError(msg)
+        return cls(doc, state, source)
+
+    @classmethod
+    def load(cls, path: str | Path, *, preset: str | None = None, beta: float | None = None,
+             top: int = 10) -> Report:  # fmt: skip
+        """Make the report of a saved state or of a result JSON file.
+
+        Parameters
+        ----------
+        path : str or Path
+            A state (``segiou.confusion``, versions 1 and 2; :meth:`ConfusionMatrix.save`) or
+            a result document (``segiou.result``, versions 1 and 2).
+        preset : str, optional
+            For a state: the averaging convention (default ``"segiou"``).
+        beta : float, optional
+            For a state: also report F-beta.
+        top : int, default 10
+            Confused pairs and worst images to list.
+
+        Returns
+        -------
+        Report
+
+        Raises
+        ------
+        ResultDocumentError
+            The file cannot be read, is not JSON, or is neither a state nor a result document.
+        CheckpointError
+            A malformed state.
+        UsageError
+            ``preset`` or ``beta`` given for a result document (it was evaluated already).
+        """
+        from segiou.confusion import ConfusionMatrix
+
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError as err:
+            msg = f"report input {str(p)!r} does not exist; {HINT}"
+            raise ResultDocumentError(msg) from err
+        except (OSError, ValueError) as err:
+            msg = f"report input {str(p)!r} is not readable JSON ({err}); {HINT}"
+            raise ResultDocumentError(msg) from err
+        kind = data.get("format") if isinstance(data, dict) else None
+        if kind == "segiou.confusion":
+            cm = ConfusionMatrix.from_dict(data, source=str(p))
+            how = preset or "segiou"
+            return cls.from_state(cm, preset=how, beta=beta, top=top,
+                                  source=f"state {p.name} (evaluated with preset {how!r})")  # fmt: skip
+        if kind != "segiou.result":
+            shown = "no format field" if kind is None else f"format {kind!r}"
+            msg = (
+                f"report input {str(p)!r} has {shown}: it is neither a saved state "
+                f"('segiou.confusion') nor a result document ('segiou.result'); {HINT}"
+            )
+            raise ResultDocumentError(msg)
+        if preset is not None or beta is not None:
+            what = "--preset" if preset is not None else "--beta"
+            msg = (
+                f"{what} applies to a saved state; {str(p)!r} is a result document, evaluated "
+                "already (its preset is in the report): leave it out, or pass the state"
+            )
+            raise UsageError(msg)
+        return cls.from_result(data, top=top, source=f"result {p.name}")
+
+    def missing_parts(self) -> list[str]:
+        """Say which parts are left out, and why (shown in every report)."""
+        if self.state is None:
+            note = (
+                "the confusion heatmap, the confused pairs, the per-image mIoU histogram and "
+                "the worst images need the saved state: make the report from it (segiou "
+                "report STATE.json, written by segiou eval --state) or with segiou eval --report"
+            )
+            return [note]
+        if self.state.per_image_note:
+            return [f"no per-image mIoU histogram and no worst images: {self.state.per_image_note}"]
+        return []
