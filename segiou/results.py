@@ -1,7 +1,10 @@
 """Results: every metric of one accumulator under one named convention, with its rules echoed.
 
-The JSON schema (``format = "segiou.result"``, ``version = 1``) is documented in the README;
-``nan`` (undefined) is written as ``null``.
+The JSON schema (``format = "segiou.result"``, ``version = 2``) is documented in the README;
+``nan`` (undefined) is written as ``null``. Version 2 adds two optional fields, ``intervals``
+(bootstrap confidence intervals) and ``slices`` (every metric per metadata value), both ``null``
+when not computed (:mod:`segiou.stats` computes them); readers accept versions 1 and 2
+(:data:`RESULT_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ from segiou.conventions import Convention, get_convention
 from segiou.errors import UsageError
 from segiou.labels import LabelSpec
 
-__all__ = ["RESULT_FORMAT", "RESULT_VERSION", "Result", "evaluate"]
+__all__ = ["RESULT_FORMAT", "RESULT_VERSION", "RESULT_VERSIONS", "Result", "evaluate"]
 
 RESULT_FORMAT = "segiou.result"
-RESULT_VERSION = 1
+#: The version :meth:`Result.to_dict` writes.
+RESULT_VERSION = 2
+#: The versions readers (:func:`segiou.compare.compare_reports`, the reports) accept.
+RESULT_VERSIONS = (1, 2)
 
 _PER_CLASS_SCORES = ("iou", "dice", "precision", "recall")
 _COUNTS = ("tp", "fp", "fn", "void", "gt_pixels", "pred_pixels")
@@ -63,6 +69,13 @@ class Result:
         Batch keys counted (0 for a bare count matrix).
     beta : float or None
         The β of ``fbeta``/``mfbeta`` (``None``: not evaluated).
+    intervals : dict or None
+        Bootstrap confidence intervals in the document's form (``method``, ``unit``,
+        ``resamples``, ``level``, ``seed``, ``summary``, ``classes``, ``categories``; see the
+        README), or ``None`` when not computed (:func:`segiou.stats.evaluate_with_intervals`).
+    slices : dict or None
+        Every metric per metadata value (``min_images``, ``columns``, ``unmatched``; see the
+        README), or ``None`` when no slices were asked for.
     """
 
     labels: str
@@ -76,6 +89,8 @@ class Result:
     images: int = 0
     batches: int = 0
     beta: float | None = None
+    intervals: dict[str, Any] | None = None
+    slices: dict[str, Any] | None = None
 
     @property
     def miou(self) -> float:
@@ -83,7 +98,11 @@ class Result:
         return self.summary["miou"]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict in the documented, versioned schema (``nan`` -> ``None``)."""
+        """JSON-safe dict in the documented, versioned schema (``nan`` -> ``None``).
+
+        ``intervals`` and ``slices`` are written as they are held (already JSON-safe, undefined
+        numbers as ``None``), or ``None`` when not computed.
+        """
         classes = [
             {"id": i, "name": n}
             | {
@@ -120,6 +139,8 @@ class Result:
             "images": self.images,
             "batches": self.batches,
             "beta": self.beta,
+            "intervals": self.intervals,
+            "slices": self.slices,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
