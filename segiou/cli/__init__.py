@@ -1,9 +1,10 @@
 """The ``segiou`` command line: parse, call the public API, render. No counting, no math.
 
-One module per subcommand (:mod:`~segiou.cli.eval`, :mod:`~segiou.cli.demo`,
-:mod:`~segiou.cli.ingest`, :mod:`~segiou.cli.geometry` for ``box`` and ``sets``); each has
-``register(subparsers)``, which sets the subcommand's ``func``. :func:`main` maps every
-:class:`~segiou.errors.SegiouError` to exit code 2 and its one-line message, with no traceback.
+One module per subcommand (:mod:`~segiou.cli.eval`, :mod:`~segiou.cli.compare`,
+:mod:`~segiou.cli.demo`, :mod:`~segiou.cli.ingest`, :mod:`~segiou.cli.geometry` for ``box`` and
+``sets``); each has ``register(subparsers)``, which sets the subcommand's ``func``. :func:`main`
+maps every :class:`~segiou.errors.SegiouError` to exit code 2 and its one-line message, with no
+traceback.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     -------
     argparse.ArgumentParser
         A parser with ``--version`` and a required subcommand: ``demo``, ``eval``,
-        ``ingest``, ``box`` and ``sets``. Each subcommand sets ``func``, which takes the
+        ``compare``, ``ingest``, ``box`` and ``sets``. Each subcommand sets ``func``, which takes the
         parsed namespace and returns the exit code.
     """
     from segiou._version import __version__
-    from segiou.cli import demo, geometry, ingest
+    from segiou.cli import compare, demo, geometry, ingest
     from segiou.cli import eval as eval_
 
     parser = argparse.ArgumentParser(
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"segiou {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (demo, eval_, ingest, geometry):
+    for module in (demo, eval_, compare, ingest, geometry):
         module.register(sub)
     return parser
 

@@ -23,9 +23,11 @@ __all__ = [
     "add_eval_options",
     "hw",
     "labels_arg",
+    "nonnegative_float",
     "nonnegative_int",
     "positive_float",
     "positive_int",
+    "probability",
 ]
 
 
@@ -106,6 +108,60 @@ def positive_float(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         msg = f"{text!r} is not a positive finite number"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """Parse a finite number of at least 0 (an argparse type).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not a finite number >= 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        msg = f"{text!r} is not a finite number >= 0"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def probability(text: str) -> float:
+    """Parse a number strictly between 0 and 1, such as a significance level (an argparse type).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not a number in (0, 1).
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        msg = f"{text!r} is not a number between 0 and 1 (e.g. 0.05)"
         raise argparse.ArgumentTypeError(msg)
     return value
 

@@ -7,6 +7,7 @@ the difference is much narrower than the two intervals side by side would sugges
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -38,33 +39,41 @@ Correction = Literal["holm", "none"]
 _LISTED = 20
 
 
-def two_sided_p(diffs: FloatArray) -> float:
-    """Two-sided bootstrap p-value of "no difference" from replicates of a difference.
+def two_sided_p(diffs: FloatArray, delta: float) -> float:
+    """Two-sided p-value of "no difference", from the bootstrap standard error of a difference.
 
     Parameters
     ----------
     diffs : ndarray, shape (B,)
         Bootstrap replicates of the difference (``nan`` where undefined: left out).
+    delta : float
+        The difference on the whole data (the point estimate).
 
     Returns
     -------
     float
-        ``min(1, 2 min(1 + #(d <= 0), 1 + #(d >= 0)) / (B + 1))``: twice the smaller tail,
-        with the usual +1 so that it is never 0 (the smallest value is ``2 / (B + 1)``).
-        ``nan`` when no replicate is defined.
+        ``erfc(|z| / sqrt(2))`` with ``z = delta / se`` and ``se`` the standard deviation of
+        the replicates (normal approximation): a p-value not limited by the number of
+        resamples, which a per-class multiple-testing correction needs (a tail count could not
+        go below ``2 / (B + 1)``). ``1`` when ``delta = 0``; ``0`` when ``se = 0`` and
+        ``delta != 0``; ``nan`` when ``delta`` is undefined or fewer than two replicates are.
 
     Examples
     --------
-    >>> two_sided_p(np.array([0.1, 0.2, 0.3, -0.1]))
-    0.8
-    >>> two_sided_p(np.zeros(9))
+    >>> round(two_sided_p(np.array([-1.0, 1.0, -1.0, 1.0]), 2.3094), 3)  # z = 2
+    0.046
+    >>> two_sided_p(np.zeros(9), 0.0)
     1.0
     """
     d = diffs[~np.isnan(diffs)]
-    if d.size == 0:
+    if math.isnan(delta) or d.size < 2:
         return float("nan")
-    tail = min(int((d <= 0).sum()), int((d >= 0).sum()))
-    return min(1.0, 2.0 * (1 + tail) / (d.size + 1))
+    if delta == 0:
+        return 1.0
+    se = float(d.std(ddof=1))
+    if se == 0:
+        return 0.0
+    return math.erfc(abs(delta) / se / math.sqrt(2))
 
 
 def holm(p: Sequence[float]) -> list[float]:
@@ -227,7 +236,7 @@ def compare_states(
     preset : str or Convention, default "segiou"
         Averaging convention for both.
     resamples : int, default 1000
-        Paired resamples; the smallest p-value is ``2 / (resamples + 1)``.
+        Paired resamples.
     seed : int, default 0
         Seed of the resamples.
     alpha : float, default 0.05
@@ -263,9 +272,9 @@ def compare_states(
     -----
     Each resample draws the shared images with replacement and scores both runs on the same
     draw; the difference ``candidate - baseline`` of mIoU and of each class IoU gets a
-    percentile interval and a two-sided p-value (:func:`two_sided_p`). A drop fails the gate
-    when it is significant (p, adjusted for classes, below ``alpha``) *and* larger than its
-    threshold.
+    percentile interval and a two-sided p-value from the replicates' standard error
+    (:func:`two_sided_p`). A drop fails the gate when it is significant (p, adjusted over the
+    classes, below ``alpha``) *and* larger than its threshold.
     """
     check_resamples(resamples, seed)
     if not 0 < alpha < 1:
@@ -339,7 +348,7 @@ def _document(
     reasons: list[str] = []
     base_m, cand_m = float(pa["miou"][0]), float(pb["miou"][0])
     delta = cand_m - base_m
-    p = two_sided_p(dm)
+    p = two_sided_p(dm, delta)
     sig = bool(p < alpha)
     fails = sig and delta < -max_miou_drop
     if fails:
@@ -351,7 +360,8 @@ def _document(
             "delta": finite_or_none(delta), "interval": percentile_interval(dm, level)[0],
             "p_value": finite_or_none(p), "change": _change(sig, delta),
             "max_drop": max_miou_drop, "fails": fails}  # fmt: skip
-    raw_p = [two_sided_p(di[:, c]) for c in range(di.shape[1])]
+    deltas = pb["iou"][0] - pa["iou"][0]
+    raw_p = [two_sided_p(di[:, c], float(deltas[c])) for c in range(di.shape[1])]
     adj = holm(raw_p) if correction == "holm" else raw_p
     intervals = percentile_interval(di, level)
     classes = []
