@@ -25,6 +25,7 @@ from segiou.errors import (
     StoreLayoutError,
 )
 from segiou.images import ImageRows
+from segiou.io.maps import create_maps
 from segiou.io.sources import FolderLayout, Source, open_pair
 from segiou.io.zarr import MaskSet, Missing, open_masks
 from segiou.labels import IdSpace, LabelSpec, load_spec
@@ -124,6 +125,7 @@ def count_stores(
     split_every: int = 8,
     pixels_per_task: int = TASK_PIXELS,
     progress: bool = False,
+    error_maps: str | Path | None = None,
 ) -> ConfusionMatrix:
     """Count a whole test set (Zarr stores or folders of label images) in parallel with Dask.
 
@@ -161,6 +163,11 @@ def count_stores(
         :func:`segiou.io.png.find_pairs`).
     progress : bool, default False
         Show a progress bar (Dask's local diagnostics, or distributed's progress).
+    error_maps : str or Path, optional
+        Also write, for every pixel, where it went (correct, false with both classes,
+        ignored, void, unexpected) to this Zarr store, from the same tasks in the same pass
+        (see :mod:`segiou.io.maps`). A local path that does not exist (or error maps segiou
+        wrote, replaced); it appears only when the count succeeded.
 
     Returns
     -------
@@ -239,12 +246,24 @@ def count_stores(
     groups = plan_tasks(gms, pixels_per_task=pixels_per_task, split_images=chunked)
     if not groups:
         return out
-    reduced = build_graph(job, groups, split_every)
-    part = compute(reduced, scheduler, progress)
+    maps = None
+    if error_maps is not None:  # written by the counting tasks, as they count (segiou.io.maps)
+        maps = create_maps(error_maps, gms, spec, out.gt_ids, out.pred_ids,
+                           sources={"gt": gms.where(), "pred": pms.where() if pms else ""})  # fmt: skip
+        job = replace(job, maps=maps)
+    try:
+        reduced = build_graph(job, groups, split_every)
+        part = compute(reduced, scheduler, progress)
+        odd = _unexpected_values(part.odd)
+        if odd and on_unexpected == "raise":
+            raise _unexpected_error(job, odd)
+    except BaseException:
+        if maps is not None:  # no half-written maps are left behind
+            maps.abort()
+        raise
+    if maps is not None:
+        maps.commit()
     k = spec.num_classes
-    odd = _unexpected_values(part.odd)
-    if odd and on_unexpected == "raise":
-        raise _unexpected_error(job, odd)
     unexp: dict[str, dict[int, int]] = {"gt": {}, "pred": {}}
     for (_, side, value), (count, _) in odd.items():
         unexp[side][value] = unexp[side].get(value, 0) + count
