@@ -284,6 +284,12 @@ class EvalOptions:
     state: Path | None
     top: int
     quiet: bool
+    bootstrap: int = 1000
+    bootstrap_seed: int = 0
+    bootstrap_groups: str | None = None
+    slices: str | None = None
+    min_slice_images: int = 30
+    error_maps: Path | None = None
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> EvalOptions:
@@ -301,10 +307,13 @@ class EvalOptions:
         Raises
         ------
         UsageError
-            An unknown preset, ``--split-every`` below 2, or an output that cannot be written
-            (see :func:`segiou.outputs.check_outputs`: empty, not a regular file, in a folder
-            that does not exist or is not writable, the same file as another output, or inside
-            an input).
+            An unknown preset, ``--split-every`` below 2, ``--bootstrap-groups`` without
+            ``--slices``, or an output that cannot be written (see
+            :func:`segiou.outputs.check_outputs`: empty, not a regular file, in a folder that
+            does not exist or is not writable, the same file as another output, or inside an
+            input; for ``--error-maps`` :func:`segiou.io.maps.check_maps_output`).
+        StoreExistsError
+            ``--error-maps`` names something other than error maps segiou wrote.
         LabelSpecError
             An invalid ``--labels`` value.
         """
@@ -316,6 +325,19 @@ class EvalOptions:
         if ns.split_every < 2:
             msg = f"--split-every {ns.split_every}: the fan-in of the tree of sums must be >= 2"
             raise UsageError(msg)
+        groups = getattr(ns, "bootstrap_groups", None)
+        slices = getattr(ns, "slices", None)
+        if groups and not slices:
+            msg = (
+                f"--bootstrap-groups {groups!r} names a column of the image metadata: give the "
+                "metadata with --slices meta.csv"
+            )
+            raise UsageError(msg)
+        maps = None
+        if getattr(ns, "error_maps", None) is not None:
+            from segiou.io.maps import check_maps_output
+
+            maps = check_maps_output(ns.error_maps, inputs=[ns.gt, ns.pred])
         outputs = check_outputs(
             {
                 f"--{o.replace('_', '-')}": getattr(ns, o, None)
@@ -331,5 +353,7 @@ class EvalOptions:
             missing_gt_chunks=ns.missing_gt_chunks, on_unexpected=ns.on_unexpected,
             layout=ns.layout, gt_pattern=ns.gt_pattern, pred_pattern=ns.pred_pattern,
             json=outputs["--json"], per_image=outputs["--per-image"], state=outputs["--state"],
-            top=ns.top, quiet=ns.quiet,
+            top=ns.top, quiet=ns.quiet, bootstrap=getattr(ns, "bootstrap", 1000),
+            bootstrap_seed=getattr(ns, "bootstrap_seed", 0), bootstrap_groups=groups,
+            slices=slices, min_slice_images=getattr(ns, "min_slice_images", 30), error_maps=maps,
         )  # fmt: skip

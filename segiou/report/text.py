@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from segiou.confusion import ConfusionMatrix
     from segiou.results import Result
 
-__all__ = ["render_analysis", "render_text", "write_per_image_csv"]
+__all__ = ["render_analysis", "render_slices", "render_text", "write_per_image_csv"]
 
 
 def _safe(text: object) -> Any:
@@ -32,6 +32,19 @@ def _safe(text: object) -> Any:
 
 def _pct(x: float) -> str:
     return "-" if math.isnan(x) else f"{100 * x:6.2f}"
+
+
+def _ci(iv: list[float] | None) -> str:
+    """Show an interval in percent, ``[lo, hi]`` (``-`` when undefined)."""
+    return "-" if iv is None else f"[{100 * iv[0]:.2f}, {100 * iv[1]:.2f}]"
+
+
+def _interval_note(iv: dict[str, Any]) -> str:
+    unit = "images" if iv["unit"] == "image" else f"groups ({iv['unit'].partition(':')[2]})"
+    return (
+        f"intervals: {100 * iv['level']:g}% {iv['method']} over {unit}, {iv['resamples']:,} "
+        f"resamples, seed {iv['seed']}"
+    )
 
 
 def render_text(result: Result, *, width: int = 100) -> str:
@@ -60,30 +73,41 @@ def render_text(result: Result, *, width: int = 100) -> str:
     pc = result.per_class
     t = Table(title=_safe(f"per class ({result.labels}, convention {result.convention.name!r})"),
               box=box.SIMPLE_HEAD, title_justify="left")  # fmt: skip
-    for col in ("id", "class", "IoU", "Dice", "prec", "recall", "TP", "FP", "FN", "void"):
+    iv = result.intervals
+    level = f"{100 * iv['level']:g}% CI" if iv else ""
+    cols = ("id", "class", "IoU", *((f"IoU {level}",) if iv else ()), "Dice", "prec", "recall",
+            "TP", "FP", "FN", "void")  # fmt: skip
+    for col in cols:
         t.add_column(col, justify="left" if col == "class" else "right")
     for i, name in enumerate(result.class_names):
+        ci = (_ci(iv["classes"]["iou"][i]),) if iv else ()
         t.add_row(
-            str(i), _safe(name), _pct(pc["iou"][i]), _pct(pc["dice"][i]), _pct(pc["precision"][i]),
-            _pct(pc["recall"][i]), f"{pc['tp'][i]:,}", f"{pc['fp'][i]:,}", f"{pc['fn'][i]:,}",
-            f"{pc['void'][i]:,}",
+            str(i), _safe(name), _pct(pc["iou"][i]), *ci, _pct(pc["dice"][i]),
+            _pct(pc["precision"][i]), _pct(pc["recall"][i]), f"{pc['tp'][i]:,}",
+            f"{pc['fp'][i]:,}", f"{pc['fn'][i]:,}", f"{pc['void'][i]:,}",
         )  # fmt: skip
     console.print(t)
     if result.categories is not None:
         c = result.categories
         ct = Table(title="per category (classes merged)", box=box.SIMPLE_HEAD, title_justify="left")
-        for col in ("category", "IoU", "TP", "FP", "FN"):
+        cat_iv = iv["categories"] if iv else None
+        for col in ("category", "IoU", *((f"IoU {level}",) if cat_iv else ()), "TP", "FP", "FN"):
             ct.add_column(col, justify="left" if col == "category" else "right")
         for i, name in enumerate(c["names"]):
-            ct.add_row(_safe(name), _pct(c["iou"][i]), f"{c['tp'][i]:,}", f"{c['fp'][i]:,}",
+            ci = (_ci(cat_iv["iou"][i]),) if cat_iv else ()
+            ct.add_row(_safe(name), _pct(c["iou"][i]), *ci, f"{c['tp'][i]:,}", f"{c['fp'][i]:,}",
                        f"{c['fn'][i]:,}")  # fmt: skip
         console.print(ct)
     st = Table(title="summary", box=box.SIMPLE_HEAD, title_justify="left")
     st.add_column("metric")
     st.add_column("value", justify="right")
+    if iv:
+        st.add_column(level, justify="right")
     for k, v in result.summary.items():
-        st.add_row(k, _pct(v))
+        st.add_row(k, _pct(v), *((_ci(iv["summary"].get(k)),) if iv else ()))
     console.print(st)
+    if iv:
+        console.print(_interval_note(iv))
     px = result.pixels
     unexpected = sum(px["unexpected_gt"].values()) + sum(px["unexpected_pred"].values())
     console.print(
@@ -103,6 +127,60 @@ def render_text(result: Result, *, width: int = 100) -> str:
     if result.counting.get("ignore_rule"):
         console.print(f"ignored: {result.counting['ignore_rule']}")
     return buf.getvalue()
+
+
+def render_slices(result: Result, *, width: int = 100, listed: int = 10) -> str:
+    """Render the slices of a result: one table per metadata column, and the unmatched names.
+
+    Parameters
+    ----------
+    result : Result
+        A result with ``slices`` (:func:`segiou.stats.evaluate_with_intervals`).
+    width : int
+        Maximum line width.
+    listed : int
+        Names of unmatched images (and metadata rows) shown before "and N more".
+
+    Returns
+    -------
+    str
+        Per value: images, mIoU with its interval, fwIoU, pixel accuracy, and a flag on slices
+        with fewer images than the minimum; empty when the result has no slices.
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    sl = result.slices
+    if not sl:
+        return ""
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False,
+                      markup=False, highlight=False)  # fmt: skip
+    for column, values in sl["columns"].items():
+        t = Table(title=_safe(f"slices by {column!r}"), box=box.SIMPLE_HEAD, title_justify="left")
+        for col in ("value", "images", "mIoU", "mIoU CI", "fwIoU", "pixel acc", "note"):
+            t.add_column(col, justify="left" if col in ("value", "note") else "right")
+        for value, item in values.items():
+            s, iv = item["summary"], item["intervals"]
+            t.add_row(
+                _safe(value if value else "(empty)"), f"{item['images']:,}",
+                _pct(_undef(s["miou"])), _ci(iv["summary"]["miou"]) if iv else "-",
+                _pct(_undef(s["fwiou"])), _pct(_undef(s["pixel_accuracy"])),
+                f"fewer than {sl['min_images']} images" if item["small"] else "",
+            )  # fmt: skip
+        console.print(t)
+    for key, what in (("images_without_metadata", "image(s) without metadata"),
+                      ("metadata_without_image", "metadata row(s) without an image")):  # fmt: skip
+        names = sl["unmatched"][key]
+        if names:
+            more = f", and {len(names) - listed} more" if len(names) > listed else ""
+            console.print(_safe(f"{len(names):,} {what}: {', '.join(names[:listed])}{more}"))
+    return buf.getvalue()
+
+
+def _undef(x: float | None) -> float:
+    return math.nan if x is None else x
 
 
 def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> str:
