@@ -238,8 +238,10 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
                                         candidate=str(out / "state.json"))  # fmt: skip
         write_atomic(out / "gate.md", md, what="gate")
         m = doc["miou"]
-        print(f"nightly: gate {'FAIL' if gate.failed else 'pass'}: mIoU delta "
-              f"{m['delta']:+.4f}, p = {m['p_value']:.3g} ({doc['images']['shared']} images)")  # fmt: skip
+        delta = "undefined" if m["delta"] is None else f"{m['delta']:+.4f}"
+        p = "undefined" if m["p_value"] is None else f"{m['p_value']:.3g}"
+        print(f"nightly: gate {'FAIL' if gate.failed else 'pass'}: mIoU delta {delta}, p = {p} "
+              f"({doc['images']['shared']} images)")  # fmt: skip
         regressions += [f"gate: {r}" for r in gate.reasons]
     if regressions:
         print("nightly: REGRESSION\n  " + "\n  ".join(regressions), file=sys.stderr)

@@ -133,8 +133,8 @@ def kinds(maps: np.ndarray, k: int) -> np.ndarray:
 
     Examples
     --------
-    >>> kinds(np.array([0, 1, 3, 15, 4, 25], np.uint16), 3).tolist()
-    [0, 1, 3, 2, 4, 255]
+    >>> kinds(np.array([0, 1, 3, 18, 4, 24, 25], np.uint16), 3).tolist()  # K = 3: width 5
+    [0, 1, 3, 2, 4, 4, 255]
     """
     g, p = decode(maps, k)
     out = np.full(g.shape, 255, dtype=np.uint8)

@@ -44,7 +44,8 @@ def evaluate_with_intervals(
         Coverage of the percentile intervals.
     groups : str or sequence of str, optional
         Resample groups of correlated images instead of images: a column of ``slices`` (the
-        metadata), or one group label per image (in the order of ``cm.images``).
+        metadata; slices then resample groups too), or one group label per image (in the
+        order of ``cm.images``; the whole-data intervals only).
     slices : Metadata, str or os.PathLike, optional
         Image metadata (see :func:`read_metadata`): every metric per value of every column.
     min_slice_images : int, default 30
