@@ -9,10 +9,14 @@ configuration or input (the message says what to fix); 3 the run failed for anot
 (a crashed cluster, a full disk: the traceback is printed). Nothing but a regression exits 1, so
 a scheduler can tell "the model got worse" from "the job broke". The dated folder is created
 only once the evaluation succeeded. Writes into ``<report_dir>/<date>/``:
-``report.json`` (segiou.result), ``report.html`` (one self-contained page with the tables and
-plots; needs ``segiou[report]``), ``report.txt`` (tables), ``per_image.csv``, ``state.json``
-(the count state, to merge or re-score later) and, with a baseline, ``comparison.json``.
-``--update-baseline`` copies the new report over the baseline after a run without regression.
+``report.json`` (segiou.result v2, with bootstrap intervals), ``report.html`` (one
+self-contained page with the tables and plots; needs ``segiou[report]``), ``report.txt``
+(tables), ``per_image.csv``, ``state.json`` (the count state, to merge or re-score later) and,
+with a baseline, ``comparison.json`` (fixed tolerances) and, with a baseline state, ``gate.json``
+and ``gate.md`` (the paired bootstrap gate, ready for a pull request). A regression is a drop
+beyond a fixed tolerance, or a drop the gate finds both significant and beyond its threshold.
+``--update-baseline`` copies the new report (and state) over the baseline after a run without
+regression.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from segiou import PRESETS, evaluate
+from segiou.cli.compare import load_state
 from segiou.cli.options import labels_arg
 from segiou.cli.scheduler import scheduler_context
 from segiou.compare import compare_reports
@@ -43,16 +48,23 @@ from segiou.report import (
     write_per_image_csv,
     write_report,
 )
+from segiou.report.gate import render_comparison_markdown
+from segiou.stats import compare_states, evaluate_with_intervals
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
 
 #: Summary metrics of a segiou result report a baseline can guard (``[baseline] max_drop``).
 _METRICS = {"miou", "fwiou", "micro_iou", "mdice", "mprecision", "pixel_accuracy",
             "mean_accuracy", "kappa", "category_miou", "mfbeta"}  # fmt: skip
-_BASELINE_KEYS = {"path", "max_drop", "max_class_drop"}
+_BASELINE_KEYS = {"path", "state", "max_drop", "max_class_drop"}
 _REPORT_KEYS = {"dir"}
 _EVAL_KEYS = {"gt", "pred", "labels", "preset", "beta", "scheduler", "gt_ids", "pred_ids", "ignore",
-              "missing_pred", "missing_gt_chunks", "on_unexpected", "split_every", "layout"}  # fmt: skip
+              "missing_pred", "missing_gt_chunks", "on_unexpected", "split_every", "layout",
+              "bootstrap", "bootstrap_seed"}  # fmt: skip
+#: [gate] keys and their defaults (the paired bootstrap gate against [baseline] state).
+_GATE_DEFAULTS: dict[str, Any] = {"alpha": 0.05, "max_miou_drop": 0.005, "max_class_drop": 0.02,
+                                  "resamples": 1000, "seed": 0, "shared_images": False,
+                                  "correction": "holm"}  # fmt: skip
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -85,8 +97,9 @@ def load_config(path: Path) -> dict[str, Any]:
         ev["labels"] = str(base / labels)
     report = cfg.setdefault("report", {})
     report["dir"] = str(base / report.get("dir", "reports"))
-    if "baseline" in cfg and "path" in cfg["baseline"]:
-        cfg["baseline"]["path"] = str(base / cfg["baseline"]["path"])
+    for key in ("path", "state"):
+        if "baseline" in cfg and key in cfg["baseline"]:
+            cfg["baseline"][key] = str(base / cfg["baseline"][key])
     return cfg
 
 
@@ -100,7 +113,8 @@ def _check_tables(cfg: dict[str, Any], where: str) -> None:
     def bad(msg: str) -> UsageError:
         return UsageError(f"config {where!r}: {msg}")
 
-    for table, known in (("report", _REPORT_KEYS), ("baseline", _BASELINE_KEYS)):
+    for table, known in (("report", _REPORT_KEYS), ("baseline", _BASELINE_KEYS),
+                         ("gate", set(_GATE_DEFAULTS))):  # fmt: skip
         t = cfg.get(table, {})
         if not isinstance(t, dict):
             msg = f"[{table}] must be a table"
@@ -116,7 +130,22 @@ def _check_tables(cfg: dict[str, Any], where: str) -> None:
     if unknown := sorted(set(drops) - _METRICS):
         msg = f"[baseline] max_drop names unknown metric(s) {unknown}; known: {sorted(_METRICS)}"
         raise bad(msg)
-    for key, table in (("dir", "report"), ("path", "baseline")):
+    gate = cfg.get("gate", {})
+    if gate and "state" not in bl:
+        msg = '[gate] needs the baseline\'s state: set [baseline] state = "...state.json"'
+        raise bad(msg)
+    for name in ("alpha", "max_miou_drop", "max_class_drop"):
+        v = gate.get(name, _GATE_DEFAULTS[name])
+        top = 1 if name == "alpha" else math.inf
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < top:
+            msg = f"[gate] {name} = {v!r} must be a number >= 0{' and < 1' if top == 1 else ''}"
+            raise bad(msg)
+    for name in ("resamples", "seed"):
+        v = gate.get(name, _GATE_DEFAULTS[name])
+        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "resamples" else 0):
+            msg = f"[gate] {name} = {v!r} must be a whole number"
+            raise bad(msg)
+    for key, table in (("dir", "report"), ("path", "baseline"), ("state", "baseline")):
         if key in cfg.get(table, {}) and not isinstance(cfg[table][key], str):
             msg = f"[{table}] {key} = {cfg[table][key]!r} must be a path (a string)"
             raise bad(msg)
@@ -137,16 +166,21 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     out = Path(cfg["report"]["dir"]) / date
     base_cfg = cfg.get("baseline", {})
     base_path = Path(base_cfg["path"]) if "path" in base_cfg else None
-    if base_path is not None and not base_path.is_file() and not update_baseline:
-        msg = f"baseline {str(base_path)!r} does not exist; run once with --update-baseline"
-        raise UsageError(msg)  # before the evaluation, not after it
+    state_path = Path(base_cfg["state"]) if "state" in base_cfg else None
+    for what, path in (("baseline", base_path), ("baseline state", state_path)):
+        if path is not None and not path.is_file() and not update_baseline:
+            msg = f"{what} {str(path)!r} does not exist; run once with --update-baseline"
+            raise UsageError(msg)  # before the evaluation, not after it
+    gate_cfg = _GATE_DEFAULTS | cfg.get("gate", {})
     # every output can be written, and none lies inside an input (before the evaluation)
     names = ("report.json", "report.html", "report.txt", "per_image.csv", "state.json",
-             "comparison.json")  # fmt: skip
+             "comparison.json", "gate.json", "gate.md")  # fmt: skip
     require_plotting("the nightly report.html")  # refused before the evaluation, not after it
     files = {f"[report] {n}": out / n for n in names}
     if update_baseline and base_path is not None:
         files["[baseline] path"] = base_path
+    if update_baseline and state_path is not None:
+        files["[baseline] state"] = state_path
     check_outputs(files, inputs=[ev["gt"], ev["pred"]], create_parents=True)
     with scheduler_context(ev.get("scheduler", "threads")) as scheduler:
         cm = count_stores(
@@ -158,10 +192,18 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
             layout=ev.get("layout") or "plain", split_every=ev.get("split_every", 8),
             scheduler=scheduler, progress=not quiet and sys.stderr.isatty(),
         )  # fmt: skip
-    result = evaluate(cm, preset=preset, beta=ev.get("beta"))
+    resamples = ev.get("bootstrap", 1000)
+    if resamples:
+        result = evaluate_with_intervals(cm, preset=preset, beta=ev.get("beta"),
+                                         resamples=resamples, seed=ev.get("bootstrap_seed", 0))  # fmt: skip
+    else:
+        result = evaluate(cm, preset=preset, beta=ev.get("beta"))
     out.mkdir(parents=True, exist_ok=True)
     if base_path is None:  # a rerun on the same date replaces the folder's reports: no stale one
         (out / "comparison.json").unlink(missing_ok=True)
+    if state_path is None or not state_path.is_file():
+        for stale in ("gate.json", "gate.md"):
+            (out / stale).unlink(missing_ok=True)
     report = result.to_dict()
     write_atomic(out / "report.json", json.dumps(report, indent=2) + "\n", what="report")
     view = Report.from_result(result, cm=cm, source=f"nightly run {date}")
@@ -173,29 +215,54 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     if not quiet:
         print(text)
     print(f"nightly: report written to {out}")
-    if base_path is None:
+    regressions: list[str] = []
+    created = []
+    for what, path, src in (("baseline", base_path, "report.json"),
+                            ("baseline state", state_path, "state.json")):  # fmt: skip
+        if path is not None and not path.is_file():  # only with --update-baseline (checked)
+            write_atomic(path, (out / src).read_bytes(), what=what)
+            created.append(f"{what} {path}")
+    if created:
+        print(f"nightly: no baseline yet; created {' and '.join(created)} from this run")
         return EXIT_OK
-    if not base_path.is_file():
-        if update_baseline:
-            write_atomic(base_path, (out / "report.json").read_bytes(), what="baseline")
-            print(f"nightly: no baseline yet; {base_path} created from this run")
-            return EXIT_OK
-        msg = f"baseline {str(base_path)!r} does not exist; run once with --update-baseline"
-        raise UsageError(msg)
-    baseline = json.loads(base_path.read_text(encoding="utf-8"))
-    comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
-                           max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
-    write_atomic(out / "comparison.json", json.dumps(comp.to_dict(), indent=2) + "\n",
-                 what="comparison")  # fmt: skip
-    miou = comp.summary.get("miou")
-    if miou:
-        print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f})")
-    if comp.regressed:
-        print("nightly: REGRESSION\n  " + "\n  ".join(comp.regressions), file=sys.stderr)
+    if base_path is not None:
+        baseline = json.loads(base_path.read_text(encoding="utf-8"))
+        comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
+                               max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
+        write_atomic(out / "comparison.json", json.dumps(comp.to_dict(), indent=2) + "\n",
+                     what="comparison")  # fmt: skip
+        miou = comp.summary.get("miou")
+        if miou:
+            print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f})")
+        regressions += comp.regressions
+    if state_path is not None:  # the paired bootstrap gate on the images both runs share
+        gate = compare_states(
+            load_state(str(state_path), "baseline state"), cm, preset=preset,
+            resamples=gate_cfg["resamples"], seed=gate_cfg["seed"], alpha=gate_cfg["alpha"],
+            max_miou_drop=gate_cfg["max_miou_drop"], max_class_drop=gate_cfg["max_class_drop"],
+            shared_images=gate_cfg["shared_images"], correction=gate_cfg["correction"],
+        )  # fmt: skip
+        doc = gate.to_dict()
+        write_atomic(out / "gate.json", json.dumps(doc, indent=2, allow_nan=False) + "\n",
+                     what="gate")  # fmt: skip
+        md = render_comparison_markdown(doc, baseline=str(state_path),
+                                        candidate=str(out / "state.json"))  # fmt: skip
+        write_atomic(out / "gate.md", md, what="gate")
+        m = doc["miou"]
+        delta = "undefined" if m["delta"] is None else f"{m['delta']:+.4f}"
+        p = "undefined" if m["p_value"] is None else f"{m['p_value']:.3g}"
+        print(f"nightly: gate {'FAIL' if gate.failed else 'pass'}: mIoU delta {delta}, p = {p} "
+              f"({doc['images']['shared']} images)")  # fmt: skip
+        regressions += [f"gate: {r}" for r in gate.reasons]
+    if regressions:
+        print("nightly: REGRESSION\n  " + "\n  ".join(regressions), file=sys.stderr)
         return EXIT_REGRESSION
     if update_baseline:
-        write_atomic(base_path, (out / "report.json").read_bytes(), what="baseline")
-        print(f"nightly: baseline {base_path} updated")
+        for what, path, src in (("baseline", base_path, "report.json"),
+                                ("baseline state", state_path, "state.json")):  # fmt: skip
+            if path is not None:
+                write_atomic(path, (out / src).read_bytes(), what=what)
+                print(f"nightly: {what} {path} updated")
     return EXIT_OK
 
 

@@ -74,6 +74,7 @@ _LAZY = {
     "io": "segiou.io",
     "parallel": "segiou.parallel",
     "report": "segiou.report",
+    "stats": "segiou.stats",
     "testing": "segiou.testing",
     "boxes": "segiou.geometry.boxes",
     "sets": "segiou.geometry.sets",

@@ -1,6 +1,8 @@
 """Compare a result with a baseline report: what regressed, by how much. No counting.
 
-Used by ``pipelines/nightly_eval.py``; both sides are JSON reports (``segiou.result`` v1).
+Used by ``pipelines/nightly_eval.py``; both sides are JSON reports (``segiou.result`` version 1
+or 2). The paired bootstrap gate, which needs each image's counts, is
+:func:`segiou.stats.compare_states`.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segiou.errors import CheckpointError
+from segiou.results import RESULT_FORMAT, RESULT_VERSIONS
 
 __all__ = ["Comparison", "compare_reports"]
 
@@ -56,11 +59,15 @@ def _check(report: object, name: str) -> None:
     if not isinstance(report, dict):
         msg = f"{name} is not a segiou result report (a JSON object); got {type(report).__name__}"
         raise CheckpointError(msg)
-    if report.get("format") != "segiou.result":
+    if report.get("format") != RESULT_FORMAT:
         msg = f"{name} is not a segiou result report (format {report.get('format')!r})"
         raise CheckpointError(msg)
-    if report.get("version") != 1:
-        msg = f"{name} has report version {report.get('version')!r}; this segiou reads version 1"
+    version = report.get("version")
+    if isinstance(version, bool) or version not in RESULT_VERSIONS:
+        msg = (
+            f"{name} has report version {version!r}; this segiou reads versions "
+            f"{', '.join(map(str, RESULT_VERSIONS))}"
+        )
         raise CheckpointError(msg)
 
 

@@ -1,13 +1,17 @@
 """Results: every metric of one accumulator under one named convention, with its rules echoed.
 
-The JSON schema (``format = "segiou.result"``, ``version = 1``) is documented in the README;
-``nan`` (undefined) is written as ``null``.
+The JSON schema (``format = "segiou.result"``, ``version = 2``) is documented in the README;
+``nan`` (undefined) is written as ``null``. Version 2 adds two optional fields, ``intervals``
+(bootstrap confidence intervals) and ``slices`` (every metric per metadata value), both ``null``
+when not computed (:mod:`segiou.stats` computes them); readers accept versions 1 and 2
+(:data:`RESULT_VERSIONS`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,13 +22,16 @@ from segiou._typing import CountMatrix, FloatArray, IntArray
 from segiou._version import __version__
 from segiou.confusion import ConfusionMatrix
 from segiou.conventions import Convention, get_convention
-from segiou.errors import UsageError
+from segiou.errors import UnknownNameError, UsageError
 from segiou.labels import LabelSpec
 
-__all__ = ["RESULT_FORMAT", "RESULT_VERSION", "Result", "evaluate"]
+__all__ = ["RESULT_FORMAT", "RESULT_VERSION", "RESULT_VERSIONS", "Result", "evaluate"]
 
 RESULT_FORMAT = "segiou.result"
-RESULT_VERSION = 1
+#: The version :meth:`Result.to_dict` writes.
+RESULT_VERSION = 2
+#: The versions readers (:func:`segiou.compare.compare_reports`, the reports) accept.
+RESULT_VERSIONS = (1, 2)
 
 _PER_CLASS_SCORES = ("iou", "dice", "precision", "recall")
 _COUNTS = ("tp", "fp", "fn", "void", "gt_pixels", "pred_pixels")
@@ -63,6 +70,13 @@ class Result:
         Batch keys counted (0 for a bare count matrix).
     beta : float or None
         The β of ``fbeta``/``mfbeta`` (``None``: not evaluated).
+    intervals : dict or None
+        Bootstrap confidence intervals in the document's form (``method``, ``unit``,
+        ``resamples``, ``level``, ``seed``, ``summary``, ``classes``, ``categories``; see the
+        README), or ``None`` when not computed (:func:`segiou.stats.evaluate_with_intervals`).
+    slices : dict or None
+        Every metric per metadata value (``min_images``, ``columns``, ``unmatched``; see the
+        README), or ``None`` when no slices were asked for.
     """
 
     labels: str
@@ -76,6 +90,8 @@ class Result:
     images: int = 0
     batches: int = 0
     beta: float | None = None
+    intervals: dict[str, Any] | None = None
+    slices: dict[str, Any] | None = None
 
     @property
     def miou(self) -> float:
@@ -83,7 +99,11 @@ class Result:
         return self.summary["miou"]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict in the documented, versioned schema (``nan`` -> ``None``)."""
+        """JSON-safe dict in the documented, versioned schema (``nan`` -> ``None``).
+
+        ``intervals`` and ``slices`` are written as they are held (already JSON-safe, undefined
+        numbers as ``None``), or ``None`` when not computed.
+        """
         classes = [
             {"id": i, "name": n}
             | {
@@ -120,7 +140,64 @@ class Result:
             "images": self.images,
             "batches": self.batches,
             "beta": self.beta,
+            "intervals": self.intervals,
+            "slices": self.slices,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Result:
+        """Rebuild a result from its JSON document (schema version 1 or 2).
+
+        Parameters
+        ----------
+        d : mapping
+            What :meth:`to_dict` wrote (e.g. read back from ``segiou eval --json``).
+
+        Returns
+        -------
+        Result
+            ``Result.from_dict(r.to_dict()).to_dict() == r.to_dict()``.
+
+        Raises
+        ------
+        UsageError
+            Not a ``segiou.result`` document of a version this segiou reads.
+        """
+        if (not isinstance(d, Mapping) or d.get("format") != RESULT_FORMAT
+                or d.get("version") not in RESULT_VERSIONS):  # fmt: skip
+            found = (d.get("format"), d.get("version")) if isinstance(d, Mapping) else type(d)
+            msg = (
+                f"not a segiou.result document of version {list(RESULT_VERSIONS)} (found {found!r})"
+            )
+            raise UsageError(msg)
+        c = d["convention"]
+        try:
+            conv = get_convention(c["name"])
+        except UnknownNameError:
+            conv = None
+        if conv is None or conv.to_dict() != c:  # a convention of another segiou version
+            fill = math.nan if c["fill"] is None else float(c["fill"])
+            conv = Convention(c["name"], c["mean_over"], fill, c["description"],
+                              tuple(c["differences"]))  # fmt: skip
+        classes = d["classes"]
+        scores = [
+            k for k in ("iou", "dice", "precision", "recall", "fbeta")
+            if classes and k in classes[0]
+        ]  # fmt: skip
+        per_class = {k: _floats(x[k] for x in classes) for k in scores}
+        for k in ("tp", "fp", "fn", "void", "gt_pixels", "pred_pixels"):
+            per_class[k] = np.array([x[k] for x in classes], dtype=np.int64)
+        cats = None
+        if d.get("categories") is not None:
+            cs = d["categories"]
+            cats = {"names": [x["name"] for x in cs], "iou": _floats(x["iou"] for x in cs)}
+            cats |= {k: np.array([x[k] for x in cs], dtype=np.int64) for k in ("tp", "fp", "fn")}
+        summary = {k: math.nan if v is None else float(v) for k, v in d["summary"].items()}
+        return cls(labels=d["labels"], class_names=[x["name"] for x in classes],
+                   convention=conv, per_class=per_class, summary=summary, categories=cats,
+                   pixels=d["pixels"], counting=d["counting"], images=d["images"],
+                   batches=d["batches"], beta=d["beta"], intervals=d.get("intervals"),
+                   slices=d.get("slices"))  # fmt: skip
 
     def to_json(self, indent: int | None = 2) -> str:
         """Return the :meth:`to_dict` document as strict JSON text.
@@ -136,6 +213,10 @@ class Result:
             Strict JSON: undefined scores are ``null``, never ``NaN``.
         """
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+
+def _floats(values: Iterable[Any]) -> np.ndarray:
+    return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
 
 
 def _num(x: Any) -> float | int | None:

@@ -650,7 +650,9 @@ def test_result_to_json_is_strict_with_nulls():
     r = evaluate(cm, preset="cityscapes")
     doc = _strict_json(r.to_json())
     assert doc["format"] == "segiou.result"
-    assert doc["version"] == 1
+    assert doc["version"] == 2
+    assert doc["intervals"] is None
+    assert doc["slices"] is None
     assert doc["writer"] == {"segiou": segiou.__version__}
     assert doc["labels"] == "cityscapes"
     assert doc["convention"]["name"] == "cityscapes"

@@ -1,10 +1,10 @@
 """The ``segiou`` command line: parse, call the public API, render. No counting, no math.
 
-One module per subcommand (:mod:`~segiou.cli.eval`, :mod:`~segiou.cli.demo`,
-:mod:`~segiou.cli.ingest`, :mod:`~segiou.cli.report`, :mod:`~segiou.cli.geometry` for ``box``
-and ``sets``, :mod:`~segiou.cli.serve`, and the service's clients :mod:`~segiou.cli.push`,
-:mod:`~segiou.cli.runs`, :mod:`~segiou.cli.result`); each has
-``register(subparsers)``, which sets the subcommand's ``func``. :func:`main` maps every
+One module per subcommand (:mod:`~segiou.cli.eval`, :mod:`~segiou.cli.compare`,
+:mod:`~segiou.cli.demo`, :mod:`~segiou.cli.ingest`, :mod:`~segiou.cli.report`,
+:mod:`~segiou.cli.geometry` for ``box`` and ``sets``, :mod:`~segiou.cli.serve`, and the
+service's clients :mod:`~segiou.cli.push`, :mod:`~segiou.cli.runs`, :mod:`~segiou.cli.result`);
+each has ``register(subparsers)``, which sets the subcommand's ``func``. :func:`main` maps every
 :class:`~segiou.errors.SegiouError` to exit code 2 and its one-line message, with no traceback.
 """
 
@@ -36,11 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     -------
     argparse.ArgumentParser
         A parser with ``--version`` and a required subcommand: ``demo``, ``eval``,
-        ``ingest``, ``report``, ``box``, ``sets``, ``serve``, ``push``, ``runs`` and ``result``.
-        Each subcommand sets ``func``, which takes the parsed namespace and returns the exit code.
+        ``compare``, ``ingest``, ``report``, ``box``, ``sets``, ``serve``, ``push``, ``runs`` and
+        ``result``. Each subcommand sets ``func``, which takes the parsed namespace and returns the
+        exit code.
     """
     from segiou._version import __version__
-    from segiou.cli import demo, geometry, ingest, push, report, serve
+    from segiou.cli import compare, demo, geometry, ingest, push, report, serve
     from segiou.cli import eval as eval_
     from segiou.cli import result as result_
     from segiou.cli import runs as runs_
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"segiou {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (demo, eval_, ingest, report, geometry, serve, push, runs_, result_):
+    for module in (demo, eval_, compare, ingest, report, geometry, serve, push, runs_, result_):
         module.register(sub)
     return parser
 

@@ -11,7 +11,14 @@ import argparse
 import sys
 from typing import Any
 
-from segiou.cli.options import EvalOptions, add_eval_options, positive_float, positive_int
+from segiou.cli.options import (
+    EvalOptions,
+    add_eval_options,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
+from segiou.errors import UsageError
 
 __all__ = ["register", "run"]
 
@@ -32,7 +39,7 @@ def register(sub: Any) -> None:
                     help="PNG folders only: how files pair up (default: same relative names)")  # fmt: skip
     ev.add_argument("--gt-pattern", help="PNG folders only: glob of ground-truth files")
     ev.add_argument("--pred-pattern", help="PNG folders only: glob of prediction files")
-    ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v1)")
+    ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v2)")
     ev.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
     ev.add_argument("--state", metavar="FILE", help="also save the count state (JSON checkpoint)")
     ev.add_argument("--report", metavar="FILE",
@@ -43,6 +50,21 @@ def register(sub: Any) -> None:
     ev.add_argument("--top", type=positive_int, default=5,
                     help="confusions and worst images to list, printed and in --report "
                     "(default: %(default)s)")  # fmt: skip
+    ev.add_argument("--bootstrap", type=nonnegative_int, default=1000, metavar="B",
+                    help="percentile-bootstrap resamples of images for the intervals of every "
+                    "metric; 0 turns them off (default: %(default)s)")  # fmt: skip
+    ev.add_argument("--bootstrap-seed", type=nonnegative_int, default=0, metavar="S",
+                    help="seed of the resamples (default: %(default)s)")  # fmt: skip
+    ev.add_argument("--bootstrap-groups", metavar="COLUMN",
+                    help="resample groups of correlated images (video frames, tiles of one "
+                    "scene): a column of the --slices metadata")  # fmt: skip
+    ev.add_argument("--slices", metavar="META",
+                    help="image metadata (CSV with an 'image' column, or JSON): every metric "
+                    "per value of every column")  # fmt: skip
+    ev.add_argument("--min-slice-images", type=positive_int, default=30, metavar="N",
+                    help="flag slices with fewer images (default: %(default)s)")  # fmt: skip
+    ev.add_argument("--error-maps", metavar="STORE",
+                    help="also write per-pixel error maps to this Zarr store (same pass)")  # fmt: skip
     ev.set_defaults(func=run)
 
 
@@ -96,8 +118,16 @@ def run(args: argparse.Namespace) -> int:
         write_report,
     )
     from segiou.results import evaluate
+    from segiou.stats import evaluate_with_intervals, read_metadata
 
     opts = EvalOptions.from_namespace(args)
+    meta = read_metadata(opts.slices) if opts.slices else None  # refused before counting
+    if meta is not None and opts.bootstrap_groups and opts.bootstrap_groups not in meta.columns:
+        msg = (
+            f"--bootstrap-groups {opts.bootstrap_groups!r} is not a column of {meta.source} "
+            f"(columns: {list(meta.columns)})"
+        )
+        raise UsageError(msg)
     progress = not opts.quiet and sys.stderr.isatty()
     with scheduler_context(opts.scheduler) as scheduler:
         cm = count_stores(
@@ -107,10 +137,19 @@ def run(args: argparse.Namespace) -> int:
             missing_gt_chunks=opts.missing_gt_chunks, layout=opts.layout,
             gt_pattern=opts.gt_pattern, pred_pattern=opts.pred_pattern, scheduler=scheduler,
             split_every=opts.split_every, task_seconds=opts.task_seconds,
-            ns_per_px=opts.ns_per_px, progress=progress,
+            ns_per_px=opts.ns_per_px, progress=progress, error_maps=opts.error_maps,
         )  # fmt: skip
+    if opts.error_maps:
+        print(f"wrote {opts.error_maps}", file=sys.stderr)
     _warn_assumed_raw_ids(cm, opts)
-    result = evaluate(cm, preset=opts.preset, beta=opts.beta)
+    if opts.bootstrap or meta is not None:
+        result = evaluate_with_intervals(
+            cm, preset=opts.preset, beta=opts.beta, resamples=opts.bootstrap,
+            seed=opts.bootstrap_seed, groups=opts.bootstrap_groups, slices=meta,
+            min_slice_images=opts.min_slice_images,
+        )  # fmt: skip
+    else:
+        result = evaluate(cm, preset=opts.preset, beta=opts.beta)
     # the files first: a reader that closes stdout early (| head) must not lose them
     if opts.json:
         write_atomic(opts.json, result.to_json() + "\n", what="--json")
@@ -126,6 +165,6 @@ def run(args: argparse.Namespace) -> int:
         report = Report.from_result(result, cm=cm, top=opts.top, source=source)
         write_report(report, opts.report, opts.report_format, what="--report")
         print(f"wrote {opts.report}", file=sys.stderr)
-    print(render_text(result))
+    print(render_text(result))  # with its intervals and slices
     print(render_analysis(cm, top=opts.top))
     return 0

@@ -23,9 +23,11 @@ __all__ = [
     "add_eval_options",
     "hw",
     "labels_arg",
+    "nonnegative_float",
     "nonnegative_int",
     "positive_float",
     "positive_int",
+    "probability",
 ]
 
 
@@ -103,6 +105,60 @@ def positive_float(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         msg = f"{text!r} is not a positive finite number"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """Parse a finite number of at least 0 (an argparse type).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not a finite number >= 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        msg = f"{text!r} is not a finite number >= 0"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def probability(text: str) -> float:
+    """Parse a number strictly between 0 and 1, such as a significance level (an argparse type).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not a number in (0, 1).
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        msg = f"{text!r} is not a number between 0 and 1 (e.g. 0.05)"
         raise argparse.ArgumentTypeError(msg)
     return value
 
@@ -236,6 +292,12 @@ class EvalOptions:
     report_format: str | None
     top: int
     quiet: bool
+    bootstrap: int = 1000
+    bootstrap_seed: int = 0
+    bootstrap_groups: str | None = None
+    slices: str | None = None
+    min_slice_images: int = 30
+    error_maps: Path | None = None
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> EvalOptions:
@@ -254,11 +316,14 @@ class EvalOptions:
         ------
         UsageError
             An unknown preset, ``--split-every`` below 2, ``--task-seconds`` or
-            ``--ns-per-px`` not positive, an output that cannot be written (see
-            :func:`segiou.outputs.check_outputs`: empty, not a regular file, in a folder that
-            does not exist or is not writable, the same file as another output, or inside an
-            input), a ``--report`` whose suffix names no report format, or an HTML report
-            without the ``report`` extra.
+            ``--ns-per-px`` not positive, ``--bootstrap-groups`` without ``--slices``, an output
+            that cannot be written (see :func:`segiou.outputs.check_outputs`: empty, not a
+            regular file, in a folder that does not exist or is not writable, the same file as
+            another output, or inside an input; for ``--error-maps``
+            :func:`segiou.io.maps.check_maps_output`), a ``--report`` whose suffix names no
+            report format, or an HTML report without the ``report`` extra.
+        StoreExistsError
+            ``--error-maps`` names something other than error maps segiou wrote.
         LabelSpecError
             An invalid ``--labels`` value.
         """
@@ -275,6 +340,19 @@ class EvalOptions:
             if value is not None and not value > 0:  # (not: also refuses nan)
                 msg = f"--{opt.replace('_', '-')} {value}: give a positive number"
                 raise UsageError(msg)
+        groups = getattr(ns, "bootstrap_groups", None)
+        slices = getattr(ns, "slices", None)
+        if groups and not slices:
+            msg = (
+                f"--bootstrap-groups {groups!r} names a column of the image metadata: give the "
+                "metadata with --slices meta.csv"
+            )
+            raise UsageError(msg)
+        maps = None
+        if getattr(ns, "error_maps", None) is not None:
+            from segiou.io.maps import check_maps_output
+
+            maps = check_maps_output(ns.error_maps, inputs=[ns.gt, ns.pred])
         outputs = check_outputs(
             {
                 f"--{o.replace('_', '-')}": getattr(ns, o, None)
@@ -300,4 +378,7 @@ class EvalOptions:
             layout=ns.layout, gt_pattern=ns.gt_pattern, pred_pattern=ns.pred_pattern,
             json=outputs["--json"], per_image=outputs["--per-image"], state=outputs["--state"],
             report=outputs["--report"], report_format=report_format, top=ns.top, quiet=ns.quiet,
+            bootstrap=getattr(ns, "bootstrap", 1000),
+            bootstrap_seed=getattr(ns, "bootstrap_seed", 0), bootstrap_groups=groups,
+            slices=slices, min_slice_images=getattr(ns, "min_slice_images", 30), error_maps=maps,
         )  # fmt: skip

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from segiou.cli.options import positive_float, positive_int
+from segiou.cli.options import nonnegative_int, positive_float, positive_int
 
 __all__ = ["register", "run"]
 
@@ -45,6 +45,11 @@ def register(sub: Any) -> None:
                     help="for a state: the averaging convention (default: segiou)")  # fmt: skip
     rp.add_argument("--beta", type=positive_float, default=None, metavar="B",
                     help="for a state: also report F-beta per class and its mean")  # fmt: skip
+    rp.add_argument("--bootstrap", type=nonnegative_int, default=1000, metavar="B",
+                    help="a state's intervals: percentile-bootstrap resamples of images, as for "
+                    "eval (0 turns them off; default: %(default)s)")  # fmt: skip
+    rp.add_argument("--bootstrap-seed", type=nonnegative_int, default=0, metavar="S",
+                    help="seed of the resamples (default: %(default)s)")  # fmt: skip
     rp.add_argument("--top", type=positive_int, default=10,
                     help="confused pairs and worst images to list (default: %(default)s)")  # fmt: skip
     rp.add_argument("--plots", metavar="DIR", default=None,
@@ -93,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(msg)
     if fmt == "html" or args.plots is not None:
         require_plotting("--plots" if fmt != "html" else "an HTML report")
-    report = Report.load(args.input, preset=args.preset, beta=args.beta, top=args.top)
+    report = Report.load(args.input, preset=args.preset, beta=args.beta, top=args.top,
+                         bootstrap=args.bootstrap, seed=args.bootstrap_seed)  # fmt: skip
     written = [write_report(report, args.output, fmt, what="-o")]
     if args.plots is not None:
         written += export_plots(report, args.plots)

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from segiou.cli._server_options import add_server_options, client_from
-from segiou.cli.options import positive_float, positive_int
+from segiou.cli.options import nonnegative_int, positive_float, positive_int
 
 __all__ = ["register", "run"]
 
@@ -26,7 +26,12 @@ def register(sub: Any) -> None:
     p.add_argument("--preset", default="segiou", help="averaging convention (as for eval)")
     p.add_argument("--beta", type=positive_float, default=None, metavar="B",
                    help="also report F-beta per class and its mean")  # fmt: skip
-    p.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v1)")
+    p.add_argument("--bootstrap", type=nonnegative_int, default=1000, metavar="B",
+                   help="percentile-bootstrap resamples of images for the intervals, as for eval "
+                   "(runs with per-image rows; 0 turns them off; default: %(default)s)")  # fmt: skip
+    p.add_argument("--bootstrap-seed", type=nonnegative_int, default=0, metavar="S",
+                   help="seed of the resamples (default: %(default)s)")  # fmt: skip
+    p.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v2)")
     p.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
     p.add_argument("--state", metavar="FILE", help="also save the run's state (JSON checkpoint)")
     p.add_argument("--top", type=positive_int, default=5,
@@ -65,7 +70,13 @@ def run(args: argparse.Namespace) -> int:
     outs = {o: checked[f"--{o.replace('_', '-')}"] for o in ("json", "per_image", "state")}
     with client_from(args, args.run) as client:
         cm = client.state()
-    result = evaluate(cm, preset=args.preset, beta=args.beta)
+    if args.bootstrap and cm.per_image and cm.n_images:  # the intervals eval shows too
+        from segiou.stats import evaluate_with_intervals
+
+        result = evaluate_with_intervals(cm, preset=args.preset, beta=args.beta,
+                                         resamples=args.bootstrap, seed=args.bootstrap_seed)  # fmt: skip
+    else:
+        result = evaluate(cm, preset=args.preset, beta=args.beta)
     if outs["json"]:
         write_atomic(outs["json"], result.to_json() + "\n", what="--json")
         print(f"wrote {outs['json']}", file=sys.stderr)

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import http.client
 import json
-import math
 import random
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
 from segiou.confusion import ConfusionMatrix
-from segiou.conventions import Convention, get_convention
 from segiou.errors import (
     RefusedError,
     ServiceUnavailableError,
-    UnknownNameError,
     UsageError,
 )
 from segiou.labels import LabelSpec, load_spec
@@ -474,12 +471,8 @@ def _refused(method: str, path: str, status: int, data: bytes) -> RefusedError:
 
 
 # -- results read back ----------------------------------------------------------------------------
-def _floats(values: Iterable[Any]) -> np.ndarray:
-    return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
-
-
 def result_from_dict(d: Mapping[str, Any]) -> Result:
-    """Rebuild a :class:`~segiou.results.Result` from its ``segiou.result`` v1 JSON.
+    """Rebuild a :class:`~segiou.results.Result` from its JSON (see :meth:`Result.from_dict`).
 
     Parameters
     ----------
@@ -489,40 +482,10 @@ def result_from_dict(d: Mapping[str, Any]) -> Result:
     Returns
     -------
     Result
-        ``result_from_dict(r.to_dict()).to_dict() == r.to_dict()``.
 
     Raises
     ------
     UsageError
-        Not a ``segiou.result`` version 1 document.
+        Not a ``segiou.result`` document of a version this segiou reads.
     """
-    if not isinstance(d, Mapping) or d.get("format") != "segiou.result" or d.get("version") != 1:
-        found = (d.get("format"), d.get("version")) if isinstance(d, Mapping) else type(d)
-        msg = f"not a segiou.result version 1 document (found {found!r})"
-        raise UsageError(msg)
-    c = d["convention"]
-    try:
-        conv = get_convention(c["name"])
-    except UnknownNameError:
-        conv = None
-    if conv is None or conv.to_dict() != c:  # a convention of another segiou version
-        fill = math.nan if c["fill"] is None else float(c["fill"])
-        conv = Convention(c["name"], c["mean_over"], fill, c["description"],
-                          tuple(c["differences"]))  # fmt: skip
-    classes = d["classes"]
-    scores = [
-        k for k in ("iou", "dice", "precision", "recall", "fbeta") if classes and k in classes[0]
-    ]
-    per_class = {k: _floats(x[k] for x in classes) for k in scores}
-    for k in ("tp", "fp", "fn", "void", "gt_pixels", "pred_pixels"):
-        per_class[k] = np.array([x[k] for x in classes], dtype=np.int64)
-    cats = None
-    if d.get("categories") is not None:
-        cs = d["categories"]
-        cats = {"names": [x["name"] for x in cs], "iou": _floats(x["iou"] for x in cs)}
-        cats |= {k: np.array([x[k] for x in cs], dtype=np.int64) for k in ("tp", "fp", "fn")}
-    summary = {k: math.nan if v is None else float(v) for k, v in d["summary"].items()}
-    return Result(labels=d["labels"], class_names=[x["name"] for x in classes], convention=conv,
-                  per_class=per_class, summary=summary, categories=cats, pixels=d["pixels"],
-                  counting=d["counting"], images=d["images"], batches=d["batches"],
-                  beta=d["beta"])  # fmt: skip
+    return Result.from_dict(d)

@@ -27,6 +27,7 @@ from segiou.errors import (
     UsageError,
 )
 from segiou.images import ImageRows
+from segiou.io.maps import create_maps
 from segiou.io.sources import FolderLayout, Source, open_pair
 from segiou.io.zarr import MaskSet, Missing, open_masks
 from segiou.labels import IdSpace, LabelSpec, load_spec
@@ -142,6 +143,7 @@ def count_stores(
     task_seconds: float | None = None,
     ns_per_px: float | None = None,
     progress: bool = False,
+    error_maps: str | Path | None = None,
 ) -> ConfusionMatrix:
     """Count a whole test set (Zarr stores or folders of label images) in parallel with Dask.
 
@@ -192,6 +194,11 @@ def count_stores(
         :func:`segiou.io.png.find_pairs`).
     progress : bool, default False
         Show a progress bar (Dask's local diagnostics, or distributed's progress).
+    error_maps : str or Path, optional
+        Also write, for every pixel, where it went (correct, false with both classes,
+        ignored, void, unexpected) to this Zarr store, from the same tasks in the same pass
+        (see :mod:`segiou.io.maps`). A local path that does not exist (or error maps segiou
+        wrote, replaced); it appears only when the count succeeded.
 
     Returns
     -------
@@ -268,16 +275,27 @@ def count_stores(
         raise MaskNotFoundError(msg)
     job = Job(gms, pms, index, spec, out.gt_ids, out.pred_ids, on_unexpected,
                missing_gt_chunks, void_value)  # fmt: skip
+    maps = None
+    if error_maps is not None:  # written by the counting tasks, as they count (segiou.io.maps)
+        maps = create_maps(error_maps, gms, spec, out.gt_ids, out.pred_ids,
+                           sources={"gt": gms.where(), "pred": pms.where() if pms else ""})  # fmt: skip
+        job = replace(job, maps=maps)
     chunked = isinstance(gms, MaskSet) and (pms is None or isinstance(pms, MaskSet))
-    partial = _run(job, chunked, scheduler, split_every, pixels_per_task, task_seconds,
-                   ns_per_px, progress)  # fmt: skip
-    if partial is None:
+    try:
+        part = _run(job, chunked, scheduler, split_every, pixels_per_task, task_seconds,
+                    ns_per_px, progress)  # fmt: skip
+        odd = _unexpected_values(part.odd) if part is not None else {}
+        if odd and on_unexpected == "raise":
+            raise _unexpected_error(job, odd)
+    except BaseException:
+        if maps is not None:  # no half-written maps are left behind
+            maps.abort()
+        raise
+    if maps is not None:
+        maps.commit()
+    if part is None:
         return out
-    part = partial
     k = spec.num_classes
-    odd = _unexpected_values(part.odd)
-    if odd and on_unexpected == "raise":
-        raise _unexpected_error(job, odd)
     unexp: dict[str, dict[int, int]] = {"gt": {}, "pred": {}}
     for (_, side, value), (count, _) in odd.items():
         unexp[side][value] = unexp[side].get(value, 0) + count

@@ -29,6 +29,7 @@ from segiou.errors import (
 )
 from segiou.images import ImageRows
 from segiou.io.chunks import ChunkCache, image_array, read_region
+from segiou.io.maps import MapWriter
 from segiou.io.sources import Source
 from segiou.io.zarr import MaskSet, Missing
 from segiou.labels import IdSpace, LabelSpec
@@ -60,6 +61,8 @@ class Job:
     on_unexpected: OnUnexpected
     missing_gt_chunks: Missing
     void_value: int | None
+    #: Error maps: when set, every chunk pair counted is also written there (same pass).
+    maps: MapWriter | None = None
 
     @functools.cached_property
     def lookup(self) -> Lookup:
@@ -92,6 +95,8 @@ def walk_image(job: Job, i: int, rows: tuple[int, int], gcache: ChunkCache,
                 p = read_region(pcache, pn, y0, y1, x0, x1)
             if counter is not None:
                 counter.add(g, p)
+                if job.maps is not None:  # the error map of what was just counted
+                    job.maps.write(i, y0, y1, x0, x1, g, p)
             else:
                 assert whole_g is not None
                 whole_g[y0 - top : y1 - top, x0:x1] = g
@@ -149,6 +154,8 @@ def count_group(job: Job, units: IntArray) -> Partial:
         if not chunked:  # image files: decode whole images (never split)
             g, p = whole_image(job, i)
             counter.add(g, p)
+            if job.maps is not None:
+                job.maps.write(i, 0, g.shape[0], 0, g.shape[1], g, p)
             full = counter.finish()
             if full[k + 1, :].any() or full[:k, k + 1].any():
                 odd += describe(job, i, g, p)

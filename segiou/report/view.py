@@ -158,8 +158,8 @@ class Report:
 
     @classmethod
     def from_state(cls, cm: ConfusionMatrix, *, preset: str = "segiou",
-                   beta: float | None = None, top: int = 10,
-                   source: str = "a count state") -> Report:  # fmt: skip
+                   beta: float | None = None, top: int = 10, source: str = "a count state",
+                   bootstrap: int = 0, seed: int = 0) -> Report:  # fmt: skip
         """Evaluate a state with :func:`segiou.evaluate` and make its report.
 
         Parameters
@@ -174,6 +174,11 @@ class Report:
             Confused pairs and worst images to list.
         source : str
             What to call the input in the report.
+        bootstrap : int, default 0
+            Resamples of images for the intervals (:func:`segiou.stats.evaluate_with_intervals`)
+            when the state keeps per-image counts (format 2); 0: none.
+        seed : int, default 0
+            Seed of the resamples.
 
         Returns
         -------
@@ -181,7 +186,14 @@ class Report:
         """
         from segiou.results import evaluate
 
-        result = evaluate(cm, preset=preset, beta=beta)
+        rows = cm.images.rows if cm.per_image and cm.n_images else None
+        if bootstrap and rows is not None and rows.legacy is None:
+            from segiou.stats import evaluate_with_intervals
+
+            result = evaluate_with_intervals(cm, preset=preset, beta=beta, resamples=bootstrap,
+                                             seed=seed)  # fmt: skip
+        else:
+            result = evaluate(cm, preset=preset, beta=beta)
         return cls.from_result(result, cm=cm, top=top, source=source)
 
     @classmethod
@@ -235,7 +247,7 @@ class Report:
 
     @classmethod
     def load(cls, path: str | Path, *, preset: str | None = None, beta: float | None = None,
-             top: int = 10) -> Report:  # fmt: skip
+             top: int = 10, bootstrap: int = 0, seed: int = 0) -> Report:  # fmt: skip
         """Make the report of a saved state or of a result JSON file.
 
         Parameters
@@ -249,6 +261,8 @@ class Report:
             For a state: also report F-beta.
         top : int, default 10
             Confused pairs and worst images to list.
+        bootstrap, seed : int
+            For a state: intervals, as for :meth:`from_state`.
 
         Returns
         -------
@@ -278,7 +292,8 @@ class Report:
         if kind == "segiou.confusion":
             cm = ConfusionMatrix.from_dict(data, source=str(p))
             how = preset or "segiou"
-            return cls.from_state(cm, preset=how, beta=beta, top=top,
+            return cls.from_state(cm, preset=how, beta=beta, top=top, bootstrap=bootstrap,
+                                  seed=seed,
                                   source=f"state {p.name} (evaluated with preset {how!r})")  # fmt: skip
         if kind != "segiou.result":
             shown = "no format field" if kind is None else f"format {kind!r}"

@@ -1,0 +1,168 @@
+"""``segiou compare``: the paired bootstrap gate between two saved states. No statistics here.
+
+Loads both states, calls :func:`segiou.stats.compare_states`, renders the verdict
+(:mod:`segiou.report.gate`). Exit code 1 when a drop is both significant and beyond its
+threshold, 0 otherwise, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from segiou.cli.options import nonnegative_float, nonnegative_int, positive_int, probability
+from segiou.errors import CheckpointError, UsageError
+
+__all__ = ["EXIT_REGRESSION", "load_state", "register", "run"]
+
+#: Exit code of a significant drop beyond its threshold.
+EXIT_REGRESSION = 1
+
+
+def register(sub: Any) -> None:
+    """Add the ``compare`` subcommand to an ``argparse`` subparsers object.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers()`` returned.
+    """
+    p = sub.add_parser(
+        "compare",
+        help="paired bootstrap gate: did the candidate get significantly worse than the baseline?",
+        description="Compare two runs on the images they share with a paired bootstrap. Exit "
+        "code 1 when mIoU or a class IoU dropped significantly and beyond its threshold, 0 "
+        "otherwise, 2 on bad input.",
+    )
+    p.add_argument("baseline", help="saved state of the baseline run (segiou eval --state)")
+    p.add_argument("candidate", help="saved state of the candidate run")
+    p.add_argument("--alpha", type=probability, default=0.05,
+                   help="significance level; intervals cover 1 - alpha (default: %(default)s)")  # fmt: skip
+    p.add_argument("--max-miou-drop", type=nonnegative_float, default=0.005, metavar="X",
+                   help="a significant mIoU drop fails beyond this, as a fraction "
+                   "(default: %(default)s = 0.5 points)")  # fmt: skip
+    p.add_argument("--max-class-drop", type=nonnegative_float, default=0.02, metavar="Y",
+                   help="a significant class IoU drop fails beyond this (default: %(default)s)")  # fmt: skip
+    p.add_argument("--shared-images", action="store_true",
+                   help="compare on the images both runs scored (default: refuse different "
+                   "image sets)")  # fmt: skip
+    p.add_argument("--format", choices=["text", "md", "json"], default="text",
+                   help="output format; md is ready for a pull-request comment")  # fmt: skip
+    p.add_argument("--preset", default="segiou", help="averaging convention for both runs")
+    p.add_argument("--bootstrap", type=positive_int, default=1000, metavar="B",
+                   help="paired resamples (default: %(default)s)")  # fmt: skip
+    p.add_argument("--bootstrap-seed", type=nonnegative_int, default=0, metavar="S",
+                   help="seed of the resamples (default: %(default)s)")  # fmt: skip
+    p.add_argument("--correction", choices=["holm", "none"], default="holm",
+                   help="multiple-testing adjustment of the per-class p-values")  # fmt: skip
+    p.add_argument(
+        "--slices", metavar="META", help="image metadata (CSV/JSON) for --bootstrap-groups"
+    )
+    p.add_argument("--bootstrap-groups", metavar="COLUMN",
+                   help="resample groups of correlated images (a --slices column)")  # fmt: skip
+    p.add_argument("--output", "-o", metavar="FILE", help="also write the output to FILE")
+    p.set_defaults(func=run)
+
+
+def load_state(path: str, who: str) -> Any:
+    """Load a saved state for the gate; a result report is refused saying what to pass instead.
+
+    Parameters
+    ----------
+    path : str
+        A state file (``segiou eval --state``, ``ConfusionMatrix.save``).
+    who : str
+        ``"baseline"`` or ``"candidate"``, for messages.
+
+    Returns
+    -------
+    ConfusionMatrix
+
+    Raises
+    ------
+    CheckpointError
+        Unreadable, not JSON, a result report, or not a valid state.
+    """
+    from segiou.confusion import ConfusionMatrix
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        msg = f"{who} {path!r} does not exist"
+        raise CheckpointError(msg) from err
+    except (OSError, ValueError) as err:
+        msg = f"{who} {path!r} is not readable JSON: {err}"
+        raise CheckpointError(msg) from err
+    if isinstance(data, dict) and data.get("format") == "segiou.result":
+        msg = (
+            f"{who} {path!r} is a result report (segiou.result), which holds no per-image "
+            "counts; the paired test needs them: pass the state written by segiou eval --state"
+        )
+        raise CheckpointError(msg)
+    return ConfusionMatrix.from_dict(data, source=f"{who} {path!r}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``segiou compare``: load, compare, print (and write) the verdict.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        What the ``compare`` subparser returned.
+
+    Returns
+    -------
+    int
+        1 when the gate fails, else 0.
+
+    Raises
+    ------
+    SegiouError
+        Bad input (the command line prints the message and exits 2).
+    """
+    from segiou.conventions import PRESETS
+    from segiou.outputs import check_outputs, write_atomic
+    from segiou.report.gate import render_comparison_markdown, render_comparison_text
+    from segiou.stats import compare_states, read_metadata
+
+    if args.preset not in PRESETS:
+        msg = f"--preset {args.preset!r} is not a preset; choose one of {sorted(PRESETS)}"
+        raise UsageError(msg)
+    if args.bootstrap_groups and not args.slices:
+        msg = "--bootstrap-groups names a column of the image metadata: give it with --slices"
+        raise UsageError(msg)
+    out = check_outputs({"--output": args.output},
+                        inputs=[args.baseline, args.candidate])["--output"]  # fmt: skip
+    base, cand = load_state(args.baseline, "baseline"), load_state(args.candidate, "candidate")
+    groups = None
+    if args.bootstrap_groups:
+        meta = read_metadata(args.slices)
+        if args.bootstrap_groups not in meta.columns:
+            msg = (
+                f"--bootstrap-groups {args.bootstrap_groups!r} is not a column of "
+                f"{meta.source} (columns: {list(meta.columns)})"
+            )
+            raise UsageError(msg)
+        groups = {n: v[args.bootstrap_groups] for n, v in meta.values.items()}
+    comp = compare_states(
+        base, cand, preset=args.preset, resamples=args.bootstrap, seed=args.bootstrap_seed,
+        alpha=args.alpha, max_miou_drop=args.max_miou_drop, max_class_drop=args.max_class_drop,
+        shared_images=args.shared_images, correction=args.correction, groups=groups,
+        group_name=args.bootstrap_groups or "group",
+    )  # fmt: skip
+    doc = comp.to_dict()
+    names = {"baseline": args.baseline, "candidate": args.candidate}
+    if args.format == "json":
+        text = json.dumps(doc | {"inputs": names}, indent=2, allow_nan=False) + "\n"
+    elif args.format == "md":
+        text = render_comparison_markdown(doc, **names)
+    else:
+        text = render_comparison_text(doc, **names)
+    if out is not None:
+        write_atomic(out, text, what="--output")
+        print(f"wrote {args.output}", file=sys.stderr)
+    sys.stdout.write(text)
+    return EXIT_REGRESSION if comp.failed else 0

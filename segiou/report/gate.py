@@ -1,0 +1,151 @@
+"""Render a comparison-gate document (:func:`segiou.stats.compare_states`) as text or Markdown.
+
+Renders the JSON-safe document only (``segiou.comparison`` version 1); no statistics here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["render_comparison_markdown", "render_comparison_text"]
+
+
+def _pts(x: float | None, signed: bool = False) -> str:
+    """Show a fraction in percentage points (``-`` when undefined)."""
+    if x is None:
+        return "-"
+    return f"{100 * x:+.2f}" if signed else f"{100 * x:.2f}"
+
+
+def _ci(iv: list[float] | None) -> str:
+    return "-" if iv is None else f"[{100 * iv[0]:+.2f}, {100 * iv[1]:+.2f}]"
+
+
+def _p(p: float | None) -> str:
+    return "-" if p is None else f"{p:.3g}"
+
+
+def _md(text: object) -> str:
+    """User-given text (class names, paths) as Markdown table text: no markup, no breaks."""
+    s = "".join(c if c.isprintable() else " " for c in str(text))
+    for ch in "\\`*_[]<>|#":
+        s = s.replace(ch, "\\" + ch)
+    return s
+
+
+def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) -> list[str]:
+    """Two lines: what was compared, and how (``esc`` escapes user-given names)."""
+    im, bs = doc["images"], doc["bootstrap"]
+    shared = f"{im['shared']:,} shared images"
+    if im["baseline_only"] or im["candidate_only"]:
+        shared += (
+            f" ({im['baseline_only']:,} only in the baseline and {im['candidate_only']:,} only "
+            "in the candidate were left out, --shared-images)"
+        )
+    corr = "Holm-adjusted" if bs["correction"] == "holm" else "not adjusted"
+    unit = bs["unit"]
+    units = "images" if unit == "image" else f"groups ({esc(unit.partition(':')[2])})"
+    return [
+        (
+            f"candidate {esc(candidate)} vs baseline {esc(baseline)} on {shared}; labels "
+            f"{esc(doc['labels'])}, preset {esc(doc['preset'])}"
+        ),
+        (
+            f"{bs['method']} over {bs['units']:,} {units}, {bs['resamples']:,} resamples, "
+            f"seed {bs['seed']}; alpha {bs['alpha']}; per-class p-values {corr}; deltas in points "
+            f"(candidate - baseline), {100 * bs['level']:.0f}% intervals"
+        ),
+    ]
+
+
+def render_comparison_text(
+    doc: dict[str, Any], *, baseline: str = "baseline", candidate: str = "candidate"
+) -> str:
+    """Render the gate's verdict and tables as plain text.
+
+    Parameters
+    ----------
+    doc : dict
+        :meth:`segiou.stats.PairedComparison.to_dict`.
+    baseline, candidate : str
+        How to name the two runs (e.g. their files).
+
+    Returns
+    -------
+    str
+        The verdict, mIoU, every class, and the reasons of a failure.
+    """
+    lines = [f"segiou compare: {'FAIL' if doc['failed'] else 'PASS'}"]
+    lines += _header(doc, baseline, candidate)
+    head = f"{'':24s} {'baseline':>9s} {'candidate':>9s} {'delta':>8s} {'interval':>18s} {'p':>8s}  change"
+    lines += ["", head]
+    m = doc["miou"]
+    lines.append(
+        f"{'mIoU':24s} {_pts(m['baseline']):>9s} {_pts(m['candidate']):>9s} "
+        f"{_pts(m['delta'], True):>8s} {_ci(m['interval']):>18s} {_p(m['p_value']):>8s}  "
+        f"{m['change']}"
+    )
+    for c in doc["classes"]:
+        name = "".join(ch if ch.isprintable() else "?" for ch in str(c["name"]))[:24]
+        lines.append(
+            f"{name:24s} {_pts(c['baseline']):>9s} {_pts(c['candidate']):>9s} "
+            f"{_pts(c['delta'], True):>8s} {_ci(c['interval']):>18s} {_p(c['p_adjusted']):>8s}  "
+            f"{c['change']}{'  FAILS' if c['fails'] else ''}"
+        )
+    if doc["reasons"]:
+        lines += ["", "failed because:", *(f"  - {r}" for r in doc["reasons"])]
+    return "\n".join(lines) + "\n"
+
+
+def render_comparison_markdown(
+    doc: dict[str, Any], *, baseline: str = "baseline", candidate: str = "candidate"
+) -> str:
+    """Render the gate's verdict as Markdown, ready to paste into a pull-request comment.
+
+    Parameters
+    ----------
+    doc : dict
+        :meth:`segiou.stats.PairedComparison.to_dict`.
+    baseline, candidate : str
+        How to name the two runs.
+
+    Returns
+    -------
+    str
+        A heading with the verdict, the mIoU row, the classes that changed significantly, the
+        reasons of a failure, and every class in a collapsed ``<details>`` table.
+    """
+    bs = doc["bootstrap"]
+    pct = f"{100 * bs['level']:.0f}%"
+    out = [f"### segiou gate: {'**FAIL**' if doc['failed'] else '**PASS**'}", ""]
+    first, second = _header(doc, baseline, candidate, _md)
+    out += [first, "", second, ""]
+    head = f"| | baseline | candidate | Δ (points) | {pct} interval of Δ | p | change |"
+    rule = "|---|---:|---:|---:|---:|---:|---|"
+    m = doc["miou"]
+    out += [head, rule, (f"| **mIoU** | {_pts(m['baseline'])} | {_pts(m['candidate'])} | "
+            f"{_pts(m['delta'], True)} | {_ci(m['interval'])} | {_p(m['p_value'])} | "
+            f"{m['change']} |")]  # fmt: skip
+    changed = [c for c in doc["classes"] if c["change"] in ("worse", "better")]
+    for c in changed:
+        out.append(
+            f"| {_md(c['name'])} | {_pts(c['baseline'])} | {_pts(c['candidate'])} | "
+            f"{_pts(c['delta'], True)} | {_ci(c['interval'])} | {_p(c['p_adjusted'])} | "
+            f"{c['change']}{' (fails)' if c['fails'] else ''} |"
+        )
+    if doc["reasons"]:
+        out += ["", "**Failed because:**", "", *(f"- {_md(r)}" for r in doc["reasons"])]
+    worse = sum(c["change"] == "worse" for c in doc["classes"])
+    better = sum(c["change"] == "better" for c in doc["classes"])
+    out += ["", (f"<details><summary>Every class: {worse} significantly worse, {better} "
+            f"significantly better, {len(doc['classes']) - worse - better} other</summary>"), "",
+            (f"| class | baseline | candidate | Δ (points) | {pct} interval of Δ | p | p adjusted "
+            "| change |"), "|---|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    for c in doc["classes"]:
+        out.append(
+            f"| {_md(c['name'])} | {_pts(c['baseline'])} | {_pts(c['candidate'])} | "
+            f"{_pts(c['delta'], True)} | {_ci(c['interval'])} | {_p(c['p_value'])} | "
+            f"{_p(c['p_adjusted'])} | {c['change']} |"
+        )
+    out += ["", "</details>", ""]
+    return "\n".join(out)

@@ -1,0 +1,53 @@
+"""Uncertainty, slices and the comparison gate: statistics of per-image counts. No counting.
+
+* :func:`bootstrap` and :func:`evaluate_with_intervals`: image-level (or group-level)
+  percentile bootstrap of every metric. Each resample is exact: the sum of the resampled
+  images' confusion entries. Vectorised: resample weights times per-image sums.
+* :func:`read_metadata` and :func:`slice_results`: every metric per metadata value.
+* :func:`compare_states`: the paired bootstrap gate between a baseline and a candidate run.
+
+Everything here needs the per-image confusion entries of a state (``per_image=True``,
+format 2), which :func:`segiou.parallel.count_stores` and ``segiou eval --state`` keep.
+"""
+
+from __future__ import annotations
+
+from segiou.stats._bootstrap import (
+    Bootstrap,
+    Features,
+    bootstrap,
+    features,
+    metric_replicates,
+    percentile_interval,
+    resample_weights,
+)
+from segiou.stats._evaluate import evaluate_with_intervals
+from segiou.stats._paired import (
+    COMPARISON_FORMAT,
+    COMPARISON_VERSION,
+    PairedComparison,
+    compare_states,
+    holm,
+    two_sided_p,
+)
+from segiou.stats._slices import Metadata, read_metadata, slice_results
+
+__all__ = [
+    "COMPARISON_FORMAT",
+    "COMPARISON_VERSION",
+    "Bootstrap",
+    "Features",
+    "Metadata",
+    "PairedComparison",
+    "bootstrap",
+    "compare_states",
+    "evaluate_with_intervals",
+    "features",
+    "holm",
+    "metric_replicates",
+    "percentile_interval",
+    "read_metadata",
+    "resample_weights",
+    "slice_results",
+    "two_sided_p",
+]

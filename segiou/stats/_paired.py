@@ -1,0 +1,403 @@
+"""The comparison gate: a paired bootstrap of two runs over the images they share.
+
+Both runs are resampled with the *same* weights (an image drawn twice counts twice in both), so
+what varies between images (easy and hard scenes) cancels in the difference, and the interval of
+the difference is much narrower than the two intervals side by side would suggest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from segiou._typing import FloatArray, IntArray
+from segiou.confusion import ConfusionMatrix
+from segiou.conventions import Convention, get_convention
+from segiou.errors import IncompatibleMatrixError, UsageError
+from segiou.stats._bootstrap import (
+    check_resamples,
+    features,
+    finite_or_none,
+    group_index,
+    image_rows,
+    metric_replicates,
+    percentile_interval,
+    sum_resamples,
+)
+
+__all__ = ["COMPARISON_FORMAT", "COMPARISON_VERSION", "Correction", "PairedComparison",
+           "compare_states", "holm", "two_sided_p"]  # fmt: skip
+
+COMPARISON_FORMAT = "segiou.comparison"
+COMPARISON_VERSION = 1
+Correction = Literal["holm", "none"]
+#: Image names listed (then "and N more") where the image sets differ.
+_LISTED = 20
+
+
+def two_sided_p(diffs: FloatArray, delta: float) -> float:
+    """Two-sided p-value of "no difference", from the bootstrap standard error of a difference.
+
+    Parameters
+    ----------
+    diffs : ndarray, shape (B,)
+        Bootstrap replicates of the difference (``nan`` where undefined: left out).
+    delta : float
+        The difference on the whole data (the point estimate).
+
+    Returns
+    -------
+    float
+        ``erfc(|z| / sqrt(2))`` with ``z = delta / se`` and ``se`` the standard deviation of
+        the replicates (normal approximation): a p-value not limited by the number of
+        resamples, which a per-class multiple-testing correction needs (a tail count could not
+        go below ``2 / (B + 1)``). ``1`` when ``delta = 0``; ``0`` when ``se = 0`` and
+        ``delta != 0``; ``nan`` when ``delta`` is undefined or fewer than two replicates are.
+
+    Examples
+    --------
+    >>> round(two_sided_p(np.array([-1.0, 1.0, -1.0, 1.0]), 2.3094), 3)  # z = 2
+    0.046
+    >>> two_sided_p(np.zeros(9), 0.0)
+    1.0
+    """
+    d = diffs[~np.isnan(diffs)]
+    if math.isnan(delta) or d.size < 2:
+        return float("nan")
+    if delta == 0:
+        return 1.0
+    se = float(d.std(ddof=1))
+    if se == 0:
+        return 0.0
+    return math.erfc(abs(delta) / se / math.sqrt(2))
+
+
+def holm(p: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of p-values (``nan`` left out and kept ``nan``).
+
+    Parameters
+    ----------
+    p : sequence of float
+        Raw p-values.
+
+    Returns
+    -------
+    list of float
+        Adjusted p-values: reject where below alpha, family-wise error at most alpha.
+
+    References
+    ----------
+    .. [1] S. Holm, "A simple sequentially rejective multiple test procedure", 1979.
+
+    Examples
+    --------
+    >>> holm([0.01, 0.04, 0.03])
+    [0.03, 0.06, 0.06]
+    """
+    vals = np.asarray(p, dtype=np.float64)
+    out = np.full(vals.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(vals))
+    m = ok.size
+    running = 0.0
+    for rank, j in enumerate(ok[np.argsort(vals[ok], kind="stable")]):
+        running = max(running, min(1.0, (m - rank) * float(vals[j])))
+        out[j] = running
+    return [float(x) for x in out]
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """The gate's verdict and everything it is based on (a JSON-safe document).
+
+    Attributes
+    ----------
+    document : dict
+        ``format = "segiou.comparison"``, ``version``, ``labels``, ``preset``, ``images``
+        (shared count, and the images only one run has), ``bootstrap`` (method, unit,
+        resamples, seed, alpha, correction), ``miou`` and ``classes`` (baseline, candidate,
+        delta, interval, p-value, change, threshold, fails), ``failed`` and ``reasons``.
+    """
+
+    document: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """Whether a drop was both significant and beyond its threshold (exit code 1)."""
+        return bool(self.document["failed"])
+
+    @property
+    def reasons(self) -> list[str]:
+        """One line per failing drop."""
+        return list(self.document["reasons"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-safe document (see the README, "Comparison gate")."""
+        return self.document
+
+
+def _check_pair(base: ConfusionMatrix, cand: ConfusionMatrix) -> None:
+    if base.spec != cand.spec:
+        a, b = base.spec, cand.spec
+        diffs = [f"{f}: {getattr(a, f)!r:.80} vs {getattr(b, f)!r:.80}"
+                 for f in ("name", "classes", "ignore", "categories", "raw")
+                 if getattr(a, f) != getattr(b, f)]  # fmt: skip
+        msg = (
+            f"cannot compare runs with different label specs ({a.num_classes} classes "
+            f"{a.name!r} vs {b.num_classes} classes {b.name!r}); differences: "
+            + "; ".join(diffs or ["colours or category membership"])
+        )
+        raise IncompatibleMatrixError(msg)
+
+
+def _align(
+    base_names: Sequence[str], cand_names: Sequence[str], shared_images: bool
+) -> tuple[IntArray, IntArray, dict[str, Any]]:
+    for who, names in (("baseline", base_names), ("candidate", cand_names)):
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})[:3]
+            msg = (
+                f"the {who} repeats image names {dup} (labels of merged keyless updates); "
+                "images are paired by name: count with names="
+            )
+            raise UsageError(msg)
+    where = {n: j for j, n in enumerate(cand_names)}
+    in_base = set(base_names)
+    only_base = [n for n in base_names if n not in where]
+    only_cand = [n for n in cand_names if n not in in_base]
+    shared = [n for n in base_names if n in where]
+    if (only_base or only_cand) and not shared_images:
+        msg = (
+            f"the runs scored different images: {len(only_base)} only in the baseline "
+            f"(e.g. {only_base[:3]}), {len(only_cand)} only in the candidate (e.g. "
+            f"{only_cand[:3]}); {len(shared)} are shared. Compare the same images, or pass "
+            "--shared-images (shared_images=True) to compare on the shared ones"
+        )
+        raise UsageError(msg)
+    if not shared:
+        msg = "the runs share no image name; nothing to compare (are the names the same?)"
+        raise UsageError(msg)
+    bi = np.fromiter((j for j, n in enumerate(base_names) if n in where), dtype=np.int64)
+    ci = np.fromiter((where[n] for n in shared), dtype=np.int64, count=len(shared))
+    info = {
+        "shared": len(shared),
+        "baseline_only": len(only_base),
+        "candidate_only": len(only_cand),
+        "baseline_only_names": only_base[:_LISTED],
+        "candidate_only_names": only_cand[:_LISTED],
+    }
+    return bi, ci, info
+
+
+def _check_same_gt(
+    names: Sequence[str], gt_a: IntArray, gt_b: IntArray, spec_classes: Sequence[str]
+) -> None:
+    """Refuse pairs whose ground truth differs: a paired test needs the same ground truth."""
+    differ = np.flatnonzero((gt_a != gt_b).any(axis=1))
+    if differ.size == 0:
+        return
+    i = int(differ[0])
+    c = int(np.flatnonzero(gt_a[i] != gt_b[i])[0])
+    labels = [*spec_classes, "ignored", "unexpected"]
+    msg = (
+        f"{differ.size} shared image(s) have different ground truth in the two runs, e.g. "
+        f"{names[i]!r}: {int(gt_a[i, c]):,} vs {int(gt_b[i, c]):,} ground-truth pixels of "
+        f"{labels[c]!r}; a paired comparison needs both runs scored against the same ground "
+        "truth (and the same ignore values)"
+    )
+    raise UsageError(msg)
+
+
+def compare_states(
+    baseline: ConfusionMatrix,
+    candidate: ConfusionMatrix,
+    *,
+    preset: str | Convention = "segiou",
+    resamples: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    max_miou_drop: float = 0.005,
+    max_class_drop: float | None = 0.02,
+    shared_images: bool = False,
+    correction: Correction = "holm",
+    groups: Mapping[str, str] | None = None,
+    group_name: str = "group",
+) -> PairedComparison:
+    """Paired bootstrap comparison of two runs; fail on a significant drop beyond a threshold.
+
+    Parameters
+    ----------
+    baseline, candidate : ConfusionMatrix
+        States with per-image entries (``segiou eval --state``; format 2), counted with the
+        same label spec against the same ground truth.
+    preset : str or Convention, default "segiou"
+        Averaging convention for both.
+    resamples : int, default 1000
+        Paired resamples.
+    seed : int, default 0
+        Seed of the resamples.
+    alpha : float, default 0.05
+        Significance level; intervals have coverage ``1 - alpha``.
+    max_miou_drop : float, default 0.005
+        mIoU may drop this much (absolute) before a significant drop fails.
+    max_class_drop : float or None, default 0.02
+        The same per class IoU; ``None``: classes never fail (still reported).
+    shared_images : bool, default False
+        Compare on the images both runs scored, instead of refusing different image sets.
+    correction : {"holm", "none"}, default "holm"
+        Multiple-testing adjustment of the per-class p-values (Holm keeps the chance of any
+        false "significant" class below ``alpha``).
+    groups : mapping of str to str, optional
+        Image name -> group: resample groups of correlated images instead of images.
+    group_name : str, default "group"
+        Name of the grouping, shown in the unit.
+
+    Returns
+    -------
+    PairedComparison
+
+    Raises
+    ------
+    UsageError
+        States without per-image entries, different image sets (without ``shared_images``),
+        no shared image, repeated image names, different ground truth for a shared image, an
+        image without a group, or bad options.
+    IncompatibleMatrixError
+        Different label specs.
+
+    Notes
+    -----
+    Each resample draws the shared images with replacement and scores both runs on the same
+    draw; the difference ``candidate - baseline`` of mIoU and of each class IoU gets a
+    percentile interval and a two-sided p-value from the replicates' standard error
+    (:func:`two_sided_p`). A drop fails the gate when it is significant (p, adjusted over the
+    classes, below ``alpha``) *and* larger than its threshold.
+    """
+    check_resamples(resamples, seed)
+    if not 0 < alpha < 1:
+        msg = f"alpha={alpha!r} must be in (0, 1), e.g. 0.05"
+        raise UsageError(msg)
+    for name, value in (("max_miou_drop", max_miou_drop), ("max_class_drop", max_class_drop)):
+        if value is not None and not (0 <= value < float("inf")):
+            msg = f"{name}={value!r} must be a finite number >= 0"
+            raise UsageError(msg)
+    if correction not in ("holm", "none"):
+        msg = f"correction={correction!r} is unknown; expected 'holm' or 'none'"
+        raise UsageError(msg)
+    _check_pair(baseline, candidate)
+    conv = get_convention(preset)
+    ra, rb = image_rows(baseline, "baseline"), image_rows(candidate, "candidate")
+    bi, ci, info = _align(ra.names, rb.names, shared_images)
+    spec = baseline.spec
+    fa, fb = features(ra, spec), features(rb, spec)
+    names = [ra.names[int(i)] for i in bi]
+    _check_same_gt(names, fa.gt[bi], fb.gt[ci], spec.classes)
+    va, vb = fa.values[bi], fb.values[ci]
+    labels = None
+    if groups is not None:
+        lacking = [n for n in names if not groups.get(n)]
+        if lacking:
+            msg = (
+                f"bootstrap groups: {len(lacking)} shared image(s) have no {group_name!r} "
+                f"value, e.g. {lacking[:5]}"
+            )
+            raise UsageError(msg)
+        labels = [groups[n] for n in names]
+    index, m = group_index(labels, len(names), "compare")
+    width = va.shape[1]
+    both = np.zeros((m, 2 * width), dtype=np.int64)
+    np.add.at(both, index, np.concatenate([va, vb], axis=1))  # the same weights for both runs
+    k, g = fa.k, fa.g
+    point_a = metric_replicates(va.sum(axis=0, keepdims=True).astype(np.float64), k, g, conv)
+    point_b = metric_replicates(vb.sum(axis=0, keepdims=True).astype(np.float64), k, g, conv)
+    d_miou, d_iou = [], []
+    for s in sum_resamples(both, resamples, seed):
+        a = metric_replicates(s[:, :width], k, g, conv)
+        b = metric_replicates(s[:, width:], k, g, conv)
+        d_miou.append(b["miou"] - a["miou"])
+        d_iou.append(b["iou"] - a["iou"])
+    dm, di = np.concatenate(d_miou), np.concatenate(d_iou)
+    level = 1 - alpha
+    unit = "image" if groups is None else f"group:{group_name}"
+    doc = _document(spec.name, conv.name, info, point_a, point_b, dm, di, level, alpha,
+                    max_miou_drop, max_class_drop, correction, spec.classes)  # fmt: skip
+    doc["bootstrap"] = {"method": "paired percentile bootstrap", "unit": unit, "units": m,
+                        "resamples": resamples, "seed": int(seed), "level": level,
+                        "alpha": alpha, "correction": correction}  # fmt: skip
+    return PairedComparison(doc)
+
+
+def _document(
+    labels: str,
+    preset: str,
+    info: dict[str, Any],
+    pa: dict[str, FloatArray],
+    pb: dict[str, FloatArray],
+    dm: FloatArray,
+    di: FloatArray,
+    level: float,
+    alpha: float,
+    max_miou_drop: float,
+    max_class_drop: float | None,
+    correction: Correction,
+    class_names: Sequence[str],
+) -> dict[str, Any]:
+    reasons: list[str] = []
+    base_m, cand_m = float(pa["miou"][0]), float(pb["miou"][0])
+    delta = cand_m - base_m
+    p = two_sided_p(dm, delta)
+    sig = bool(p < alpha)
+    fails = sig and delta < -max_miou_drop
+    if fails:
+        reasons.append(
+            f"mIoU dropped by {-delta:.4f} ({base_m:.4f} -> {cand_m:.4f}), significant "
+            f"(p = {p:.4g} < {alpha}), beyond the allowed {max_miou_drop:.4f}"
+        )
+    miou = {"baseline": finite_or_none(base_m), "candidate": finite_or_none(cand_m),
+            "delta": finite_or_none(delta), "interval": percentile_interval(dm, level)[0],
+            "p_value": finite_or_none(p), "change": _change(sig, delta),
+            "max_drop": max_miou_drop, "fails": fails}  # fmt: skip
+    deltas = pb["iou"][0] - pa["iou"][0]
+    raw_p = [two_sided_p(di[:, c], float(deltas[c])) for c in range(di.shape[1])]
+    adj = holm(raw_p) if correction == "holm" else raw_p
+    intervals = percentile_interval(di, level)
+    classes = []
+    for c, name in enumerate(class_names):
+        b, a = float(pa["iou"][0, c]), float(pb["iou"][0, c])
+        d = a - b
+        sig_c = bool(adj[c] < alpha)  # nan compares False
+        fails_c = max_class_drop is not None and sig_c and d < -max_class_drop
+        if fails_c:
+            reasons.append(
+                f"class {name!r} IoU dropped by {-d:.4f} ({b:.4f} -> {a:.4f}), significant "
+                f"(p = {adj[c]:.4g} < {alpha}{', Holm-adjusted' if correction == 'holm' else ''}"
+                f"), beyond the allowed {max_class_drop:.4f}"
+            )
+        classes.append({
+            "id": c, "name": name, "baseline": finite_or_none(b), "candidate": finite_or_none(a),
+            "delta": finite_or_none(d), "interval": intervals[c],
+            "p_value": finite_or_none(raw_p[c]), "p_adjusted": finite_or_none(adj[c]),
+            "change": _change(sig_c, d), "max_drop": max_class_drop, "fails": bool(fails_c),
+        })  # fmt: skip
+    return {
+        "format": COMPARISON_FORMAT,
+        "version": COMPARISON_VERSION,
+        "labels": labels,
+        "preset": preset,
+        "images": info,
+        "miou": miou,
+        "classes": classes,
+        "failed": bool(reasons),
+        "reasons": reasons,
+    }
+
+
+def _change(significant: bool, delta: float) -> str:
+    if np.isnan(delta):
+        return "undefined"
+    if not significant:
+        return "no significant change"
+    return "worse" if delta < 0 else "better"

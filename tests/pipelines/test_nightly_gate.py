@@ -1,0 +1,105 @@
+"""The nightly pipeline's paired bootstrap gate ([baseline] state, [gate])."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_pipeline():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(
+        "nightly_eval_gate", ROOT / "pipelines" / "nightly_eval.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["nightly_eval_gate"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from segiou.testing.datasets import write_demo_store
+
+    return write_demo_store(tmp_path_factory.mktemp("gate") / "d.zarr", images=30, height=64,
+                            width=128, seed=2)  # fmt: skip
+
+
+def _config(tmp_path: Path, store: Path, gate: str = "") -> Path:
+    import shutil
+
+    shutil.copytree(store, tmp_path / "data.zarr", dirs_exist_ok=True)
+    cfg = tmp_path / "job.toml"
+    cfg.write_text(
+        '[eval]\ngt = "data.zarr/gt"\npred = "data.zarr/pred"\ngt_ids = "raw"\n'
+        'scheduler = "synchronous"\nbootstrap = 200\n[report]\ndir = "reports"\n'
+        '[baseline]\npath = "reports/baseline.json"\nstate = "reports/baseline_state.json"\n'
+        "max_drop = { miou = 0.5 }\nmax_class_drop = 0.9\n" + gate
+    )
+    return cfg
+
+
+def test_gate_passes_then_catches_a_class_regression(store: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    import zarr
+
+    job = _load_pipeline()
+    cfg = _config(tmp_path, store, "[gate]\nalpha = 0.05\nmax_class_drop = 0.05\nresamples = 400\n")
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    assert (tmp_path / "reports" / "baseline_state.json").is_file()
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0
+    d2 = tmp_path / "reports" / "d2"
+    gate = json.loads((d2 / "gate.json").read_text())
+    assert not gate["failed"]
+    assert gate["miou"]["delta"] == 0
+    assert (d2 / "gate.md").read_text().startswith("### segiou gate: **PASS**")
+    report = json.loads((d2 / "report.json").read_text())
+    assert report["intervals"]["resamples"] == 200
+    pred = zarr.open_array(tmp_path / "data.zarr" / "pred", mode="r+")
+    gt = zarr.open_array(tmp_path / "data.zarr" / "gt")[:]
+    worse = pred[:]
+    worse[(gt == 26) & (np.arange(128) < 64)] = 27  # car (labelId 26) -> truck (27)
+    pred[:] = worse
+    capsys.readouterr()
+    # the fixed tolerances (0.5 / 0.9) let it pass: only the gate catches it
+    assert job.main([str(cfg), "--date", "d3", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "gate: class 'car' IoU dropped" in err
+    comparison = json.loads((tmp_path / "reports" / "d3" / "comparison.json").read_text())
+    assert not comparison["regressed"]
+
+
+@pytest.mark.parametrize(
+    ("gate", "needle"),
+    [
+        ("[gate]\nalpha = 1.5\n", "[gate] alpha = 1.5"),
+        ("[gate]\nresamples = 0\n", "[gate] resamples = 0"),
+        ("[gate]\nbogus = 1\n", "unknown [gate] key(s) ['bogus']"),
+    ],
+)
+def test_bad_gate_config_exits_2(store: Path, tmp_path: Path, gate: str, needle: str,
+                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    job = _load_pipeline()
+    assert job.main([str(_config(tmp_path, store, gate)), "--quiet"]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_gate_without_a_baseline_state_is_refused(store: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    job = _load_pipeline()
+    cfg = _config(tmp_path, store)
+    cfg.write_text(cfg.read_text().replace('state = "reports/baseline_state.json"\n', "")
+                   + "[gate]\nalpha = 0.1\n")  # fmt: skip
+    assert job.main([str(cfg), "--quiet"]) == 2
+    assert "[gate] needs the baseline's state" in capsys.readouterr().err
+    cfg2 = _config(tmp_path, store)
+    assert job.main([str(cfg2), "--quiet"]) == 2  # no baseline state yet, no --update-baseline
+    assert "does not exist; run once with --update-baseline" in capsys.readouterr().err

@@ -1,0 +1,224 @@
+"""The comparison gate (segiou.stats.compare_states, ``segiou compare``).
+
+A candidate that truly regresses one class fails (exit 1, that class significantly worse); a
+candidate whose errors are another draw of the same noise passes (exit 0, p-value well above
+alpha); a run compared with itself shows no difference at all. Different label specs, image
+sets, ground truth or a report without per-image counts are refused (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segiou import ConfusionMatrix, evaluate
+from segiou.cli import main
+from segiou.errors import IncompatibleMatrixError, UsageError
+from segiou.stats import compare_states, holm, two_sided_p
+from segiou.testing.synthetic import cityscapes_like
+
+N = 80
+CAR, TRUCK = 13, 14
+
+
+def _gt() -> np.ndarray:
+    gt, _ = cityscapes_like(N, 64, 128, seed=21, error_rate=0.0, void_rate=0.0)
+    return gt
+
+
+def _noisy(gt: np.ndarray, seed: int) -> np.ndarray:
+    """Predictions with errors in random boxes (the same distribution for every seed)."""
+    rng = np.random.default_rng(seed)
+    pred = gt.copy()
+    for i in range(len(gt)):
+        for _ in range(4):
+            y, x = rng.integers(0, 48), rng.integers(0, 100)
+            h, w = rng.integers(4, 16), rng.integers(8, 28)
+            box = pred[i, y : y + h, x : x + w]
+            box[box != 255] = (box[box != 255] + 1) % 19
+    pred[gt == 255] = 0  # predictions at ignored pixels are never counted
+    return pred
+
+
+def _state(gt: np.ndarray, pred: np.ndarray, names: list[str] | None = None) -> ConfusionMatrix:
+    cm = ConfusionMatrix("cityscapes", gt_ids="class", per_image=True)
+    return cm.update(gt, pred, names=names or [f"im{i:03d}" for i in range(len(gt))])
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, ConfusionMatrix]:
+    gt = _gt()
+    regressed = _noisy(gt, 2)
+    car = (gt == CAR) & (np.arange(128) < 64)  # car pixels in the left half: now "truck"
+    regressed[car] = TRUCK
+    return {
+        "baseline": _state(gt, _noisy(gt, 1)),
+        "noise": _state(gt, _noisy(gt, 2)),
+        "regressed": _state(gt, regressed),
+    }
+
+
+def test_a_true_regression_of_one_class_fails(runs) -> None:
+    comp = compare_states(runs["baseline"], runs["regressed"])
+    doc = comp.to_dict()
+    assert comp.failed
+    car = doc["classes"][CAR]
+    assert car["name"] == "car"
+    assert car["change"] == "worse"
+    assert car["fails"]
+    assert car["p_adjusted"] < 0.05
+    assert car["interval"][1] < 0  # the whole interval of the difference is below 0
+    assert any("'car'" in r for r in comp.reasons)
+    assert doc["classes"][TRUCK]["change"] == "worse"  # its new false positives
+    # nothing else is called significantly worse
+    assert {c["name"] for c in doc["classes"] if c["change"] == "worse"} == {"car", "truck"}
+
+
+def test_noise_alone_passes_with_a_large_p_value(runs) -> None:
+    comp = compare_states(runs["baseline"], runs["noise"])
+    doc = comp.to_dict()
+    assert not comp.failed
+    assert doc["miou"]["p_value"] > 0.3  # well above alpha: no evidence of a difference
+    assert doc["miou"]["interval"][0] < 0 < doc["miou"]["interval"][1]
+    assert not any(c["change"] in ("worse", "better") for c in doc["classes"])
+
+
+def test_noise_candidates_rarely_fail() -> None:
+    """Under "no difference" the p-value is uniform: one fixed seed is one draw. Over several
+    noise candidates none fails (Holm keeps the chance of any false class below alpha)."""
+    gt = _gt()
+    base = _state(gt, _noisy(gt, 1))
+    p_values = []
+    for seed in range(10, 16):
+        comp = compare_states(base, _state(gt, _noisy(gt, seed)), resamples=500)
+        assert not comp.failed, comp.reasons
+        p_values.append(comp.to_dict()["miou"]["p_value"])
+    assert max(p_values) > 0.2  # not all small: no systematic difference
+
+
+def test_a_run_against_itself_shows_nothing(runs) -> None:
+    copy = ConfusionMatrix.from_dict(runs["baseline"].to_dict())
+    doc = compare_states(runs["baseline"], copy, resamples=200).to_dict()
+    assert doc["miou"]["delta"] == 0
+    assert doc["miou"]["interval"] == [0.0, 0.0]
+    assert doc["miou"]["p_value"] == 1.0
+    assert not doc["failed"]
+
+
+def test_point_estimates_are_the_two_runs_results(runs) -> None:
+    doc = compare_states(runs["baseline"], runs["regressed"], preset="cityscapes").to_dict()
+    a = evaluate(runs["baseline"], preset="cityscapes")
+    b = evaluate(runs["regressed"], preset="cityscapes")
+    assert doc["miou"]["baseline"] == pytest.approx(a.miou, rel=1e-12)
+    assert doc["miou"]["candidate"] == pytest.approx(b.miou, rel=1e-12)
+    assert doc["classes"][CAR]["delta"] == pytest.approx(
+        b.per_class["iou"][CAR] - a.per_class["iou"][CAR], rel=1e-12
+    )
+
+
+def test_thresholds_decide_which_significant_drops_fail(runs) -> None:
+    lenient = compare_states(runs["baseline"], runs["regressed"], max_miou_drop=0.5,
+                             max_class_drop=0.9)  # fmt: skip
+    assert not lenient.failed  # significant, but within what is allowed
+    assert lenient.to_dict()["classes"][CAR]["change"] == "worse"
+    off = compare_states(runs["baseline"], runs["regressed"], max_miou_drop=0.5,
+                         max_class_drop=None)  # fmt: skip
+    assert not off.failed
+
+
+def test_different_runs_are_refused(runs) -> None:
+    gt = _gt()
+    fewer = _state(gt[:60], _noisy(gt, 1)[:60])
+    with pytest.raises(UsageError, match=r"20 only in the baseline.*--shared-images"):
+        compare_states(runs["baseline"], fewer)
+    doc = compare_states(runs["baseline"], fewer, shared_images=True, resamples=100).to_dict()
+    assert doc["images"]["shared"] == 60
+    assert doc["images"]["baseline_only"] == 20
+    other_gt = gt.copy()
+    other_gt[3, :4] = 0
+    with pytest.raises(UsageError, match=r"different ground truth.*'im003'"):
+        compare_states(runs["baseline"], _state(other_gt, _noisy(gt, 1)))
+    voc = ConfusionMatrix("pascal_voc", per_image=True).update(
+        np.zeros((1, 4, 4), np.uint8), np.zeros((1, 4, 4), np.uint8), names=["im000"]
+    )
+    with pytest.raises(IncompatibleMatrixError, match="different label specs"):
+        compare_states(runs["baseline"], voc)
+    flat = ConfusionMatrix("cityscapes", gt_ids="class").update(gt, gt)
+    with pytest.raises(UsageError, match="per_image=False"):
+        compare_states(runs["baseline"], flat)
+    for bad in ({"alpha": 0.0}, {"max_miou_drop": -1.0}, {"correction": "bonferroni"}):
+        with pytest.raises(UsageError):
+            compare_states(runs["baseline"], runs["noise"], **bad)  # type: ignore[arg-type]
+
+
+def test_p_values_and_holm() -> None:
+    assert np.isnan(two_sided_p(np.array([np.nan, np.nan, 1.0]), 0.5))  # one replicate
+    assert np.isnan(two_sided_p(np.ones(5), float("nan")))
+    assert two_sided_p(np.full(999, -1.0), -1.0) == 0.0  # no spread at all
+    rng = np.random.default_rng(0)
+    d = rng.normal(-0.02, 0.01, 4000)
+    assert two_sided_p(d, -0.02) == pytest.approx(0.0455, abs=0.004)  # z = 2
+    assert holm([0.5, float("nan"), 0.01]) == pytest.approx([0.5, float("nan"), 0.02],
+                                                            nan_ok=True)  # fmt: skip
+
+
+# -- the command line --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def files(runs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("gate")
+    out = {}
+    for name, cm in runs.items():
+        out[name] = cm.save(d / f"{name}.json")
+    report = d / "report.json"
+    report.write_text(evaluate(runs["baseline"]).to_json())
+    out["report"] = report
+    return out
+
+
+def test_cli_exit_codes(files, capsys: pytest.CaptureFixture[str]) -> None:
+    base, noise, bad = (str(files[k]) for k in ("baseline", "noise", "regressed"))
+    assert main(["compare", base, bad, "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["failed"]
+    assert doc["inputs"] == {"baseline": base, "candidate": bad}
+    assert main(["compare", base, noise]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("segiou compare: PASS")
+    assert main(["compare", base, str(files["report"])]) == 2
+    assert "is a result report" in capsys.readouterr().err
+    assert main(["compare", base, "/nonexistent.json"]) == 2
+    assert main(["compare", base, noise, "--preset", "bogus"]) == 2
+    assert main(["compare", base, noise, "--bootstrap-groups", "city"]) == 2
+    assert "give it with --slices" in capsys.readouterr().err
+
+
+def test_cli_markdown_is_ready_for_a_pull_request(files, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    out = tmp_path / "gate.md"
+    code = main(["compare", str(files["baseline"]), str(files["regressed"]), "--format", "md",
+                 "--output", str(out), "--bootstrap", "300"])  # fmt: skip
+    assert code == 1
+    md = capsys.readouterr().out
+    assert md == out.read_text()
+    assert md.startswith("### segiou gate: **FAIL**")
+    assert "| **mIoU** |" in md
+    assert "| car |" in md
+    assert "<details>" in md
+    assert "**Failed because:**" in md
+    assert "300 resamples" in md
+
+
+def test_cli_groups_from_metadata(
+    files, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    meta = tmp_path / "m.csv"
+    meta.write_text("image,seq\n" + "".join(f"im{i:03d},s{i // 4}\n" for i in range(N)))
+    code = main(["compare", str(files["baseline"]), str(files["noise"]), "--format", "json",
+                 "--slices", str(meta), "--bootstrap-groups", "seq"])  # fmt: skip
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["bootstrap"]["unit"] == "group:seq"
+    assert doc["bootstrap"]["units"] == N // 4
