@@ -10,6 +10,8 @@ version 2 keeps each image's sparse confusion entries (:mod:`segiou.images`).
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -310,6 +312,12 @@ def _check_rows_add_up(p: StateParts) -> None:
             raise _fail(msg)
 
 
+@functools.lru_cache(maxsize=64)
+def _spec(text: str) -> LabelSpec:
+    """Parse a state's label spec once per distinct spec (the states of one run share it)."""
+    return LabelSpec.from_dict(json.loads(text), source="field 'labels'")
+
+
 def load(d: Any, source: str = "state") -> StateParts:
     """Read and check a saved state (version 1 or 2).
 
@@ -373,7 +381,7 @@ def _load(d: Any) -> StateParts:
             msg = f"field {f!r} is {d[f]!r}, expected the id space 'class' or 'raw'"
             raise _fail(msg)
     try:
-        spec = LabelSpec.from_dict(d["labels"], source="field 'labels'")
+        spec = _spec(json.dumps(d["labels"], sort_keys=True))
     except Exception as err:  # any malformed spec: name the field
         msg = f"field 'labels' is not a valid label spec ({err})"
         raise _fail(msg) from err

@@ -6,6 +6,7 @@ Counts accumulate; ratios are computed once, at the end, from the summed counts 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -116,9 +117,7 @@ class ConfusionMatrix:
         self.per_image = bool(per_image)
         self.threads = threads
         _check_fits(spec.num_classes, threads)
-        self._lookup = Lookup(
-            spec.num_classes, spec.gt_map(self.gt_ids), spec.pred_map(self.pred_ids)
-        )
+        self._lookup = _lookup(spec, self.gt_ids, self.pred_ids)
         k = spec.num_classes
         self.counts: CountMatrix = np.zeros((k, k), dtype=np.int64)
         self.void: IntArray = np.zeros(k, dtype=np.int64)
@@ -622,6 +621,13 @@ class ConfusionMatrix:
         self.threads = state["threads"]
 
 
+@functools.lru_cache(maxsize=64)
+def _lookup(spec: LabelSpec, gt_ids: IdSpace, pred_ids: IdSpace) -> Lookup:
+    """Build the lookup tables of a spec and id spaces once: they are immutable and shared."""
+    return Lookup(spec.num_classes, spec.gt_map(gt_ids), spec.pred_map(pred_ids))
+
+
+@functools.lru_cache(maxsize=64)
 def _check_fits(k: int, threads: int | None) -> None:
     """Refuse, before allocating, an accumulator whose tables would not fit in memory."""
     import numba
