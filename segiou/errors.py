@@ -19,6 +19,7 @@ __all__ = [
     "ImageDecodeError",
     "IncompatibleMatrixError",
     "IndicatorMatrixError",
+    "InstanceIdError",
     "LabelDeviceError",
     "LabelDtypeError",
     "LabelRangeError",
@@ -48,6 +49,10 @@ class SegiouError(Exception):
 
 class LabelRangeError(SegiouError, ValueError):
     """A mask holds label values that are neither an evaluated class nor ignored."""
+
+
+class InstanceIdError(SegiouError, ValueError):
+    """An instance id names a label the spec does not know, or a class without an instance size."""
 
 
 class LabelDeviceError(SegiouError, TypeError):

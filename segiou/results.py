@@ -63,6 +63,15 @@ class Result:
         Batch keys counted (0 for a bare count matrix).
     beta : float or None
         The β of ``fbeta``/``mfbeta`` (``None``: not evaluated).
+    boundary : dict or None
+        Boundary IoU (``None``: not counted): ``width`` (as asked: ``{"ratio": r}`` or
+        ``{"pixels": n}``), ``pixels_used`` (the widths in pixels the images got), ``miou``, and
+        per class ``iou``, ``intersection``, ``gt``, ``pred`` (boundary pixels).
+    instances : dict or None
+        Instance-level IoU (``None``: no instance ground truth): what
+        :func:`segiou.quality.instance_iou` returns, plus ``average_size`` per class.
+    absent_chunks : dict of str to int
+        Ground-truth chunks absent from a Zarr store and read as the fill value, per image.
     """
 
     labels: str
@@ -76,6 +85,11 @@ class Result:
     images: int = 0
     batches: int = 0
     beta: float | None = None
+    # -- issue 13: Boundary IoU, iIoU, absent chunks (JSON: "boundary", "instances",
+    # "absent_chunks"; see to_dict)
+    boundary: dict[str, Any] | None = None
+    instances: dict[str, Any] | None = None
+    absent_chunks: dict[str, int] = field(default_factory=dict)
 
     @property
     def miou(self) -> float:
@@ -120,7 +134,37 @@ class Result:
             "images": self.images,
             "batches": self.batches,
             "beta": self.beta,
-        }
+        } | self._quality_dict()
+
+    def _quality_dict(self) -> dict[str, Any]:
+        """Return the result fields of issue 13: ``boundary``, ``instances``, ``absent_chunks``."""
+        names = self.class_names
+        out: dict[str, Any] = {"boundary": None, "instances": None,
+                               "absent_chunks": {"total": sum(self.absent_chunks.values()),
+                                                 "images": dict(self.absent_chunks)}}  # fmt: skip
+        if (b := self.boundary) is not None:
+            out["boundary"] = {
+                "width": b["width"], "pixels_used": b["pixels_used"], "miou": _num(b["miou"]),
+                "classes": [{"id": i, "name": n, "iou": _num(b["iou"][i])}
+                            | {f: int(b[f][i]) for f in ("intersection", "gt", "pred")}
+                            for i, n in enumerate(names)],
+            }  # fmt: skip
+        if (t := self.instances) is not None:
+            cats = t.get("category_names") or []
+            out["instances"] = {
+                "miiou": _num(t["miiou"]), "category_miiou": _num(t["category_miiou"]),
+                "classes": [{"id": i, "name": n, "iiou": _num(t["iiou"][i]),
+                             "average_size": t["average_size"].get(i),
+                             "instances": int(t["instances"][i]),
+                             "tp_weighted": _num(t["tp_weighted"][i]),
+                             "fn_weighted": _num(t["fn_weighted"][i]), "fp": int(t["fp"][i])}
+                            for i, n in enumerate(names)],
+                "categories": [{"name": n, "iiou": _num(t["category_iiou"][j]),
+                                "tp_weighted": _num(t["category_tp_weighted"][j]),
+                                "fn_weighted": _num(t["category_fn_weighted"][j]),
+                                "fp": int(t["category_fp"][j])} for j, n in enumerate(cats)],
+            }  # fmt: skip
+        return out
 
     def to_json(self, indent: int | None = 2) -> str:
         """Return the :meth:`to_dict` document as strict JSON text.
@@ -312,6 +356,7 @@ def evaluate(
         categories = {"names": list(spec.categories), "iou": _fill(craw, cscored, conv),
                       "tp": ctp, "fp": cfp, "fn": cfn}  # fmt: skip
         summary["category_miou"] = m.mean(craw, ccm, void=cv, over=over)
+    quality = _quality(source, spec, cm) if isinstance(source, ConfusionMatrix) else {}
     return Result(
         labels=spec.name,
         class_names=list(spec.classes),
@@ -322,4 +367,29 @@ def evaluate(
         pixels=pixels,
         beta=beta,
         **extra,
+        **quality,
     )
+
+
+def _quality(cm: ConfusionMatrix, spec: LabelSpec, counts: CountMatrix) -> dict[str, Any]:
+    """Boundary IoU, iIoU and absent chunks of an accumulator (issue 13)."""
+    from segiou import quality as q
+    from segiou._instances import instance_categories
+
+    e = cm.extras
+    out: dict[str, Any] = {"absent_chunks": dict(sorted(e.absent.items()))}
+    if e.boundary is not None:
+        b = e.boundary_total
+        scores = q.boundary_iou(b)
+        out["boundary"] = {"width": e.boundary.to_dict(), "pixels_used": sorted(e.boundary_px),
+                           "iou": scores, "intersection": b[0], "gt": b[1], "pred": b[2],
+                           "miou": q.nanmean(scores)}  # fmt: skip
+    if e.instances:
+        r = e.instance_records()
+        t = q.instance_iou(counts, sizes=spec.instance_sizes, cls=r.cls, pixels=r.pixels,
+                           tp=r.tp, cat_tp=r.cat_tp, class_categories=spec.class_categories,
+                           instance_categories=instance_categories(spec),
+                           category_fp=e.category_fp)  # fmt: skip
+        out["instances"] = t | {"average_size": dict(spec.instance_sizes),
+                                "category_names": list(spec.categories)}  # fmt: skip
+    return out
