@@ -27,6 +27,7 @@ __all__ = [
     "LabelSpecError",
     "LossyMaskWarning",
     "MaskNotFoundError",
+    "MissingChunkError",
     "NamingError",
     "NotAStateError",
     "OutputError",
@@ -141,6 +142,10 @@ class ResourceError(SegiouError, MemoryError):
 # -- storage ------------------------------------------------------------------------------------
 class ChunkError(SegiouError, OSError):
     """A chunk is missing (where that is not allowed) or cannot be decoded."""
+
+
+class MissingChunkError(ChunkError):
+    """A chunk is missing from a store where every chunk must have been written."""
 
 
 class ImageDecodeError(SegiouError, ValueError):

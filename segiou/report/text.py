@@ -102,7 +102,9 @@ def render_text(result: Result, *, width: int = 100) -> str:
     console.print("rules: " + "; ".join(result.convention.rules()))
     if result.counting.get("ignore_rule"):
         console.print(f"ignored: {result.counting['ignore_rule']}")
-    return buf.getvalue()
+    from segiou.report.quality import render_quality  # issue 13: its own section
+
+    return buf.getvalue() + render_quality(result, width=width)
 
 
 def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> str:

@@ -463,7 +463,7 @@ def _create_arrays(root: Any, sides: list[_Side], layout: str, compressors: Any)
             s.array = root.create_array(s.name, shape=(len(s.src), h, w), dtype=s.dtype,
                                         chunks=(1, *_chunk_shape(s, h, w)),
                                         compressors=compressors, **_ARRAY_OPTIONS)  # fmt: skip
-            s.array.attrs["segiou"] = {"names": list(s.src.names)}
+            s.array.attrs["segiou"] = {"names": list(s.src.names), "all_chunks_written": True}
             continue
         s.array_names = tuple(n.replace("/", GROUP_SEP) for n in s.src.names)
         bad = [n for n in s.array_names if n in ("", ".", "..") or n.startswith(GROUP_SEP)]
@@ -476,10 +476,10 @@ def _create_arrays(root: Any, sides: list[_Side], layout: str, compressors: Any)
         check_unique(f"{s.name}: group array names ('/' -> {GROUP_SEP!r})",
                       dict(zip(s.src.names, s.array_names, strict=True)))  # fmt: skip
         s.array = root.create_group(s.name)
+        meta: dict[str, Any] = {"all_chunks_written": True}
         if s.array_names != s.src.names:
-            s.array.attrs["segiou"] = {
-                "original_names": dict(zip(s.array_names, s.src.names, strict=True))
-            }
+            meta["original_names"] = dict(zip(s.array_names, s.src.names, strict=True))
+        s.array.attrs["segiou"] = meta
 
 
 def _write_one(s: _Side, i: int, dec: _Decoding, compressors: Any) -> None:
