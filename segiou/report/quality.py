@@ -45,8 +45,8 @@ def render_quality(result: Result, *, width: int = 100) -> str:
         w = b["width"]
         asked = f"{w['ratio']:g} of the image diagonal" if "ratio" in w else f"{w['pixels']} px"
         used = ", ".join(map(str, b["pixels_used"])) or "-"
-        t = Table(title=f"Boundary IoU (width {asked}: {used} px)", box=box.SIMPLE_HEAD,
-                  title_justify="left")  # fmt: skip
+        console.print(f"Boundary IoU (width {asked}: {used} px)")  # a line: never wrapped
+        t = Table(box=box.SIMPLE_HEAD)
         for col in ("id", "class", "bIoU", "G_d & P_d", "G_d", "P_d"):
             t.add_column(col, justify="left" if col == "class" else "right")
         for i, n in enumerate(names):
