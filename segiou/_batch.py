@@ -87,6 +87,11 @@ class Counters:
         if instances:  # refuse a spec without instance sizes now, not at the first batch
             self.instances()
 
+    @property
+    def lookup(self) -> Lookup:
+        """The accumulator's lookup."""
+        return self._args[1]
+
     def band(self) -> BandCounter:
         """Return this thread's band counter."""
         bc: BandCounter | None = getattr(self._local, "band", None)
@@ -110,19 +115,35 @@ def _images(a: np.ndarray) -> np.ndarray:
     return a.reshape(int(np.prod(a.shape[:-2])), a.shape[-2], a.shape[-1])
 
 
-def image_tp_and_pred(rows: ImageRows, n: int) -> tuple[IntArray, IntArray]:
-    """Return per image and class the pixels of the class on both sides, and those predicted so.
+def image_counts(rows: ImageRows, n: int) -> tuple[IntArray, IntArray, IntArray]:
+    """Return per image and class: ground-truth pixels, true positives, predictions at valid gt.
 
-    Both from the images' confusion entries; the second counts valid ground truth only.
+    From the images' confusion entries (every prediction code, unexpected values included).
     """
     k = rows.k
+    gt = np.zeros((n, k), dtype=np.int64)
     tp = np.zeros((n, k), dtype=np.int64)
     pv = np.zeros((n, k), dtype=np.int64)
-    valid = (rows.gt < k) & (rows.pred < k)
+    cls = rows.gt < k
+    np.add.at(gt, (rows.image[cls], rows.gt[cls]), rows.count[cls])
+    valid = cls & (rows.pred < k)
     np.add.at(pv, (rows.image[valid], rows.pred[valid]), rows.count[valid])
     same = valid & (rows.gt == rows.pred)
     np.add.at(tp, (rows.image[same], rows.pred[same]), rows.count[same])
-    return tp, pv
+    return gt, tp, pv
+
+
+def _gt_pixels(g: np.ndarray, p: np.ndarray, tally: Tally, lookup: Lookup) -> IntArray:
+    """Ground-truth pixels per class of a batch (its counts, void and unexpected predictions)."""
+    cm = tally.counts
+    out: IntArray = cm.sum(axis=1) + tally.void
+    if tally.unexpected_pred:  # counted, not raised: at which classes? (rare: a slow pass)
+        k = cm.shape[0]
+        gcls = np.vectorize(lambda v: lookup.gt_map.get(int(v), -1))(g)
+        pbad = ~np.isin(p, np.fromiter(lookup.pred_map, dtype=np.int64))
+        hit = pbad & (gcls >= 0) & (gcls < k)
+        out = out + np.bincount(gcls[hit].ravel(), minlength=k)
+    return out
 
 
 def count_extras(
@@ -149,7 +170,8 @@ def count_extras(
     InstanceIdError, LabelDtypeError
         Instance values that are no instance of the spec, or not integers.
     """
-    g = _images(as_labels(gt, "gt", where))
+    g2 = as_labels(gt, "gt", where)
+    g = _images(g2)
     p = _images(as_labels(pred, "pred", where))
     n = g.shape[0]
     k = tally.counts.shape[0]
@@ -159,19 +181,20 @@ def count_extras(
         d = boundary.pixels_for(g.shape[1], g.shape[2])
         sums = [band.count(g[i], p[i], 0, g.shape[1], d) for i in range(n)]
         if per_image and tally.images is not None:
-            tp, pv = image_tp_and_pred(tally.images, n)
-            bnd = np.stack([boundary_counts(s, tp[i], pv[i]) for i, s in enumerate(sums)])
+            gp, tp, pv = image_counts(tally.images, n)
+            bnd = np.stack([boundary_counts(s, gp[i], tp[i], pv[i]) for i, s in enumerate(sums)])
         else:
             total = np.sum(sums, axis=0) if sums else np.zeros((8, k), dtype=np.int64)
             cm = tally.counts
-            bnd = boundary_counts(total, np.diagonal(cm).copy(), cm.sum(axis=0))[None]
+            gp = _gt_pixels(g, p, tally, counters.lookup)
+            bnd = boundary_counts(total, gp, np.diagonal(cm).copy(), cm.sum(axis=0))[None]
     inst = None
     if instances is not None:
         a = as_labels(instances, "instances", where)
-        if a.shape != np.shape(gt):
+        if a.shape != g2.shape:
             msg = (
                 f"{where}: instances have shape {a.shape} but the ground truth "
-                f"{np.shape(gt)}; give the instance ids of the same images"
+                f"{g2.shape}; give the instance ids of the same images"
             )
             raise ShapeMismatchError(msg)
         a3 = _images(a)

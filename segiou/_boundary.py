@@ -173,17 +173,19 @@ class BoundaryWidth:
         return f"{self.ratio:g} of the image diagonal"
 
 
-def boundary_counts(sums: IntArray, tp: IntArray, pred_valid: IntArray) -> IntArray:
+def boundary_counts(
+    sums: IntArray, gt_pixels: IntArray, tp: IntArray, pred_valid: IntArray
+) -> IntArray:
     """Per-class ``|G_d & P_d|``, ``|G_d|``, ``|P_d|`` from the kernels' sums and the counts.
 
     Parameters
     ----------
     sums : ndarray of int64, shape (8, K)
         What :meth:`BandCounter.count` added up over some pixels.
-    tp, pred_valid : ndarray of int64, shape (K,)
-        Of the same pixels: those where ground truth and prediction are both class ``c`` (the
-        confusion matrix's diagonal), and those predicted ``c`` at valid ground truth (its
-        column sums).
+    gt_pixels, tp, pred_valid : ndarray of int64, shape (K,)
+        Of the same pixels: those whose ground truth is class ``c`` (whatever was predicted),
+        those where ground truth and prediction are both ``c`` (the confusion matrix's
+        diagonal), and those predicted ``c`` at valid ground truth (its column sums).
 
     Returns
     -------
@@ -192,7 +194,7 @@ def boundary_counts(sums: IntArray, tp: IntArray, pred_valid: IntArray) -> IntAr
     """
     out = np.empty((3, sums.shape[1]), dtype=np.int64)
     out[0] = tp - sums[bk.GP_GIN] - sums[bk.GP_PIN] + sums[bk.GP_BOTH]
-    out[1] = sums[bk.G_ALL] - sums[bk.G_IN]
+    out[1] = gt_pixels - sums[bk.G_IN]
     out[2] = pred_valid - sums[bk.P_IN]
     return out
 
@@ -274,16 +276,13 @@ class BandCounter:
             self._scratch.clear()  # one band shape at a time: the last one is reused
             nw = bk.words(width)
             b8 = np.empty(64 * nw, dtype=np.uint8)
-            nr = rows * max(1, width // (2 * d + 1))
-            s = {"b8": b8, "b64": b8.view(np.uint64), "eq": np.empty(nw, np.uint64),
-                 "sizes": np.zeros(self.lookup.num_classes, np.int64)}  # fmt: skip
-            for name in ("gh", "ph", "ginv", "pinv", "gbits", "pbits", "q", "pre", "suf", "gin",
-                         "pin"):  # fmt: skip
+            s = {"b8": b8, "b64": b8.view(np.uint64)}
+            s["eq"] = np.empty(nw, dtype=np.uint64)
+            pad = bk.words(2 * d) + 1  # set words around a row's words, for shifted reads
+            for name in ("c", "t"):
+                s[name] = np.empty(nw + 2 * pad, dtype=np.uint64)
+            for name in ("gh", "ph", "q", "pre", "suf", "gin", "pin"):
                 s[name] = np.empty((rows, nw), dtype=np.uint64)
-            for name in ("gruns", "pruns"):
-                s[name] = np.empty((nr, 3), dtype=np.int64)
-            for name in ("goff", "poff"):
-                s[name] = np.empty(rows + 1, dtype=np.int64)
             self._scratch[key] = s
         return s
 
@@ -323,15 +322,12 @@ class BandCounter:
             glut, glo = self._identity(), 0
             plut, plo = glut, 0
         s = self._buffers(rows, width, d)
-        bk.row_runs(g, glut, glo, k, d, lo, hi, s["gh"], s["ginv"], s["b8"], s["b64"],
-                    s["gbits"], s["gruns"], s["goff"], out[bk.G_ALL])  # fmt: skip
-        bk.row_runs(p, plut, plo, k, d, lo, hi, s["ph"], s["pinv"], s["b8"], s["b64"],
-                    s["pbits"], s["pruns"], s["poff"], s["sizes"])  # fmt: skip
         for a, h, name in ((g, s["gh"], "gin"), (p, s["ph"], "pin")):
+            bk.windows(a, d, h, s["b8"], s["b64"], s["c"], s["t"])
             bk.interiors(a, h, d, lo, hi, s["b8"], s["b64"], s["eq"], s["q"], s["pre"], s["suf"],
                          s[name])  # fmt: skip
-        bk.count_band(g, p, s["gin"], s["pin"], s["ginv"], s["gruns"], s["goff"], s["pruns"],
-                      s["poff"], d, lo, hi, s["b8"], s["b64"], s["eq"], out)  # fmt: skip
+        bk.count_band(g, p, glut, glo, plut, plo, k, s["gin"], s["pin"], lo, hi, s["b8"],
+                      s["b64"], s["eq"], out)  # fmt: skip
         return out
 
     def _identity(self) -> IntArray:
@@ -339,6 +335,6 @@ class BandCounter:
         key = ("identity", self._code_dtype.str)
         if key not in self._tables:
             k = self.lookup.num_classes
-            n = np.iinfo(self._code_dtype).max + 1
+            n = 256 if self._code_dtype.itemsize == 1 else 65536
             self._tables[key] = (np.minimum(np.arange(n, dtype=np.int64), k), 0)
         return self._tables[key][0]

@@ -172,7 +172,7 @@ def read_spec_fields(d: Any, source: str) -> dict[str, Any]:
     the spec itself checks the rest when it is built.
     """
     if not isinstance(d, Mapping):
-        msg = f"{source}: expected an object with 'classes', got {type(d).__name__}"  # type: ignore[unreachable]
+        msg = f"{source}: expected an object with 'classes', got {type(d).__name__}"
         raise LabelSpecError(msg)
     known = {"name", "classes", "ignore", "colors", "categories", "class_categories", "raw",
              "instance_sizes"}  # fmt: skip

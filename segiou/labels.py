@@ -180,18 +180,18 @@ class LabelSpec:
         object.__setattr__(self, "raw", tuple(_int_raw(self.name, r) for r in self.raw))
         sizes = []
         for item in self.instance_sizes:
-            c, v = item if isinstance(item, tuple) and len(item) == 2 else (None, None)
-            ic = as_int(c)
-            number = isinstance(v, int | float | np.integer | np.floating) and not isinstance(
-                v, bool | np.bool_
+            ci, size = item if isinstance(item, tuple) and len(item) == 2 else (None, None)
+            ic = as_int(ci)
+            number = isinstance(size, int | float | np.integer | np.floating) and not isinstance(
+                size, bool | np.bool_
             )
-            if ic is None or not 0 <= ic < len(self.classes) or not number or not 0 < v < np.inf:
+            if ic is None or not 0 <= ic < len(self.classes) or not number or not 0 < size < np.inf:
                 msg = (
                     f"instance size {item!r} must be (class index 0..{len(self.classes) - 1}, "
                     "a positive finite number of pixels)"
                 )
                 raise _fail(self.name, msg)
-            sizes.append((ic, float(v)))
+            sizes.append((ic, float(size)))
         object.__setattr__(self, "instance_sizes", tuple(sorted(sizes)))
         for what, values in (("ignore value", self.ignore), ("raw id", [r.id for r in self.raw])):
             if far := [v for v in values if not -(2**63) <= v < 2**63]:

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from segiou.labels import load_spec
 
     spec = None if args.labels is None else load_spec(args.labels)  # before scanning folders
-    layout = detect_dataset(args.gt).layout if args.layout == "auto" else args.layout
+    layout: Any = detect_dataset(args.gt).layout if args.layout == "auto" else args.layout
     if args.pred is not None:
         gt, pred = find_pairs(args.gt, args.pred, gt_pattern=args.gt_pattern,
                               pred_pattern=args.pred_pattern, layout=layout, regex=args.regex,

@@ -180,8 +180,9 @@ class UnitQuality:
         """End the unit: ``table`` is its ``(K+2, K+2)`` code table (the same pixels)."""
         k = self.k
         c = table[:k, :k]
-        b = boundary_counts(self._cur["sums"], np.diagonal(c).copy(), c.sum(axis=0))
-        self._units.append((self._cur["image"], b, np.zeros(0), self._cur["absent"]))
+        b = boundary_counts(self._cur["sums"], table[:k, :].sum(axis=1), np.diagonal(c).copy(),
+                            c.sum(axis=0))  # fmt: skip
+        self._units.append((self._cur["image"], b, np.zeros(0, np.int64), self._cur["absent"]))
         if self.inst is not None:
             self._tallies.append(self.inst.finish(image=self._cur["image"]))
 
