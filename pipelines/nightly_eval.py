@@ -44,7 +44,8 @@ _METRICS = {"miou", "fwiou", "micro_iou", "mdice", "mprecision", "pixel_accuracy
 _BASELINE_KEYS = {"path", "max_drop", "max_class_drop"}
 _REPORT_KEYS = {"dir"}
 _EVAL_KEYS = {"gt", "pred", "labels", "preset", "beta", "scheduler", "gt_ids", "pred_ids", "ignore",
-              "missing_pred", "missing_gt_chunks", "on_unexpected", "split_every", "layout"}  # fmt: skip
+              "missing_pred", "missing_gt_chunks", "on_unexpected", "split_every", "layout",
+              "boundary"}  # fmt: skip
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -144,8 +145,9 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
             gt_ids=ev.get("gt_ids", "auto"), pred_ids=ev.get("pred_ids"),
             on_unexpected=ev.get("on_unexpected", "raise"),
             missing_pred=ev.get("missing_pred", "error"),
-            missing_gt_chunks=ev.get("missing_gt_chunks", "error"),
-            layout=ev.get("layout") or "plain", split_every=ev.get("split_every", 8),
+            missing_gt_chunks=ev.get("missing_gt_chunks", "auto"),
+            layout=ev.get("layout") or "auto", split_every=ev.get("split_every", 8),
+            boundary=ev.get("boundary"),
             scheduler=scheduler, progress=not quiet and sys.stderr.isatty(),
         )  # fmt: skip
     result = evaluate(cm, preset=preset, beta=ev.get("beta"))
