@@ -240,3 +240,36 @@ def test_user_spec_gives_its_own_instance_sizes(tmp_path: Path) -> None:
     assert np.isnan(q["iiou"][0])
     assert q["category_iiou"][1] == pytest.approx(10 / 21, abs=1e-12)
     assert builtin_spec("cityscapes").instance_sizes[0][1] == pytest.approx(3462.4756337644)
+
+
+def test_cli_ingest_and_eval_report_iiou(
+    folders: tuple[Path, dict, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from segiou.cli import main
+
+    root, _, ref = folders
+    store = tmp_path / "s.zarr"
+    assert main(["ingest", "--gt", str(root / "gtFine" / "val"), "--pred", str(root / "results"),
+                 "--out", str(store), "--chunks", "8x8", "--quiet"]) == 0  # fmt: skip
+    out = tmp_path / "r.json"
+    assert main(["eval", "--gt", str(store / "gt"), "--pred", str(store / "pred"), "--quiet",
+                 "--preset", "cityscapes", "--scheduler", "synchronous",
+                 "--json", str(out)]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "instance-level IoU (iIoU, cityscapesScripts)" in text
+    doc = json.loads(out.read_text())["instances"]
+    for c in doc["classes"]:
+        want = ref["classInstScores"][c["name"]]
+        assert (c["iiou"] is None and math.isnan(want)) or abs(c["iiou"] - want) <= 1e-9
+    for c in doc["categories"]:
+        want = ref["categoryInstScores"][c["name"]]
+        assert (c["iiou"] is None and math.isnan(want)) or abs(c["iiou"] - want) <= 1e-9
+    # --no-instances: ingest leaves them out, eval counts no iIoU
+    bare = tmp_path / "bare.zarr"
+    assert main(["ingest", "--gt", str(root / "gtFine" / "val"), "--pred", str(root / "results"),
+                 "--out", str(bare), "--no-instances", "--quiet"]) == 0  # fmt: skip
+    assert main(["eval", "--gt", str(bare / "gt"), "--pred", str(bare / "pred"), "--quiet",
+                 "--scheduler", "synchronous", "--json", str(out)]) == 0  # fmt: skip
+    assert json.loads(out.read_text())["instances"] is None
