@@ -215,3 +215,23 @@ def test_cli_boundary_option(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         main([*base, "--boundary", "3"])
     assert info.value.code == 2
     assert "boundary" in capsys.readouterr().err
+
+
+def test_engine_on_image_folders_equals_the_reference(tmp_path: Path) -> None:
+    from PIL import Image
+
+    gt, pred = cityscapes_like(3, 20, 33, seed=11)
+    for side, data in (("g", gt), ("p", pred)):
+        (tmp_path / side).mkdir()
+        for i, img in enumerate(data):
+            Image.fromarray(img).save(tmp_path / side / f"im{i}.png")
+    cm = count_stores(tmp_path / "g", tmp_path / "p", labels=19, ignore_index=255,
+                      boundary="4px", scheduler="synchronous")  # fmt: skip
+    assert_array_equal(cm.extras.boundary_total, _reference(gt, pred, 19, 4))
+    assert detect_dataset_is_plain(tmp_path / "g")
+
+
+def detect_dataset_is_plain(folder: Path) -> bool:
+    from segiou.io.datasets import detect_dataset
+
+    return detect_dataset(folder).dataset is None

@@ -259,6 +259,10 @@ def test_cli_ingest_and_eval_report_iiou(
                  "--json", str(out)]) == 0  # fmt: skip
     text = capsys.readouterr().out
     assert "instance-level IoU (iIoU, cityscapesScripts)" in text
+    from segiou.io.zarr import open_masks
+
+    assert open_masks(store, "gt").complete  # ingest records that every chunk was written
+    assert open_masks(store, "instances").complete
     doc = json.loads(out.read_text())["instances"]
     for c in doc["classes"]:
         want = ref["classInstScores"][c["name"]]

@@ -72,8 +72,10 @@ def detect_dataset(gt: str | Path) -> Detected:
     >>> detect_dataset("no/such/folder").dataset is None
     True
     """
+    from segiou.io.sources import is_zarr
+
     p = Path(str(gt))
-    if not p.is_dir():
+    if not p.is_dir() or is_zarr(p):  # a store's chunk files are no dataset's folders
         return Detected()
     hit = next(p.rglob(_CITYSCAPES_GT), None)
     if hit is not None:
