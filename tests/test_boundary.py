@@ -9,6 +9,7 @@ several schedulers: the counts are identical integers.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -235,3 +236,54 @@ def detect_dataset_is_plain(folder: Path) -> bool:
     from segiou.io.datasets import detect_dataset
 
     return detect_dataset(folder).dataset is None
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    h=st.integers(1, 30),
+    w=st.integers(1, 50),
+    d=st.integers(1, 6),
+    cuts=st.lists(st.integers(0, 30), max_size=4),
+)
+def test_bands_with_halos_add_up_to_the_whole(seed, h, w, d, cuts) -> None:
+    # the kernel's contract: rows lo..hi of a band read with d rows of halo (clipped at the
+    # image) count exactly what the whole image counts there, for any cut into bands
+    from segiou._boundary import BandCounter
+    from segiou._count import Lookup
+
+    rng = np.random.default_rng(seed)
+    gt = np.repeat(rng.integers(0, 4, (h, w // 3 + 1)), 3, axis=1)[:, :w].astype(np.uint8)
+    gt[rng.random(gt.shape) < 0.05] = 255
+    pred = np.where(rng.random(gt.shape) < 0.2, rng.integers(0, 4, gt.shape), gt).astype(np.uint8)
+    lookup = Lookup(3, {0: 0, 1: 1, 2: 2, 255: -1, 3: -1}, {0: 0, 1: 1, 2: 2, 255: -1, 3: -1})
+    band = BandCounter(lookup)
+    whole = band.count(gt, pred, 0, h, d)
+    edges = sorted({0, h, *(c for c in cuts if c < h)})
+    parts = np.zeros_like(whole)
+    for top, bottom in itertools.pairwise(edges):
+        a, b = max(0, top - d), min(h, bottom + d)
+        parts += band.count(gt[a:b], pred[a:b], top - a, bottom - a, d)
+    assert_array_equal(parts, whole)
+
+
+def test_a_tampered_boundary_state_is_refused() -> None:
+    gt, pred = adversarial()
+    cm = ConfusionMatrix(4, ignore_index=255, boundary="2px", per_image=True)
+    cm.update(gt, pred, key="a")
+    good = cm.to_dict()
+    for path, value in ((("boundary", "counts"), [[1, 2, 3, 4]]),
+                        (("boundary", "width"), {"pixels": 0}),
+                        (("boundary", "images"), {"nobody": [[0] * 4] * 3}),
+                        (("absent_chunks",), {"a": -1})):  # fmt: skip
+        bad = json.loads(json.dumps(good))
+        node = bad
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(segiou.errors.CheckpointError):
+            ConfusionMatrix.from_dict(bad, source="s.json")
+    two = json.loads(json.dumps(good))
+    two["version"] = 2  # the fields of version 3 are unknown to version 2
+    with pytest.raises(segiou.errors.CheckpointError, match="unknown field"):
+        ConfusionMatrix.from_dict(two)

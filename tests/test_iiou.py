@@ -277,3 +277,21 @@ def test_cli_ingest_and_eval_report_iiou(
     assert main(["eval", "--gt", str(bare / "gt"), "--pred", str(bare / "pred"), "--quiet",
                  "--scheduler", "synchronous", "--json", str(out)]) == 0  # fmt: skip
     assert json.loads(out.read_text())["instances"] is None
+
+
+def test_an_image_counted_on_both_sides_is_counted_once(folders: tuple[Path, dict, dict]) -> None:
+    # DistributedSampler pads a rank's last batch with an image another rank counts: merged,
+    # its instances (and category false positives) count once, as its confusion does
+    _, data, ref = folders
+    parts = []
+    for rng in (range(4), range(3, 6)):  # image 3 on both sides
+        cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
+        for j in rng:
+            n = data["names"][j]
+            cm.update(data["gt"][j], data["pred"][j], key=f"{n}-{rng.start}", names=[n],
+                      instances=data["inst"][j])  # fmt: skip
+        parts.append(cm)
+    merged = parts[0] + parts[1]
+    assert merged.n_images == 6
+    assert_matches(segiou.evaluate(merged, preset="cityscapes"), ref)
+    assert ConfusionMatrix.from_dict(merged.to_dict()) == merged
