@@ -60,7 +60,7 @@ _BASELINE_KEYS = {"path", "state", "max_drop", "max_class_drop"}
 _REPORT_KEYS = {"dir"}
 _EVAL_KEYS = {"gt", "pred", "labels", "preset", "beta", "scheduler", "gt_ids", "pred_ids", "ignore",
               "missing_pred", "missing_gt_chunks", "on_unexpected", "split_every", "layout",
-              "bootstrap", "bootstrap_seed"}  # fmt: skip
+              "bootstrap", "bootstrap_seed", "boundary"}  # fmt: skip
 #: [gate] keys and their defaults (the paired bootstrap gate against [baseline] state).
 _GATE_DEFAULTS: dict[str, Any] = {"alpha": 0.05, "max_miou_drop": 0.005, "max_class_drop": 0.02,
                                   "resamples": 1000, "seed": 0, "shared_images": False,
@@ -188,8 +188,9 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
             gt_ids=ev.get("gt_ids", "auto"), pred_ids=ev.get("pred_ids"),
             on_unexpected=ev.get("on_unexpected", "raise"),
             missing_pred=ev.get("missing_pred", "error"),
-            missing_gt_chunks=ev.get("missing_gt_chunks", "error"),
-            layout=ev.get("layout") or "plain", split_every=ev.get("split_every", 8),
+            missing_gt_chunks=ev.get("missing_gt_chunks", "auto"),
+            layout=ev.get("layout") or "auto", split_every=ev.get("split_every", 8),
+            boundary=ev.get("boundary"),
             scheduler=scheduler, progress=not quiet and sys.stderr.isatty(),
         )  # fmt: skip
     resamples = ev.get("bootstrap", 1000)

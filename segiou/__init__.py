@@ -16,7 +16,8 @@ import difflib
 from importlib import import_module
 from typing import Any
 
-from segiou import errors, metrics
+from segiou import errors, metrics, quality
+from segiou._boundary import BoundaryWidth
 from segiou._version import __version__
 from segiou.confusion import ConfusionMatrix, ImageTable
 from segiou.conventions import PRESETS, Convention, get_convention
@@ -39,6 +40,7 @@ from segiou.results import Result, evaluate
 
 __all__ = [
     "PRESETS",
+    "BoundaryWidth",
     "ConfusionMatrix",
     "Convention",
     "ImageTable",
@@ -63,6 +65,7 @@ __all__ = [
     "micro_iou",
     "pixel_accuracy",
     "precision",
+    "quality",
     "recall",
 ]
 

@@ -5,7 +5,14 @@
 
 from __future__ import annotations
 
-__all__ = ["ADE20K_CLASSES", "CITYSCAPES", "CITYSCAPES_CATEGORIES", "VOC_CLASSES", "voc_colors"]
+__all__ = [
+    "ADE20K_CLASSES",
+    "CITYSCAPES",
+    "CITYSCAPES_CATEGORIES",
+    "CITYSCAPES_INSTANCE_SIZES",
+    "VOC_CLASSES",
+    "voc_colors",
+]
 
 # Cityscapes: (name, labelId, trainId or None, category, colour), from the dataset's label table.
 #: One row per Cityscapes labelId.
@@ -46,6 +53,20 @@ CITYSCAPES: tuple[tuple[str, int, int | None, str, tuple[int, int, int]], ...] =
     ("bicycle", 33, 18, "vehicle", (119, 11, 32)),
 )
 CITYSCAPES_CATEGORIES = ("flat", "construction", "object", "nature", "sky", "human", "vehicle")
+#: Average instance size in pixels per class with instances (the benchmark's iIoU weights, as
+#: cityscapesScripts' evalPixelLevelSemanticLabeling gives them in ``avgClassSize``).
+CITYSCAPES_INSTANCE_SIZES = {
+    "bicycle": 4672.3249222261,
+    "caravan": 36771.8241758242,
+    "motorcycle": 6298.7200839748,
+    "rider": 3930.4788056518,
+    "bus": 35732.1511111111,
+    "train": 67583.7075812274,
+    "car": 12794.0202738185,
+    "person": 3462.4756337644,
+    "truck": 27855.1264367816,
+    "trailer": 16926.9763313609,
+}
 
 VOC_CLASSES = (
     "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair",

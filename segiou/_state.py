@@ -1,8 +1,10 @@
 """The saved state of an accumulator: its versioned JSON form, written and checked.
 
-:func:`dump` writes format ``segiou.confusion`` version 2; :func:`load` reads versions 1 and 2
-and refuses a state that breaks any invariant, naming the field: every count an exact integer
-in ``0 .. 2**63 - 1`` (checked before any numpy conversion), a pixel total that fits in int64,
+:func:`dump` writes format ``segiou.confusion`` version 2, or version 3 for a state that also
+keeps Boundary IoU counts, instance records or absent chunks (:mod:`segiou._extras`: the fields
+``boundary``, ``instances`` and ``absent_chunks``); :func:`load` reads versions 1 to 3 and
+refuses a state that breaks any invariant, naming the field: every count an exact integer in
+``0 .. 2**63 - 1`` (checked before any numpy conversion), a pixel total that fits in int64,
 keys a list of distinct strings, no unexpected counts in a ``raise``-mode state, per-image rows
 that add up to the totals, and no unknown fields. Version 1 kept per-image TP/FP/FN rows only;
 version 2 keeps each image's sparse confusion entries (:mod:`segiou.images`).
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from segiou._extras import Extras
 from segiou._typing import IntArray
 from segiou._version import __version__
 from segiou.errors import CheckpointError
@@ -29,13 +32,17 @@ __all__ = ["FORMAT", "INT64_MAX", "READABLE", "VERSION", "StateParts", "dump", "
 
 FORMAT = "segiou.confusion"
 VERSION = 2
+#: The version of a state with Boundary IoU counts, instance records or absent chunks.
+VERSION_EXTRAS = 3
 #: Versions :func:`load` reads.
-READABLE = (1, 2)
+READABLE = (1, 2, 3)
 INT64_MAX = 2**63 - 1
 
 _FIELDS = {"format", "version", "writer", "labels", "gt_ids", "pred_ids", "per_image",
            "on_unexpected", "counts", "void", "ignored", "unexpected", "keys", "images",
            "pixels", "image_rows"}  # fmt: skip
+#: Fields of version 3 only.
+_EXTRA_FIELDS = {"boundary", "instances", "absent_chunks"}
 #: Names a version-1 state gave images counted without one: they are anonymous from version 2.
 _AUTO_NAME = re.compile(r"#\d+")
 
@@ -57,6 +64,7 @@ class StateParts:
     keys: set[str]
     n_images: int
     rows: ImageRows | None
+    extras: Extras | None = None
 
     @property
     def pixels(self) -> int:
@@ -111,6 +119,9 @@ def dump(p: StateParts) -> dict[str, Any]:
                 },
                 "unexpected": [list(u) for u in sorted(r.unexpected)],
             }
+    if p.extras is not None and not p.extras.empty:
+        out["version"] = VERSION_EXTRAS
+        out.update(p.extras.to_dict())
     return out
 
 
@@ -319,7 +330,7 @@ def _spec(text: str) -> LabelSpec:
 
 
 def load(d: Any, source: str = "state") -> StateParts:
-    """Read and check a saved state (version 1 or 2).
+    """Read and check a saved state (version 1, 2 or 3).
 
     Parameters
     ----------
@@ -352,8 +363,8 @@ def _load(d: Any) -> StateParts:
     version = d.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
         msg = (
-            f"field 'version' is {version!r}, expected the integer 1 or 2 (the file was altered "
-            "or not written by segiou)"
+            f"field 'version' is {version!r}, expected the integer 1, 2 or 3 (the file was "
+            "altered or not written by segiou)"
         )
         raise _fail(msg)
     if version not in READABLE:
@@ -364,7 +375,8 @@ def _load(d: Any) -> StateParts:
             f"{__version__}, which reads versions {list(READABLE)}; upgrade segiou"
         )
         raise _fail(msg)
-    if unknown := sorted(set(d) - _FIELDS):
+    known = _FIELDS | (_EXTRA_FIELDS if version >= VERSION_EXTRAS else set())
+    if unknown := sorted(set(d) - known):
         msg = f"unknown field(s) {unknown}; the file was altered or written by a newer segiou"
         raise _fail(msg)
     if missing := sorted(_FIELDS - {"writer"} - set(d)):
@@ -397,6 +409,8 @@ def _load(d: Any) -> StateParts:
         unexpected_gt=_unexpected(unexpected["gt"], "unexpected.gt"),
         unexpected_pred=_unexpected(unexpected["pred"], "unexpected.pred"),
         keys=_keys(d["keys"]), n_images=_count(d["images"], "images"), rows=None,
+        extras=Extras.from_dict(d, k=k, n_categories=len(spec.categories),
+                                per_image=d["per_image"], source="state"),
     )  # fmt: skip
     if p.on_unexpected == "raise" and (p.unexpected_gt or p.unexpected_pred):
         msg = (
@@ -425,4 +439,18 @@ def _load(d: Any) -> StateParts:
         return p
     p.rows = _rows_v1(r, k, p.n_images) if version == 1 else _rows_v2(r, k, p.n_images)
     _check_rows_add_up(p)
+    _check_extras(p)
     return p
+
+
+def _check_extras(p: StateParts) -> None:
+    """Per-image Boundary IoU counts and absent chunks name counted images."""
+    if p.extras is None or p.rows is None:
+        return
+    named = set(p.rows.names)
+    e = p.extras
+    for what, names in (("boundary.images", e.boundary_images), ("absent_chunks", e.absent),
+                        ("instances.images", e.category_fp_images)):  # fmt: skip
+        if stray := sorted(set(names) - named)[:3]:
+            msg = f"field {what!r} names image(s) {stray} that have no per-image row; altered"
+            raise _fail(msg)

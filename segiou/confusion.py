@@ -6,7 +6,6 @@ Counts accumulate; ratios are computed once, at the end, from the summed counts 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import threading
@@ -18,12 +17,23 @@ from typing import Any, Self
 import numpy as np
 
 from segiou import _state
-from segiou._count import Lookup, OnUnexpected, Tally, count_pairs, to_numpy
-from segiou._resources import check_memory
+from segiou._batch import (
+    Counters,
+    add_into,
+    check_fits,
+    count_extras,
+    n_images_of,
+    overflow_error,
+    row_multiset,
+    spec_lookup,
+)
+from segiou._boundary import BoundaryWidth
+from segiou._count import OnUnexpected, Tally, count_pairs, to_numpy
+from segiou._extras import Extras
+from segiou._instances import InstanceTally
 from segiou._typing import CountMatrix, IntArray
 from segiou.errors import (
     CheckpointError,
-    CountOverflowError,
     DuplicateBatchError,
     DuplicateImageError,
     IncompatibleMatrixError,
@@ -67,11 +77,22 @@ class ConfusionMatrix:
         from which its TP/FP/FN rows derive; leading axes are images.
     threads : int, optional
         Threads of the counting kernel (default: all of Numba's threads for large batches).
+    boundary : bool, float, str or BoundaryWidth, optional
+        Also count Boundary IoU (Cheng et al. 2021): ``True`` (width 2% of each image's
+        diagonal), a ratio such as ``0.01``, or pixels such as ``"5px"`` (see
+        :class:`segiou.BoundaryWidth`). Off by default: it costs about as much again as
+        counting.
+    instances : bool, default False
+        Also count instance ground truth for iIoU (cityscapesScripts' instance-level IoU): every
+        :meth:`update` then takes ``instances=`` (instance ids ``label * 1000 + k``, as
+        Cityscapes' ``*_gtFine_instanceIds.png``); the spec must give average instance sizes.
 
     Raises
     ------
     LabelSpecError
         Invalid labels or id space.
+    UsageError
+        An invalid ``boundary`` width, or ``instances`` with a spec without instance sizes.
 
     Notes
     -----
@@ -100,6 +121,8 @@ class ConfusionMatrix:
         on_unexpected: OnUnexpected = "raise",
         per_image: bool = False,
         threads: int | None = None,
+        boundary: bool | float | str | BoundaryWidth | None = None,
+        instances: bool = False,
     ) -> None:
         if isinstance(labels, int | np.integer) and not isinstance(labels, bool):
             spec = LabelSpec.from_num_classes(int(labels), ignore=ignore_index)
@@ -116,8 +139,8 @@ class ConfusionMatrix:
         self.on_unexpected: OnUnexpected = on_unexpected
         self.per_image = bool(per_image)
         self.threads = threads
-        _check_fits(spec.num_classes, threads)
-        self._lookup = _lookup(spec, self.gt_ids, self.pred_ids)
+        check_fits(spec.num_classes, threads)
+        self._lookup = spec_lookup(spec, self.gt_ids, self.pred_ids)
         k = spec.num_classes
         self.counts: CountMatrix = np.zeros((k, k), dtype=np.int64)
         self.void: IntArray = np.zeros(k, dtype=np.int64)
@@ -131,6 +154,20 @@ class ConfusionMatrix:
         self._pixels = 0  # the exact pixel total (a Python int: never wraps)
         self._pending: set[str] = set()
         self._lock = threading.Lock()
+        #: Boundary IoU counts, instance records and absent chunks (:mod:`segiou._extras`).
+        self.extras = Extras(k, len(spec.categories), BoundaryWidth.parse(boundary),
+                             bool(instances), self.per_image)  # fmt: skip
+        self._counters = Counters(spec, self._lookup, self.gt_ids, self.pred_ids, bool(instances))
+
+    @property
+    def boundary(self) -> BoundaryWidth | None:
+        """The Boundary IoU width (``None``: Boundary IoU is not counted)."""
+        return self.extras.boundary
+
+    @property
+    def instances(self) -> bool:
+        """Whether instance ground truth is counted (iIoU)."""
+        return self.extras.instances
 
     @classmethod
     def empty(cls, labels: int | str | Path | LabelSpec, **options: Any) -> ConfusionMatrix:
@@ -191,6 +228,7 @@ class ConfusionMatrix:
         *,
         key: str | int | None = None,
         names: Sequence[str] | None = None,
+        instances: object | None = None,
     ) -> Self:
         """Count one batch: ground truth and prediction of the same shape.
 
@@ -208,6 +246,10 @@ class ConfusionMatrix:
             counted before in this accumulator; a name identifies its image (see
             :meth:`merge`). Default: the labels ``key`` (one image) or ``key/0``, ``key/1``,
             ...; without a key ``#<row>``.
+        instances : array_like of int, optional
+            Instance ids of the ground truth, same shape (``label * 1000 + k`` above 1000, as
+            Cityscapes' ``*_gtFine_instanceIds.png``): required when the accumulator was made
+            with ``instances=True``, refused otherwise.
 
         Returns
         -------
@@ -229,9 +271,10 @@ class ConfusionMatrix:
         """
         k = None if key is None else str(key)
         where = "update" if k is None else f"batch {k!r}"
+        self.extras.check(instances is not None, where, batch=True)
         gt, pred = to_numpy(gt, "gt", where), to_numpy(pred, "pred", where)  # no copy
         if self.per_image and names is not None:
-            check_names(names, _n_images(gt.shape), where)
+            check_names(names, n_images_of(gt.shape), where)
         with self._lock:
             if k is not None and (k in self.keys or k in self._pending):
                 msg = (
@@ -245,7 +288,12 @@ class ConfusionMatrix:
             tally = count_pairs(gt, pred, self._lookup, where=where,
                                 on_unexpected=self.on_unexpected, per_image=self.per_image,
                                 threads=self.threads)  # fmt: skip
-            self.add_tally(tally, key=k, names=names, n_images=_n_images(gt.shape))
+            bnd, inst = count_extras(gt, pred, instances, tally, boundary=self.boundary,
+                                     counters=self._counters, per_image=self.per_image,
+                                     where=where)  # fmt: skip
+            d = () if self.boundary is None else (self.boundary.pixels_for(*gt.shape[-2:]),)
+            self.add_tally(tally, key=k, names=names, n_images=n_images_of(gt.shape),
+                           boundary=bnd, instances=inst, widths=d)  # fmt: skip
         finally:
             if k is not None:
                 with self._lock:
@@ -260,6 +308,10 @@ class ConfusionMatrix:
         names: Sequence[str] | None,
         n_images: int,
         names_given: bool = True,
+        boundary: IntArray | None = None,
+        instances: InstanceTally | None = None,
+        absent: Sequence[int] | None = None,
+        widths: Sequence[int] = (),
     ) -> None:
         """Add what one counting pass found, counted elsewhere (for example by the Dask engine).
 
@@ -279,6 +331,15 @@ class ConfusionMatrix:
         names_given : bool, default True
             Whether ``names`` identify the images (a name counted before is refused, and
             merges match images by it), or only label them (e.g. a store's index numbers).
+        boundary : ndarray of int64, shape (images, 3, K) or (1, 3, K), optional
+            Boundary IoU counts of the tally's pixels (required when the accumulator counts
+            Boundary IoU): per image, or summed.
+        instances : InstanceTally, optional
+            The tally's instances (required when the accumulator counts instances).
+        absent : sequence of int, optional
+            Ground-truth chunks absent from a store and read as the fill value, per image.
+        widths : sequence of int
+            The Boundary IoU widths in pixels the tally's images got.
 
         Raises
         ------
@@ -289,9 +350,11 @@ class ConfusionMatrix:
         CountOverflowError
             The pixel total would pass ``2**63 - 1``.
         UsageError
-            Per-image rows are kept but the tally has none, or ``names`` is not one distinct
-            string per image.
+            Per-image rows are kept but the tally has none, ``names`` is not one distinct
+            string per image, or Boundary IoU counts or instances the accumulator keeps are
+            missing (or given to one that does not keep them).
         """
+        self.extras.check(instances is not None, key or "update", boundary=boundary is not None)
         im = tally.images if self.per_image else None
         labels: tuple[str, ...] | None = None
         given = names_given and names is not None
@@ -315,12 +378,12 @@ class ConfusionMatrix:
                 raise DuplicateImageError(msg)
             total = self._pixels + tally.n_pixels
             if total > _state.INT64_MAX:
-                raise _overflow(self._pixels, tally.n_pixels)
+                raise overflow_error(self._pixels, tally.n_pixels)
             self.counts += tally.counts
             self.void += tally.void
             self.n_ignored += tally.n_ignored
-            _add_into(self.unexpected_gt, tally.unexpected_gt)
-            _add_into(self.unexpected_pred, tally.unexpected_pred)
+            add_into(self.unexpected_gt, tally.unexpected_gt)
+            add_into(self.unexpected_pred, tally.unexpected_pred)
             self.n_images += n_images
             self._pixels = total
             if key is not None:
@@ -334,6 +397,9 @@ class ConfusionMatrix:
                 self._rows.append(replace(im, names=labels, given=(given,) * im.n))
                 if given:
                     self._named.update(labels)
+            shown = labels or tuple(names or ()) or tuple(f"#{i}" for i in range(n_images))
+            self.extras.add(shown, boundary=boundary, instances=instances, absent=absent,
+                            widths=widths)  # fmt: skip
 
     # -- merging ------------------------------------------------------------------------------
     def _config(self) -> dict[str, Any]:
@@ -342,7 +408,7 @@ class ConfusionMatrix:
             "gt_ids": self.gt_ids,
             "pred_ids": self.pred_ids,
             "per_image": self.per_image,
-        }
+        } | self.extras.settings()
 
     def _check_compatible(self, other: ConfusionMatrix) -> None:
         if not isinstance(other, ConfusionMatrix):
@@ -350,7 +416,7 @@ class ConfusionMatrix:
             raise NotAStateError(msg)
         mine, theirs = self._config(), other._config()
         mine["on_unexpected"], theirs["on_unexpected"] = self.on_unexpected, other.on_unexpected
-        for name in ("gt_ids", "pred_ids", "per_image", "on_unexpected"):
+        for name in ("gt_ids", "pred_ids", "per_image", "on_unexpected", "boundary", "instances"):
             if mine[name] != theirs[name]:
                 msg = (
                     f"cannot merge: {name} is {mine[name]!r} here but {theirs[name]!r} in the "
@@ -418,7 +484,8 @@ class ConfusionMatrix:
             raise DuplicateBatchError(msg)
         out = ConfusionMatrix(self.spec, gt_ids=self.gt_ids, pred_ids=self.pred_ids,
                               on_unexpected=self.on_unexpected, per_image=self.per_image,
-                              threads=self.threads)  # fmt: skip
+                              threads=self.threads, boundary=self.boundary,
+                              instances=self.instances)  # fmt: skip
         first, second = sorted((self, other), key=id)  # one lock order: no deadlock
         with first._lock, second._lock:
             if both := self.keys & other.keys:
@@ -428,16 +495,18 @@ class ConfusionMatrix:
                     f"{shown}; a batch is never counted twice. Merge states of disjoint batches"
                 )
                 raise DuplicateBatchError(msg)
-            drop, less = _shared_images(self, other)
+            drop, less = (shared_rows(ImageRows.concat(self._rows, self.num_classes),
+                                      ImageRows.concat(other._rows, self.num_classes))
+                          if self._named & other._named else (set(), None))  # fmt: skip
             total = self._pixels + other._pixels - (less["pixels"] if less else 0)
             if total > _state.INT64_MAX:
-                raise _overflow(self._pixels, other._pixels)
+                raise overflow_error(self._pixels, other._pixels)
             for src in (self, other):
                 out.counts += src.counts
                 out.void += src.void
                 out.n_ignored += src.n_ignored
-                _add_into(out.unexpected_gt, src.unexpected_gt)
-                _add_into(out.unexpected_pred, src.unexpected_pred)
+                add_into(out.unexpected_gt, src.unexpected_gt)
+                add_into(out.unexpected_pred, src.unexpected_pred)
                 out.n_images += src.n_images
                 out.keys |= src.keys
             out._rows = list(self._rows)
@@ -446,8 +515,8 @@ class ConfusionMatrix:
                 out.counts -= less["counts"]
                 out.void -= less["void"]
                 out.n_ignored -= less["ignored"]
-                _add_into(out.unexpected_gt, {v: -c for v, c in less["unexpected_gt"].items()})
-                _add_into(out.unexpected_pred, {v: -c for v, c in less["unexpected_pred"].items()})
+                add_into(out.unexpected_gt, {v: -c for v, c in less["unexpected_gt"].items()})
+                add_into(out.unexpected_pred, {v: -c for v, c in less["unexpected_pred"].items()})
                 out.unexpected_gt = {v: c for v, c in out.unexpected_gt.items() if c}
                 out.unexpected_pred = {v: c for v, c in out.unexpected_pred.items() if c}
                 out.n_images -= len(drop)
@@ -455,6 +524,8 @@ class ConfusionMatrix:
                 out._rows.append(theirs.select(keep))
             else:
                 out._rows.extend(other._rows)
+            dropped = {theirs.names[i] for i in drop} if theirs is not None else set()
+            out.extras = self.extras.merged(other.extras, dropped)
             out._named = self._named | other._named
             out._pixels = total
         return out
@@ -476,7 +547,8 @@ class ConfusionMatrix:
         for d, cm in ((a, self), (b, other)):
             d.pop("writer")
             d.pop("version")
-            d["image_rows"] = _row_multiset(cm, dense) if cm.per_image else None
+            rows = ImageRows.concat(cm._rows, cm.num_classes)
+            d["image_rows"] = row_multiset(rows, dense) if cm.per_image else None
         return a == b
 
     __hash__ = None  # type: ignore[assignment]
@@ -498,7 +570,7 @@ class ConfusionMatrix:
             on_unexpected=self.on_unexpected, per_image=self.per_image, counts=self.counts,
             void=self.void, ignored=self.n_ignored, unexpected_gt=self.unexpected_gt,
             unexpected_pred=self.unexpected_pred, keys=self.keys, n_images=self.n_images,
-            rows=rows,
+            rows=rows, extras=self.extras,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -542,14 +614,19 @@ class ConfusionMatrix:
         """
         p = _state.load(d, source)
         try:
+            e = p.extras
             cm = cls(p.spec, gt_ids=p.gt_ids, pred_ids=p.pred_ids,
-                     on_unexpected=p.on_unexpected, per_image=p.per_image)  # fmt: skip
+                     on_unexpected=p.on_unexpected, per_image=p.per_image,
+                     boundary=None if e is None else e.boundary,
+                     instances=e is not None and e.instances)  # fmt: skip
         except Exception as err:  # e.g. a spec whose ids do not fit the declared id space
             msg = f"{source}: the state's settings are invalid ({err})"
             raise CheckpointError(msg) from err
         cm.counts, cm.void, cm.n_ignored = p.counts, p.void, p.ignored
         cm.unexpected_gt, cm.unexpected_pred = p.unexpected_gt, p.unexpected_pred
         cm.keys, cm.n_images, cm._pixels = p.keys, p.n_images, p.pixels
+        if p.extras is not None:
+            cm.extras = p.extras
         if p.rows is not None:
             cm._rows = [p.rows] if p.rows.n else []
             cm._named = {n for n, g in zip(p.rows.names, p.rows.given, strict=True) if g}
@@ -619,66 +696,3 @@ class ConfusionMatrix:
         other = ConfusionMatrix.from_dict(state["state"])
         self.__dict__.update(other.__dict__)
         self.threads = state["threads"]
-
-
-@functools.lru_cache(maxsize=64)
-def _lookup(spec: LabelSpec, gt_ids: IdSpace, pred_ids: IdSpace) -> Lookup:
-    """Build the lookup tables of a spec and id spaces once: they are immutable and shared."""
-    return Lookup(spec.num_classes, spec.gt_map(gt_ids), spec.pred_map(pred_ids))
-
-
-@functools.lru_cache(maxsize=64)
-def _check_fits(k: int, threads: int | None) -> None:
-    """Refuse, before allocating, an accumulator whose tables would not fit in memory."""
-    import numba
-
-    workers = numba.get_num_threads() if threads is None else max(1, int(threads))
-    # the counts, and per update one code table of (K+2)^2 cells per kernel thread plus the fold
-    need = 8 * (k * k + (k + 2) ** 2 * (workers + 2))
-    check_memory(need, f"an accumulator of {k:,} classes ({workers} kernel thread(s))",
-                 "Check the number of classes, or pass threads=1")  # fmt: skip
-
-
-def _n_images(shape: tuple[int, ...]) -> int:
-    # leading axes are images, as for the per-image rows; an empty H x W mask is one image
-    if len(shape) <= 2:
-        return 1
-    return int(np.prod(shape[:-2]))
-
-
-def _add_into(acc: dict[int, int], new: Mapping[int, int]) -> None:
-    for v, c in new.items():
-        acc[v] = acc.get(v, 0) + c
-
-
-def _overflow(have: int, adding: int) -> CountOverflowError:
-    msg = (
-        f"counting {adding:,} more pixels into a state of {have:,} would pass 2**63 - 1, the "
-        "largest exact count; nothing was added. Split the evaluation into several states"
-    )
-    return CountOverflowError(msg)
-
-
-def _shared_images(
-    a: ConfusionMatrix, b: ConfusionMatrix
-) -> tuple[set[int], dict[str, Any] | None]:
-    """Rows of ``b`` that ``a`` counted too (see :func:`segiou.images.shared_rows`)."""
-    if not a._named & b._named:
-        return set(), None
-    ra = ImageRows.concat(a._rows, a.num_classes)
-    rb = ImageRows.concat(b._rows, b.num_classes)
-    return shared_rows(ra, rb)
-
-
-def _row_multiset(cm: ConfusionMatrix, dense: bool) -> list[tuple[Any, ...]]:
-    """Return the per-image rows of ``cm`` in a canonical order (row order is only history).
-
-    ``dense``: compare TP/FP/FN rows (what a version-1 state keeps) instead of the entries.
-    """
-    rows = ImageRows.concat(cm._rows, cm.num_classes)
-    if dense:
-        tables = rows.dense()
-        return sorted((n, *(tuple(np.atleast_1d(t[i]).tolist()) for t in tables))
-                      for i, n in enumerate(rows.names))  # fmt: skip
-    return sorted((n, g, rows.signature(i))
-                  for i, (n, g) in enumerate(zip(rows.names, rows.given, strict=True)))  # fmt: skip

@@ -135,7 +135,10 @@ PRESETS: dict[str, Convention] = {
             "cityscapesScripts evalPixelLevelSemanticLabeling: IoU and category IoU (classes "
             "merged), nan-skipping averages; predictions of non-evaluated labelIds are false "
             "negatives, never false positives",
-            ("instance-weighted iIoU is not computed (it needs instance masks)",
+            (("instance-weighted iIoU is computed when instance ids are given (instances=True, "
+              "or *_gtFine_instanceIds.png beside the labelIds); as in cityscapesScripts, its "
+              "category iIoU counts predictions of unevaluated ids of the category (caravan, "
+              "trailer) as the category, which category IoU does not"),
              "cityscapesScripts evaluates predictions in labelIds: use pred_ids='raw'"),
         ),
         Convention(

@@ -20,6 +20,7 @@ __all__ = [
     "ImageDecodeError",
     "IncompatibleMatrixError",
     "IndicatorMatrixError",
+    "InstanceIdError",
     "LabelDeviceError",
     "LabelDtypeError",
     "LabelRangeError",
@@ -27,6 +28,7 @@ __all__ = [
     "LabelSpecError",
     "LossyMaskWarning",
     "MaskNotFoundError",
+    "MissingChunkError",
     "NamingError",
     "NotAStateError",
     "NotFoundError",
@@ -55,6 +57,10 @@ class SegiouError(Exception):
 
 class LabelRangeError(SegiouError, ValueError):
     """A mask holds label values that are neither an evaluated class nor ignored."""
+
+
+class InstanceIdError(SegiouError, ValueError):
+    """An instance id names a label the spec does not know, or a class without an instance size."""
 
 
 class LabelDeviceError(SegiouError, TypeError):
@@ -147,6 +153,10 @@ class ResultDocumentError(SegiouError, ValueError):
 # -- storage ------------------------------------------------------------------------------------
 class ChunkError(SegiouError, OSError):
     """A chunk is missing (where that is not allowed) or cannot be decoded."""
+
+
+class MissingChunkError(ChunkError):
+    """A chunk is missing from a store where every chunk must have been written."""
 
 
 class ImageDecodeError(SegiouError, ValueError):

@@ -9,7 +9,7 @@ which raw ids (for example Cityscapes ``labelIds``) map to which class. Masks ma
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -20,15 +20,30 @@ from segiou._builtin_specs import (
     ADE20K_CLASSES,
     CITYSCAPES,
     CITYSCAPES_CATEGORIES,
+    CITYSCAPES_INSTANCE_SIZES,
     VOC_CLASSES,
     voc_colors,
 )
 from segiou._count import IGNORE
 from segiou._resources import check_memory
+from segiou._spec_checks import (
+    as_int,
+    check_color,
+    no_duplicates,
+    read_spec_fields,
+)
 from segiou._typing import IntArray
 from segiou.errors import LabelSpecError
 
-__all__ = ["Color", "IdSpace", "LabelSpec", "RawLabel", "builtin_spec", "load_spec"]
+__all__ = [
+    "Color",
+    "IdSpace",
+    "LabelSpec",
+    "RawLabel",
+    "builtin_spec",
+    "load_spec",
+    "upgrade_builtin",
+]
 
 Color = tuple[int, int, int]
 #: Which values a mask holds: evaluated class ids, or the spec's raw ids.
@@ -50,32 +65,30 @@ class RawLabel:
         truth, void in a prediction).
     color : tuple of int, optional
         RGB colour of this id in colour-coded masks.
+    category : int, optional
+        Category index of an id that maps to no class (Cityscapes "caravan" is a "vehicle"):
+        only instance-level IoU (iIoU) reads it, as cityscapesScripts counts a prediction of
+        such an id as its category there.
     """
 
     id: int
     name: str
     cls: int | None
     color: Color | None = None
+    category: int | None = None
 
 
 def _fail(spec: str, what: str) -> LabelSpecError:
     return LabelSpecError(f"label spec {spec!r}: {what}")
 
 
-def _as_int(value: object) -> int | None:
-    """Return ``value`` as an int when it is an integer (int or numpy integer, not bool)."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        return None
-    return int(value)
-
-
 def _int_raw(spec: str, r: RawLabel) -> RawLabel:
     """Check that a raw label's id and class are integers; return it with plain ints."""
-    rid = _as_int(r.id)
+    rid = as_int(r.id)
     if rid is None:
         msg = f"raw id {r.id!r} ({r.name!r}) is not an integer; raw ids are integer mask values"
         raise _fail(spec, msg)
-    cls = None if r.cls is None else _as_int(r.cls)
+    cls = None if r.cls is None else as_int(r.cls)
     if r.cls is not None and cls is None:
         msg = (
             f"raw id {rid} ({r.name!r}) maps to class {r.cls!r}, which is not an integer class "
@@ -111,6 +124,10 @@ class LabelSpec:
         Category index of each class; required when ``categories`` is given.
     raw : sequence of RawLabel
         Raw ids and the class each maps to, for masks stored in raw ids.
+    instance_sizes : sequence of (int, float)
+        ``(class index, average instance size in pixels)`` of the classes with instances, for
+        instance-level IoU (iIoU): cityscapesScripts' ``avgClassSize`` in the built-in
+        ``cityscapes`` spec.
 
     Raises
     ------
@@ -134,22 +151,24 @@ class LabelSpec:
     categories: tuple[str, ...] = ()
     class_categories: tuple[int, ...] = ()
     raw: tuple[RawLabel, ...] = field(default=())
+    instance_sizes: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("classes", "ignore", "categories", "class_categories", "raw"):
+        for name in ("classes", "ignore", "categories", "class_categories", "raw",
+                     "instance_sizes"):  # fmt: skip
             object.__setattr__(self, name, tuple(getattr(self, name)))
         # numpy integers are accepted, but stored as int (states and results are JSON); floats
         # and bools are refused rather than truncated (7.9 is no raw id 7, True no class 1)
         ignore = []
         for v in self.ignore:
-            if (iv := _as_int(v)) is None:
+            if (iv := as_int(v)) is None:
                 msg = f"ignore value {v!r} is not an integer; give integer mask values (e.g. 255)"
                 raise _fail(self.name, msg)
             ignore.append(iv)
         object.__setattr__(self, "ignore", tuple(ignore))
         cats = []
         for i, g in enumerate(self.class_categories):
-            if (ig := _as_int(g)) is None:
+            if (ig := as_int(g)) is None:
                 who = repr(self.classes[i]) if i < len(self.classes) else f"#{i}"
                 msg = (
                     f"class {who} has category index {g!r}, which is not an integer; give the "
@@ -159,6 +178,21 @@ class LabelSpec:
             cats.append(ig)
         object.__setattr__(self, "class_categories", tuple(cats))
         object.__setattr__(self, "raw", tuple(_int_raw(self.name, r) for r in self.raw))
+        sizes = []
+        for item in self.instance_sizes:
+            ci, size = item if isinstance(item, tuple) and len(item) == 2 else (None, None)
+            ic = as_int(ci)
+            number = isinstance(size, int | float | np.integer | np.floating) and not isinstance(
+                size, bool | np.bool_
+            )
+            if ic is None or not 0 <= ic < len(self.classes) or not number or not 0 < size < np.inf:
+                msg = (
+                    f"instance size {item!r} must be (class index 0..{len(self.classes) - 1}, "
+                    "a positive finite number of pixels)"
+                )
+                raise _fail(self.name, msg)
+            sizes.append((ic, float(size)))
+        object.__setattr__(self, "instance_sizes", tuple(sorted(sizes)))
         for what, values in (("ignore value", self.ignore), ("raw id", [r.id for r in self.raw])):
             if far := [v for v in values if not -(2**63) <= v < 2**63]:
                 msg = (
@@ -178,8 +212,8 @@ class LabelSpec:
         k = len(self.classes)
         if k == 0:
             raise _fail(self.name, "has no classes; give at least one class name")
-        _no_duplicates(self.name, "class name", self.classes)
-        _no_duplicates(self.name, "ignore value", self.ignore)
+        no_duplicates(self.name, "class name", self.classes)
+        no_duplicates(self.name, "ignore value", self.ignore)
         if clash := sorted(v for v in self.ignore if 0 <= v < k):
             msg = (
                 f"ignore value(s) {clash} are also class ids 0..{k - 1}; an id is either "
@@ -191,9 +225,9 @@ class LabelSpec:
                 msg = f"has {len(self.colors)} colours for {k} classes; give one per class"
                 raise _fail(self.name, msg)
             for i, c in enumerate(self.colors):
-                _check_color(self.name, f"class {self.classes[i]!r}", c)
+                check_color(self.name, f"class {self.classes[i]!r}", c)
         if self.categories or self.class_categories:
-            _no_duplicates(self.name, "category", self.categories)
+            no_duplicates(self.name, "category", self.categories)
             if len(self.class_categories) != k:
                 msg = (
                     f"has categories for {len(self.class_categories)} classes but {k} classes; "
@@ -207,13 +241,28 @@ class LabelSpec:
                         f"0..{len(self.categories) - 1} ({list(self.categories)})"
                     )
                     raise _fail(self.name, msg)
-        _no_duplicates(self.name, "raw id", [r.id for r in self.raw])
+        no_duplicates(self.name, "raw id", [r.id for r in self.raw])
         for r in self.raw:
             if r.cls is not None and not 0 <= r.cls < k:
                 msg = f"raw id {r.id} ({r.name!r}) maps to class {r.cls}, expected 0..{k - 1}"
                 raise _fail(self.name, msg)
             if r.color is not None:
-                _check_color(self.name, f"raw id {r.id}", r.color)
+                check_color(self.name, f"raw id {r.id}", r.color)
+            if r.category is not None and not (
+                as_int(r.category) is not None and 0 <= r.category < len(self.categories)
+            ):
+                msg = (
+                    f"raw id {r.id} ({r.name!r}) has category {r.category!r}, expected an index "
+                    f"0..{len(self.categories) - 1} of the categories {list(self.categories)}"
+                )
+                raise _fail(self.name, msg)
+            if r.category is not None and r.cls is not None:
+                msg = (
+                    f"raw id {r.id} ({r.name!r}) maps to class {r.cls} and also gives a category; "
+                    "a raw id of a class is in its class's category: give no category"
+                )
+                raise _fail(self.name, msg)
+        no_duplicates(self.name, "instance-size class", [c for c, _ in self.instance_sizes])
 
     # -- what the ids mean --------------------------------------------------------------------
     @property
@@ -393,8 +442,16 @@ class LabelSpec:
             ign = (ignore,)
         return cls(f"{num_classes} classes", tuple(str(i) for i in range(num_classes)), ign)
 
+    def _is_builtin(self) -> bool:
+        """Whether this is a built-in spec as shipped (ignore values aside)."""
+        return self.name in _BUILTIN and builtin_spec(self.name).with_ignore(self.ignore) == self
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe description; :meth:`from_dict` reads it back."""
+        """JSON-safe description; :meth:`from_dict` reads it back.
+
+        A built-in spec's instance sizes and raw-id categories (facts of its dataset) are not
+        written: :meth:`from_dict` restores them from its name.
+        """
         out: dict[str, Any] = {"name": self.name, "classes": list(self.classes)}
         out["ignore"] = list(self.ignore)
         if self.colors is not None:
@@ -402,12 +459,18 @@ class LabelSpec:
         if self.categories:
             out["categories"] = list(self.categories)
             out["class_categories"] = list(self.class_categories)
+        # a built-in spec's iIoU facts come with its name: not repeated (states stay as they were)
+        facts = not self._is_builtin()
         if self.raw:
             out["raw"] = [
                 {"id": r.id, "name": r.name, "class": r.cls}
                 | ({"color": list(r.color)} if r.color else {})
+                | ({"category": self.categories[r.category]}
+                   if facts and r.category is not None else {})
                 for r in self.raw
-            ]
+            ]  # fmt: skip
+        if self.instance_sizes and facts:
+            out["instance_sizes"] = {self.classes[c]: v for c, v in self.instance_sizes}
         return out
 
     @classmethod
@@ -440,151 +503,17 @@ class LabelSpec:
             category indices and ignore values must be integers: ``7.9``, ``1.0``, ``true``
             and ``"x"`` are refused, never truncated.
         """
-        if not isinstance(d, Mapping):
-            msg = f"{source}: expected an object with 'classes', got {type(d).__name__}"  # type: ignore[unreachable]
-            raise LabelSpecError(msg)
-        known = {"name", "classes", "ignore", "colors", "categories", "class_categories", "raw"}
-        if unknown := sorted(set(d) - known):
-            msg = f"{source}: unknown key(s) {unknown}; expected some of {sorted(known)}"
-            raise LabelSpecError(msg)
-        if "classes" not in d:
-            msg = f"{source}: missing 'classes' (a list of class names)"
-            raise LabelSpecError(msg)
-        if isinstance(d["classes"], str | Mapping) or not isinstance(d["classes"], Sequence):
-            msg = f"{source}: 'classes' is {d['classes']!r}; expected a list of class names"
-            raise LabelSpecError(msg)
-        name = str(d.get("name", Path(source).stem))
-        names: list[str] = []
-        colors: list[Color] | None = None
-        if "colors" in d:
-            if isinstance(d["colors"], str | Mapping) or not isinstance(d["colors"], Sequence):
-                msg = f"{source}: 'colors' is {d['colors']!r}; expected a list of [r, g, b]"
-                raise LabelSpecError(msg)
-            colors = [_color(c, f"{source}: colors[{j}]") for j, c in enumerate(d["colors"])]
-        categories = d.get("categories", [])
-        if isinstance(categories, str | Mapping) or not isinstance(categories, Sequence):
-            msg = f"{source}: 'categories' is {categories!r}; expected a list of category names"
-            raise LabelSpecError(msg)
-        cats = [str(c) for c in categories]
-        class_cats = _int_list(
-            d.get("class_categories", []), source, "class_categories", "category index"
-        )
-        for i, c in enumerate(d["classes"]):
-            if isinstance(c, str):
-                names.append(c)
-                continue
-            if not isinstance(c, Mapping) or "name" not in c:
-                msg = f"{source}: classes[{i}] is {c!r}; expected a name or an object with 'name'"
-                raise LabelSpecError(msg)
-            names.append(str(c["name"]))
-            if "color" in c:
-                if "colors" in d:
-                    msg = (
-                        f"{source}: classes[{i}] has a 'color' and the spec a 'colors' list; "
-                        "give colours one way: per class, or as the list"
-                    )
-                    raise LabelSpecError(msg)
-                colors = colors or [None] * len(d["classes"])  # type: ignore[list-item]
-                colors[i] = _color(c["color"], f"{source}: classes[{i}] field 'color'")
-            if "category" in c:
-                if c["category"] not in cats:
-                    if "categories" in d:
-                        msg = (
-                            f"{source}: class {c['name']!r} has category {c['category']!r}, "
-                            f"which is not in categories {cats}"
-                        )
-                        raise LabelSpecError(msg)
-                    cats.append(str(c["category"]))
-                class_cats.extend([-1] * (i + 1 - len(class_cats)))  # -1: no category given
-                class_cats[i] = cats.index(c["category"])
-        if missing := [names[i] for i, g in enumerate(class_cats) if g == -1]:
-            msg = f"{source}: class(es) {missing} have no category; give every class a category"
-            raise LabelSpecError(msg)
-        raw = []
-        for i, r in enumerate(d.get("raw", [])):
-            if not isinstance(r, Mapping) or "id" not in r:
-                msg = f"{source}: raw[{i}] is {r!r}; expected an object with 'id' (and 'class')"
-                raise LabelSpecError(msg)
-            rid = _as_int(r["id"])
-            if rid is None:
-                msg = (
-                    f"{source}: raw[{i}] field 'id' is {r['id']!r}; expected an integer raw id "
-                    "(the value stored in the mask)"
-                )
-                raise LabelSpecError(msg)
-            target = r.get("class")
-            if isinstance(target, str):
-                if target not in names:
-                    msg = f"{source}: raw[{i}] maps to unknown class {target!r}; known: {names}"
-                    raise LabelSpecError(msg)
-                target = names.index(target)
-            elif target is not None and (target := _as_int(target)) is None:
-                msg = (
-                    f"{source}: raw[{i}] field 'class' is {r['class']!r}; expected an integer "
-                    f"class index 0..{len(names) - 1}, a class name, or null (not evaluated)"
-                )
-                raise LabelSpecError(msg)
-            where = f"{source}: raw[{i}] field 'color'"
-            color = _color(r["color"], where) if r.get("color") is not None else None
-            raw.append(RawLabel(rid, str(r.get("name", rid)), target, color))
-        ignore = _int_list(d.get("ignore", []), source, "ignore", "ignore value (e.g. 255)")
+        f = read_spec_fields(d, source)
         try:
-            if colors and None in colors:  # a silent (0, 0, 0) would claim black pixels
-                missing = [names[j] for j, col in enumerate(colors) if col is None]
-                msg = (
-                    f"{source}: class(es) {missing[:5]} have no 'color' while others have one; "
-                    "give every class a colour, or none (colour masks need every class's colour)"
-                )
-                raise LabelSpecError(msg)
-            return cls(name, tuple(names), tuple(ignore), tuple(colors) if colors else None,
-                       tuple(cats), tuple(class_cats), tuple(raw))  # fmt: skip
+            spec = cls(f["name"], tuple(f["classes"]), tuple(f["ignore"]), f["colors"],
+                       tuple(f["categories"]), tuple(f["class_categories"]),
+                       tuple(RawLabel(*e) for e in f["raw"]), f["instance_sizes"])  # fmt: skip
         except LabelSpecError as err:  # name the file too, not only the spec
             if source == "label spec":
                 raise
             msg = f"{source}: {err}"
             raise LabelSpecError(msg) from None
-
-
-def _no_duplicates(spec: str, what: str, items: Iterable[object]) -> None:
-    seen: set[object] = set()
-    dup = [x for x in items if x in seen or seen.add(x)]  # type: ignore[func-returns-value]
-    if dup:
-        raise _fail(spec, f"duplicate {what}(s) {sorted(set(map(str, dup)))}; each must be unique")
-
-
-def _is_color(c: object) -> bool:
-    if isinstance(c, str | bytes | Mapping) or not isinstance(c, Sequence) or len(c) != 3:
-        return False
-    return all((iv := _as_int(v)) is not None and 0 <= iv <= 255 for v in c)
-
-
-def _check_color(spec: str, where: str, c: Sequence[int]) -> None:
-    if not _is_color(c):
-        raise _fail(spec, f"{where} has colour {c!r}; expected three integers 0..255")
-
-
-def _color(c: Any, where: str) -> Color:
-    """Read a colour from a spec file; ``where`` names the file, the entry and the field."""
-    if not _is_color(c):
-        msg = f"{where} is {c!r}; expected a colour: three integers 0..255 (r, g, b)"
-        raise LabelSpecError(msg)
-    return (int(c[0]), int(c[1]), int(c[2]))
-
-
-def _int_list(value: Any, source: str, key: str, what: str) -> list[int]:
-    """Read the list of integers ``key`` of a spec file (a single integer is a list of one)."""
-    if _as_int(value) is not None:
-        return [int(value)]
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
-        msg = f"{source}: {key!r} is {value!r}; expected an integer {what} or a list of them"
-        raise LabelSpecError(msg)
-    out = []
-    for j, v in enumerate(value):
-        if (iv := _as_int(v)) is None:
-            msg = f"{source}: {key}[{j}] is {v!r}; expected an integer {what}"
-            raise LabelSpecError(msg)
-        out.append(iv)
-    return out
+        return upgrade_builtin(spec)
 
 
 def load_spec(source: str | Path | LabelSpec) -> LabelSpec:
@@ -636,14 +565,25 @@ def load_spec(source: str | Path | LabelSpec) -> LabelSpec:
 # -- built-in specs ---------------------------------------------------------------------------
 def _cityscapes() -> LabelSpec:
     train = sorted((t, n, cat, col) for n, _, t, cat, col in CITYSCAPES if t is not None)
+    names = [n for _, n, _, _ in train]
+
+    def raw_category(cls: int | None, cat: str) -> int | None:
+        # an id of no class keeps its category for iIoU (caravan and trailer are vehicles)
+        return None if cls is not None or cat not in CITYSCAPES_CATEGORIES else (
+            CITYSCAPES_CATEGORIES.index(cat))  # fmt: skip
+
     return LabelSpec(
         name="cityscapes",
-        classes=tuple(n for _, n, _, _ in train),
+        classes=tuple(names),
         ignore=(255,),
         colors=tuple(col for *_, col in train),
         categories=CITYSCAPES_CATEGORIES,
         class_categories=tuple(CITYSCAPES_CATEGORIES.index(cat) for _, _, cat, _ in train),
-        raw=tuple(RawLabel(i, n, t, col) for n, i, t, _, col in CITYSCAPES),
+        raw=tuple(RawLabel(i, n, t, col, raw_category(t, cat)) for n, i, t, cat, col in CITYSCAPES),
+        # caravan and trailer have instance sizes but no class
+        instance_sizes=tuple(
+            (names.index(n), size) for n, size in CITYSCAPES_INSTANCE_SIZES.items() if n in names
+        ),
     )
 
 
@@ -660,6 +600,30 @@ def _ade20k() -> LabelSpec:
 
 
 _BUILTIN = {"cityscapes": _cityscapes, "pascal_voc": _pascal_voc, "ade20k": _ade20k}
+
+
+def upgrade_builtin(spec: LabelSpec) -> LabelSpec:
+    """Return the built-in spec of the same name when ``spec`` is it without the iIoU facts.
+
+    States saved before the built-in specs gave instance sizes and raw-id categories hold the
+    spec as it was then; read back, they are the built-in spec of today (with ``spec``'s ignore
+    values), so they merge with new states. Any other spec is returned as it is.
+
+    Parameters
+    ----------
+    spec : LabelSpec
+        A spec read from a saved state.
+
+    Returns
+    -------
+    LabelSpec
+    """
+    if spec.name not in _BUILTIN or spec.instance_sizes:
+        return spec
+    today = builtin_spec(spec.name).with_ignore(spec.ignore)
+    bare = replace(today, instance_sizes=(),
+                   raw=tuple(replace(r, category=None) for r in today.raw))  # fmt: skip
+    return today if bare == spec else spec
 
 
 def builtin_spec(name: str) -> LabelSpec:

@@ -77,6 +77,15 @@ class Result:
     slices : dict or None
         Every metric per metadata value (``min_images``, ``columns``, ``unmatched``; see the
         README), or ``None`` when no slices were asked for.
+    boundary : dict or None
+        Boundary IoU (``None``: not counted): ``width`` (as asked: ``{"ratio": r}`` or
+        ``{"pixels": n}``), ``pixels_used`` (the widths in pixels the images got), ``miou``, and
+        per class ``iou``, ``intersection``, ``gt``, ``pred`` (boundary pixels).
+    instances : dict or None
+        Instance-level IoU (``None``: no instance ground truth): what
+        :func:`segiou.quality.instance_iou` returns, plus ``average_size`` per class.
+    absent_chunks : dict of str to int
+        Ground-truth chunks absent from a Zarr store and read as the fill value, per image.
     """
 
     labels: str
@@ -92,6 +101,11 @@ class Result:
     beta: float | None = None
     intervals: dict[str, Any] | None = None
     slices: dict[str, Any] | None = None
+    # -- issue 13: Boundary IoU, iIoU, absent chunks (JSON: "boundary", "instances",
+    # "absent_chunks"; see to_dict)
+    boundary: dict[str, Any] | None = None
+    instances: dict[str, Any] | None = None
+    absent_chunks: dict[str, int] = field(default_factory=dict)
 
     @property
     def miou(self) -> float:
@@ -142,7 +156,37 @@ class Result:
             "beta": self.beta,
             "intervals": self.intervals,
             "slices": self.slices,
-        }
+        } | self._quality_dict()
+
+    def _quality_dict(self) -> dict[str, Any]:
+        """Return the result fields of issue 13: ``boundary``, ``instances``, ``absent_chunks``."""
+        names = self.class_names
+        out: dict[str, Any] = {"boundary": None, "instances": None,
+                               "absent_chunks": {"total": sum(self.absent_chunks.values()),
+                                                 "images": dict(self.absent_chunks)}}  # fmt: skip
+        if (b := self.boundary) is not None:
+            out["boundary"] = {
+                "width": b["width"], "pixels_used": b["pixels_used"], "miou": _num(b["miou"]),
+                "classes": [{"id": i, "name": n, "iou": _num(b["iou"][i])}
+                            | {f: int(b[f][i]) for f in ("intersection", "gt", "pred")}
+                            for i, n in enumerate(names)],
+            }  # fmt: skip
+        if (t := self.instances) is not None:
+            cats = t.get("category_names") or []
+            out["instances"] = {
+                "miiou": _num(t["miiou"]), "category_miiou": _num(t["category_miiou"]),
+                "classes": [{"id": i, "name": n, "iiou": _num(t["iiou"][i]),
+                             "average_size": t["average_size"].get(i),
+                             "instances": int(t["instances"][i]),
+                             "tp_weighted": _num(t["tp_weighted"][i]),
+                             "fn_weighted": _num(t["fn_weighted"][i]), "fp": int(t["fp"][i])}
+                            for i, n in enumerate(names)],
+                "categories": [{"name": n, "iiou": _num(t["category_iiou"][j]),
+                                "tp_weighted": _num(t["category_tp_weighted"][j]),
+                                "fn_weighted": _num(t["category_fn_weighted"][j]),
+                                "fp": int(t["category_fp"][j])} for j, n in enumerate(cats)],
+            }  # fmt: skip
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Result:
@@ -197,7 +241,7 @@ class Result:
                    convention=conv, per_class=per_class, summary=summary, categories=cats,
                    pixels=d["pixels"], counting=d["counting"], images=d["images"],
                    batches=d["batches"], beta=d["beta"], intervals=d.get("intervals"),
-                   slices=d.get("slices"))  # fmt: skip
+                   slices=d.get("slices"), **_quality_from_dict(d))  # fmt: skip
 
     def to_json(self, indent: int | None = 2) -> str:
         """Return the :meth:`to_dict` document as strict JSON text.
@@ -213,6 +257,40 @@ class Result:
             Strict JSON: undefined scores are ``null``, never ``NaN``.
         """
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+
+def _quality_from_dict(d: Mapping[str, Any]) -> dict[str, Any]:
+    """Invert :meth:`Result._quality_dict` (documents without these fields give the defaults)."""
+    out: dict[str, Any] = {}
+    if (a := d.get("absent_chunks")) is not None:
+        out["absent_chunks"] = {str(n): int(c) for n, c in a["images"].items()}
+    if (b := d.get("boundary")) is not None:
+        cs = b["classes"]
+        out["boundary"] = {"width": b["width"], "pixels_used": list(b["pixels_used"]),
+                           "miou": math.nan if b["miou"] is None else float(b["miou"]),
+                           "iou": _floats(c["iou"] for c in cs)}  # fmt: skip
+        out["boundary"] |= {f: np.array([c[f] for c in cs], dtype=np.int64)
+                            for f in ("intersection", "gt", "pred")}  # fmt: skip
+    if (t := d.get("instances")) is not None:
+        cs, cats = t["classes"], t.get("categories") or []
+        out["instances"] = {
+            "miiou": math.nan if t["miiou"] is None else float(t["miiou"]),
+            "category_miiou": math.nan if t["category_miiou"] is None else float(
+                t["category_miiou"]),
+            "iiou": _floats(c["iiou"] for c in cs),
+            "average_size": {c["id"]: float(c["average_size"]) for c in cs
+                             if c["average_size"] is not None},
+            "instances": np.array([c["instances"] for c in cs], dtype=np.int64),
+            "tp_weighted": _floats(c["tp_weighted"] for c in cs),
+            "fn_weighted": _floats(c["fn_weighted"] for c in cs),
+            "fp": np.array([c["fp"] for c in cs], dtype=np.int64),
+            "category_names": [c["name"] for c in cats],
+            "category_iiou": _floats(c["iiou"] for c in cats),
+            "category_tp_weighted": _floats(c["tp_weighted"] for c in cats),
+            "category_fn_weighted": _floats(c["fn_weighted"] for c in cats),
+            "category_fp": np.array([c["fp"] for c in cats], dtype=np.int64),
+        }  # fmt: skip
+    return out
 
 
 def _floats(values: Iterable[Any]) -> np.ndarray:
@@ -393,6 +471,7 @@ def evaluate(
         categories = {"names": list(spec.categories), "iou": _fill(craw, cscored, conv),
                       "tp": ctp, "fp": cfp, "fn": cfn}  # fmt: skip
         summary["category_miou"] = m.mean(craw, ccm, void=cv, over=over)
+    quality = _quality(source, spec, cm) if isinstance(source, ConfusionMatrix) else {}
     return Result(
         labels=spec.name,
         class_names=list(spec.classes),
@@ -403,4 +482,29 @@ def evaluate(
         pixels=pixels,
         beta=beta,
         **extra,
+        **quality,
     )
+
+
+def _quality(cm: ConfusionMatrix, spec: LabelSpec, counts: CountMatrix) -> dict[str, Any]:
+    """Boundary IoU, iIoU and absent chunks of an accumulator (issue 13)."""
+    from segiou import quality as q
+    from segiou._instances import instance_categories
+
+    e = cm.extras
+    out: dict[str, Any] = {"absent_chunks": dict(sorted(e.absent.items()))}
+    if e.boundary is not None:
+        b = e.boundary_total
+        scores = q.boundary_iou(b)
+        out["boundary"] = {"width": e.boundary.to_dict(), "pixels_used": sorted(e.boundary_px),
+                           "iou": scores, "intersection": b[0], "gt": b[1], "pred": b[2],
+                           "miou": q.nanmean(scores)}  # fmt: skip
+    if e.instances:
+        r = e.instance_records()
+        t = q.instance_iou(counts, sizes=spec.instance_sizes, cls=r.cls, pixels=r.pixels,
+                           tp=r.tp, cat_tp=r.cat_tp, class_categories=spec.class_categories,
+                           instance_categories=instance_categories(spec),
+                           category_fp=e.category_fp)  # fmt: skip
+        out["instances"] = t | {"average_size": dict(spec.instance_sizes),
+                                "category_names": list(spec.categories)}  # fmt: skip
+    return out

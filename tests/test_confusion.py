@@ -355,7 +355,7 @@ def _tamper(d: dict, path: tuple, value) -> dict:
     [
         (("format",), "something.else", ["'something.else'", "segiou.confusion"]),
         (("format",), KeyError, ["None", "segiou.confusion"]),
-        (("version",), 3, ["version 3", "versions [1, 2]"]),
+        (("version",), 4, ["version 4", "versions [1, 2, 3]"]),
         (("version",), "1", ["'1'"]),
         (("counts", 0, 0), 10**6, ["pixels", "altered"]),
         (("counts", 0, 0), -1, ["counts", "non-negative"]),
@@ -369,7 +369,7 @@ def _tamper(d: dict, path: tuple, value) -> dict:
         (("labels", "classes"), [], ["no classes"]),
         (("gt_ids",), "pixels", ["id space"]),
         (("unexpected", "gt", "42"), "x", ["unexpected"]),
-        (("version",), 3, ["segiou"]),
+        (("version",), 4, ["segiou"]),
         (("version",), True, ["'version'", "True", "integer 1"]),
         (("version",), 1.0, ["'version'", "1.0"]),
         (("per_image",), "yes", ["'per_image'", "'yes'"]),

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
+import segiou
 from segiou import ConfusionMatrix
 from segiou.errors import (
     DuplicateBatchError,
@@ -393,7 +394,8 @@ def test_missing_ground_truth_chunk_raises_or_fills(chunked):
 
 def test_ground_truth_chunk_missing_inside_a_shard_raises_or_fills(tmp_path):
     # zarr's defaults leave a chunk equal to the fill value out of its shard and read it back
-    # as the fill value: for ground truth that is a missing chunk, refused by default.
+    # as the fill value: in a store written by zarr that is the Zarr rule (read as the fill
+    # value and reported, by default); missing_gt_chunks="error" still finds and refuses it.
     gt, pred = cityscapes_like(2, 16, 24, seed=4)
     gt = np.where(gt == 0, 1, gt).astype(np.uint8)
     gt[1, 8:, 8:16] = 0  # chunk (1, 1, 1) of image 1 is all fill value: never written
@@ -404,10 +406,13 @@ def test_ground_truth_chunk_missing_inside_a_shard_raises_or_fills(tmp_path):
     a[:] = gt
     p = _stack(tmp_path / "pred.zarr", pred, chunks=(8, 8), names=names)
     with pytest.raises(ChunkError, match=r"chunk \(1, 1, 1\) \(images 'img_b'\) is missing"):
-        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous")
-    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
-                       missing_gt_chunks="fill")  # fmt: skip
-    _assert_same(cm, _eager(gt, pred, names))
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
+                      missing_gt_chunks="error")  # fmt: skip
+    for how in ("auto", "fill"):
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
+                           missing_gt_chunks=how)  # fmt: skip
+        _assert_same(cm, _eager(gt, pred, names))
+        assert cm.extras.absent == {"img_b": 1}  # the one chunk read as the fill value
 
 
 @pytest.mark.parametrize("side", ["gt", "pred"])
@@ -431,25 +436,44 @@ def test_missing_ground_truth_chunk_of_a_group_names_the_image(tmp_path):
     p = _group(tmp_path / "pred.zarr", {"u": pred[0], "v": pred[1]}, (5, 5))
     (tmp_path / "gt.zarr" / "v" / "c" / "1" / "1").unlink()
     with pytest.raises(ChunkError, match=r"gt\.zarr array 'v': chunk \(1, 1\) \(images 'v'\)"):
-        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous")
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
+                      missing_gt_chunks="error")  # fmt: skip
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous")
+    assert cm.extras.absent == {"v": 1}  # written by zarr: the Zarr rule, reported
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ChunkError,
-    reason="design: zarr does not write chunks equal to the fill value (write_empty_chunks="
-    "False is its default), so a complete ground-truth store written with plain zarr has "
-    "'missing' chunks wherever a chunk is all class 0; the engine cannot tell them from lost "
-    "chunks and refuses the store unless missing_gt_chunks='fill'",
-)
 def test_ground_truth_written_with_zarr_defaults_is_accepted(tmp_path):
     gt, pred = cityscapes_like(2, 16, 16, seed=1)
     gt[0, :8, :8] = 0  # one chunk of class 0 == the fill value: zarr skips writing it
     g = _group(tmp_path / "gt.zarr", {"a": gt[0], "b": gt[1]}, (8, 8), write_empty_chunks=False)
     p = _group(tmp_path / "pred.zarr", {"a": pred[0], "b": pred[1]}, (8, 8))
     assert not (tmp_path / "gt.zarr" / "a" / "c" / "0" / "0").exists()
+    # the Zarr rule: a chunk never written holds the fill value; the store records nothing
+    # about its chunks (not written by segiou), so that is the default, and it is reported
     cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous")
     _assert_same(cm, _eager(gt, pred, ["a", "b"]))
+    assert cm.extras.absent == {"a": 1}
+    result = segiou.evaluate(cm)
+    assert result.absent_chunks == {"a": 1}
+    assert result.to_dict()["absent_chunks"] == {"total": 1, "images": {"a": 1}}
+    with pytest.raises(ChunkError, match=r"chunk \(0, 0\) \(images 'a'\) is missing"):
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
+                      missing_gt_chunks="error")  # fmt: skip
+
+
+def test_missing_chunk_of_a_store_segiou_wrote_is_refused_by_default(chunked):
+    # create_stack (and segiou ingest) record that every chunk was written: a missing chunk
+    # was lost, never read as class 0, unless asked for explicitly
+    root, g, p, *_ = chunked
+    assert open_masks(g).complete
+    (root / "val" / "gt" / "c" / "2" / "1" / "1").unlink()
+    with pytest.raises(ChunkError, match=r"records that it holds every chunk") as info:
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous")
+    assert "'img_c'" in str(info.value)
+    assert "(2, 1, 1)" in str(info.value)
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
+                       missing_gt_chunks="fill")  # fmt: skip
+    assert cm.extras.absent == {"img_c": 1}
 
 
 def test_ground_truth_chunks_of_class_zero_written_by_create_stack(tmp_path):

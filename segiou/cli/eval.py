@@ -32,11 +32,18 @@ def register(sub: Any) -> None:
         What ``ArgumentParser.add_subparsers()`` returned.
     """
     ev = sub.add_parser("eval", help="score predictions against ground truth (Zarr or PNG)")
-    ev.add_argument("--gt", required=True, help="ground truth: Zarr store[/path] or PNG folder")
-    ev.add_argument("--pred", required=True, help="predictions: Zarr store[/path] or PNG folder")
+    ev.add_argument("--gt", help="ground truth: Zarr store[/path] or PNG folder (default: "
+                    "$CITYSCAPES_DATASET/gtFine/val)")  # fmt: skip
+    ev.add_argument("--pred", help="predictions: Zarr store[/path] or PNG folder (default: "
+                    "$CITYSCAPES_RESULTS, else $CITYSCAPES_DATASET/results)")  # fmt: skip
     add_eval_options(ev)
-    ev.add_argument("--layout", choices=["plain", "cityscapes"], default="plain",
-                    help="PNG folders only: how files pair up (default: same relative names)")  # fmt: skip
+    ev.add_argument("--layout", choices=["auto", "plain", "cityscapes"], default="auto",
+                    help="PNG folders only: how files pair up (default: cityscapes when "
+                    "*_gtFine_labelIds.png files are found, else the same relative names)")  # fmt: skip
+    ev.add_argument("--instances", metavar="PATH",
+                    help="instance ground truth for iIoU (default: found beside the ground "
+                    "truth: a store's 'instances' array, or *_gtFine_instanceIds.png)")  # fmt: skip
+    ev.add_argument("--no-instances", action="store_true", help="do not count iIoU")
     ev.add_argument("--gt-pattern", help="PNG folders only: glob of ground-truth files")
     ev.add_argument("--pred-pattern", help="PNG folders only: glob of prediction files")
     ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result v2)")
@@ -138,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
             gt_pattern=opts.gt_pattern, pred_pattern=opts.pred_pattern, scheduler=scheduler,
             split_every=opts.split_every, task_seconds=opts.task_seconds,
             ns_per_px=opts.ns_per_px, progress=progress, error_maps=opts.error_maps,
+            boundary=opts.boundary, instances=opts.instances,
         )  # fmt: skip
     if opts.error_maps:
         print(f"wrote {opts.error_maps}", file=sys.stderr)
@@ -160,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
     if opts.state:
         cm.save(opts.state)
         print(f"wrote {opts.state}", file=sys.stderr)
+    if opts.dataset.dataset is not None:  # say what was recognised, and what it changed
+        print(f"dataset: {opts.dataset.dataset} layout ({opts.dataset.why}); labels "
+              f"{cm.spec.name}")  # fmt: skip
     if opts.report:
         source = f"segiou eval --gt {opts.gt} --pred {opts.pred}"
         report = Report.from_result(result, cm=cm, top=opts.top, source=source)

@@ -66,11 +66,13 @@ def _render(summary: dict[str, Any]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``segiou ingest`` (see :func:`register` for the options); return the exit code 0."""
+    from segiou.io.datasets import detect_dataset
     from segiou.io.png import find_pairs, ingest, png_set
+    from segiou.io.sources import instance_files
     from segiou.labels import load_spec
 
     spec = None if args.labels is None else load_spec(args.labels)  # before scanning folders
-    layout = args.layout
+    layout: Any = detect_dataset(args.gt).layout if args.layout == "auto" else args.layout
     if args.pred is not None:
         gt, pred = find_pairs(args.gt, args.pred, gt_pattern=args.gt_pattern,
                               pred_pattern=args.pred_pattern, layout=layout, regex=args.regex,
@@ -79,9 +81,11 @@ def run(args: argparse.Namespace) -> int:
         default = "*_gtFine_labelIds.png" if layout == "cityscapes" else "*.png"
         gt = png_set(args.gt, args.gt_pattern or default, layout=layout, regex=args.regex)
         pred = None
+    inst = None if args.no_instances else instance_files(gt)  # *_gtFine_instanceIds.png
     summary = ingest(gt, pred, args.out, spec=spec, colors=args.colors, ids=args.ids,
                      chunks=args.chunks, codec=args.codec, workers=args.workers,
-                     progress=not args.quiet, overwrite=args.overwrite)  # fmt: skip
+                     progress=not args.quiet, overwrite=args.overwrite,
+                     instances=inst)  # fmt: skip
     for line in _render(summary):
         print(line)
     return 0
@@ -116,11 +120,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", required=True, metavar="STORE.zarr", help="Zarr store to write")
     p.add_argument(
         "--layout",
-        choices=["plain", "cityscapes"],
-        default="plain",
+        choices=["auto", "plain", "cityscapes"],
+        default="auto",
         help="image names: relative path without suffix (plain), or the Cityscapes "
-        "<city>_<seq>_<frame> prefix (default: %(default)s)",
+        "<city>_<seq>_<frame> prefix (default: cityscapes when *_gtFine_labelIds.png files "
+        "are found, else plain)",
     )
+    p.add_argument("--no-instances", action="store_true", help="do not store the Cityscapes "
+                   "*_gtFine_instanceIds.png found beside the ground truth (array 'instances')")  # fmt: skip
     p.add_argument("--gt-pattern", metavar="GLOB", help="ground-truth files (default: *.png, "
                    "or *_gtFine_labelIds.png with --layout cityscapes)")  # fmt: skip
     p.add_argument("--pred-pattern", metavar="GLOB", help="prediction files (default: the "

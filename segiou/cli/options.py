@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from segiou.errors import UsageError
+from segiou._boundary import BoundaryWidth
+from segiou.errors import SegiouError, UsageError
+from segiou.io.datasets import Detected, cityscapes_paths, detect_dataset
 from segiou.labels import IdSpace, LabelSpec, load_spec
 from segiou.outputs import check_outputs
 
 __all__ = [
     "EvalOptions",
     "add_eval_options",
+    "boundary_arg",
     "hw",
     "labels_arg",
     "nonnegative_float",
@@ -190,6 +193,48 @@ def hw(text: str) -> tuple[int, int]:
     return h, w
 
 
+def boundary_arg(text: str) -> BoundaryWidth:
+    """Parse a ``--boundary`` width: a share of the diagonal (``0.02``) or pixels (``5px``).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    BoundaryWidth
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Neither a ratio in (0, 1] nor a whole number of pixels.
+    """
+    try:
+        width = BoundaryWidth.parse(text)
+    except SegiouError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    assert width is not None
+    return width
+
+
+def _dataset_paths(gt: str | None, pred: str | None) -> tuple[str, str, Detected]:
+    """``--gt`` and ``--pred``, else the Cityscapes environment; and the dataset in ``--gt``."""
+    env_gt, env_pred = cityscapes_paths()
+    gt = gt or env_gt
+    pred = pred or env_pred
+    if gt is None or pred is None:
+        which = ", ".join(o for o, v in (("--gt", gt), ("--pred", pred)) if v is None)
+        msg = (
+            f"the following arguments are required: {which} (a Zarr store or a folder of label "
+            "images each), unless CITYSCAPES_DATASET (ground truth in "
+            "$CITYSCAPES_DATASET/gtFine/val) and CITYSCAPES_RESULTS are set, as for "
+            "cityscapesScripts"
+        )
+        raise UsageError(msg)
+    return gt, pred, detect_dataset(gt)
+
+
 def labels_arg(text: str) -> LabelSpec:
     """Make the label spec of a ``--labels`` value.
 
@@ -222,9 +267,10 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p : argparse.ArgumentParser
         The parser (or subparser) to add the options to; changed in place.
     """
-    p.add_argument("--labels", default="cityscapes",
+    p.add_argument("--labels", default="auto",
                    help="cityscapes, pascal_voc, ade20k, a spec file (.json/.toml) or a number "
-                   "of classes (default: %(default)s)")  # fmt: skip
+                   "of classes (default: the spec of a dataset recognised in --gt, else "
+                   "cityscapes)")  # fmt: skip
     p.add_argument("--ignore", type=int, nargs="+", metavar="ID",
                    help="ignore value(s), replacing the spec's (e.g. 255)")  # fmt: skip
     p.add_argument("--gt-ids", choices=["class", "raw"], default=None,
@@ -250,10 +296,14 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
                    "first task)")  # fmt: skip
     p.add_argument("--missing-pred", choices=["error", "void"], default="error",
                    help="a ground-truth image without prediction: error, or score it all-void")  # fmt: skip
-    p.add_argument("--missing-gt-chunks", choices=["error", "fill"], default="error",
-                   help="a ground-truth chunk missing from a Zarr store: error (default), or "
-                   "read it as the fill value (for stores written by zarr without "
-                   "write_empty_chunks)")  # fmt: skip
+    p.add_argument("--missing-gt-chunks", choices=["auto", "error", "fill"], default="auto",
+                   help="a ground-truth chunk missing from a Zarr store: auto (default: read as "
+                   "the fill value, as the Zarr spec says, and reported; refused in stores "
+                   "segiou wrote, which record every chunk), error, or fill")  # fmt: skip
+    p.add_argument("--boundary", nargs="?", const="0.02", default=None, metavar="WIDTH",
+                   type=boundary_arg,
+                   help="also Boundary IoU: width as a share of the image diagonal (default "
+                   "0.02) or in pixels (5px)")  # fmt: skip
     p.add_argument("--on-unexpected", choices=["raise", "count"], default="raise",
                    help="label values outside the spec: raise (default) or count and report")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -280,9 +330,9 @@ class EvalOptions:
     task_seconds: float | None
     ns_per_px: float | None
     missing_pred: Literal["error", "void"]
-    missing_gt_chunks: Literal["error", "fill"]
+    missing_gt_chunks: Literal["auto", "error", "fill"]
     on_unexpected: Literal["raise", "count"]
-    layout: Literal["plain", "cityscapes"]
+    layout: Literal["auto", "plain", "cityscapes"]
     gt_pattern: str | None
     pred_pattern: str | None
     json: Path | None
@@ -298,6 +348,9 @@ class EvalOptions:
     slices: str | None = None
     min_slice_images: int = 30
     error_maps: Path | None = None
+    boundary: BoundaryWidth | None = None
+    instances: str | bool | None = None
+    dataset: Detected = field(default_factory=Detected)
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> EvalOptions:
@@ -335,6 +388,7 @@ class EvalOptions:
         if ns.split_every < 2:
             msg = f"--split-every {ns.split_every}: the fan-in of the tree of sums must be >= 2"
             raise UsageError(msg)
+        gt, pred, found = _dataset_paths(ns.gt, ns.pred)
         for opt in ("task_seconds", "ns_per_px"):
             value = getattr(ns, opt)
             if value is not None and not value > 0:  # (not: also refuses nan)
@@ -352,13 +406,13 @@ class EvalOptions:
         if getattr(ns, "error_maps", None) is not None:
             from segiou.io.maps import check_maps_output
 
-            maps = check_maps_output(ns.error_maps, inputs=[ns.gt, ns.pred])
+            maps = check_maps_output(ns.error_maps, inputs=[gt, pred])
         outputs = check_outputs(
             {
                 f"--{o.replace('_', '-')}": getattr(ns, o, None)
                 for o in ("json", "per_image", "state", "report")
             },
-            inputs=[ns.gt, ns.pred],
+            inputs=[gt, pred],
         )  # every output writable, distinct and outside the inputs, before anything is read
         report_format = None
         if outputs["--report"] is not None:
@@ -368,8 +422,10 @@ class EvalOptions:
             report_format = format_of(ns.report, what="--report")
             if report_format == "html":
                 require_plotting("--report (HTML)")
+        labels = labels_arg(found.labels or "cityscapes") if ns.labels == "auto" else (
+            labels_arg(ns.labels))  # fmt: skip
         return cls(
-            gt=ns.gt, pred=ns.pred, labels=labels_arg(ns.labels),
+            gt=gt, pred=pred, labels=labels,
             ignore=None if ns.ignore is None else tuple(ns.ignore), gt_ids=ns.gt_ids,
             pred_ids=ns.pred_ids, preset=ns.preset, beta=ns.beta, scheduler=ns.scheduler,
             split_every=ns.split_every, task_seconds=ns.task_seconds,
@@ -381,4 +437,6 @@ class EvalOptions:
             bootstrap=getattr(ns, "bootstrap", 1000),
             bootstrap_seed=getattr(ns, "bootstrap_seed", 0), bootstrap_groups=groups,
             slices=slices, min_slice_images=getattr(ns, "min_slice_images", 30), error_maps=maps,
+            boundary=ns.boundary, instances=False if ns.no_instances else ns.instances,
+            dataset=found,
         )  # fmt: skip

@@ -9,12 +9,18 @@ copy stitched from several. No counting here.
 from __future__ import annotations
 
 import threading
+from typing import Literal
 
 import numpy as np
 
+from segiou.errors import MissingChunkError
 from segiou.io.zarr import MaskArray, MaskSet, Missing
 
-__all__ = ["BufferPool", "ChunkCache", "buffers", "image_array", "read_region"]
+__all__ = ["BufferPool", "ChunkCache", "CountedMissing", "buffers", "image_array", "read_region"]
+
+#: What a cache does with a chunk missing from the store: read it as the fill value, raise, or
+#: read it as the fill value and remember it (``absent``: reported per image).
+CountedMissing = Literal["fill", "error", "count"]
 
 
 class BufferPool:
@@ -62,10 +68,12 @@ buffers = BufferPool(64 << 20)
 class ChunkCache:
     """Decoded chunks of one array, kept while a task walks one chunk row of images."""
 
-    def __init__(self, arr: MaskArray, missing: Missing, ms: MaskSet, image: int) -> None:
+    def __init__(self, arr: MaskArray, missing: CountedMissing, ms: MaskSet, image: int) -> None:
         self.arr = arr
         self.missing = missing
         self.cache: dict[tuple[int, ...], np.ndarray] = {}
+        #: Chunks that were missing and read as the fill value (with ``missing="count"``).
+        self.absent: set[tuple[int, ...]] = set()
         # images a chunk covers, for error messages: a stack chunk may hold several images
         self._names = ms.names
         self._stack = ms.layout == "stack"
@@ -83,8 +91,14 @@ class ChunkCache:
         c = self.cache.get(coords)
         if c is None:
             buf = buffers.take(tuple(self.arr.chunks), np.dtype(self.arr.dtype))
-            c = self.arr.read_chunk(coords, missing=self.missing, images=self.images(coords),
-                                    out=buf)  # fmt: skip
+            how: Missing = "error" if self.missing == "count" else self.missing
+            try:
+                c = self.arr.read_chunk(coords, missing=how, images=self.images(coords), out=buf)
+            except MissingChunkError:
+                if self.missing != "count":
+                    raise
+                c = self.arr.read_chunk(coords, missing="fill", images="", out=buf)
+                self.absent.add(coords)
             if c is not buf and c.base is not buf:  # not decoded into it: pool it again
                 buffers.give(buf)
             self.cache[coords] = c

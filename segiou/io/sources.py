@@ -10,44 +10,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from segiou.errors import MaskNotFoundError, UsageError
-from segiou.io.zarr import recorded_ids
+from segiou.errors import MaskNotFoundError, StoreLayoutError, UsageError
+from segiou.io.zarr import is_zarr, recorded_ids
 
-__all__ = ["FolderLayout", "Source", "is_zarr", "open_pair", "recorded_ids"]
+__all__ = ["FolderLayout", "Source", "instance_files", "is_zarr", "open_instances", "open_pair",
+           "recorded_ids"]  # fmt: skip
 
 #: A source of named masks: :class:`~segiou.io.zarr.MaskSet` or :class:`~segiou.io.png.PngSet`.
 Source = Any
-FolderLayout = Literal["plain", "cityscapes"]
-
-
-def is_zarr(path: str | Path) -> bool:
-    """Whether ``path`` names a Zarr store (or a node inside one) rather than an image folder.
-
-    Parameters
-    ----------
-    path : str or Path
-        A URL with a scheme other than ``file://`` counts as Zarr (remote stores); a local
-        path counts when it, or a folder above it, holds ``zarr.json``, ``.zgroup`` or
-        ``.zarray``.
-
-    Returns
-    -------
-    bool
-    """
-    text = str(path)
-    if "://" in text and not text.startswith("file://"):
-        return True
-    p = Path(text.removeprefix("file://"))
-    return any(
-        (q / m).exists() for q in (p, *p.parents) for m in ("zarr.json", ".zgroup", ".zarray")
-    )
+#: How image files pair up: ``"auto"`` recognises the Cityscapes layout (see
+#: :func:`segiou.io.datasets.detect_dataset`), else names are relative paths (``"plain"``).
+FolderLayout = Literal["auto", "plain", "cityscapes"]
 
 
 def open_pair(
     gt: str | Path,
     pred: str | Path,
     *,
-    layout: FolderLayout = "plain",
+    layout: FolderLayout = "auto",
     gt_pattern: str | None = None,
     pred_pattern: str | None = None,
 ) -> tuple[Source, Source]:
@@ -58,8 +38,10 @@ def open_pair(
     gt, pred : str or Path
         Zarr stores (``store[/path]`` or URL; see :func:`is_zarr`), or folders of label images
         paired by name (:func:`segiou.io.png.find_pairs`).
-    layout : {"plain", "cityscapes"}, default "plain"
-        Image folders only: how files are named (see :func:`segiou.io.png.find_pairs`).
+    layout : {"auto", "plain", "cityscapes"}, default "auto"
+        Image folders only: how files are named (see :func:`segiou.io.png.find_pairs`);
+        ``"auto"``: ``"cityscapes"`` when the ground truth holds ``*_gtFine_labelIds.png``
+        files, else ``"plain"``.
     gt_pattern, pred_pattern : str, optional
         Image folders only: globs of the files.
 
@@ -98,6 +80,123 @@ def open_pair(
         if not Path(path).exists():
             msg = f"{side} {str(path)!r} does not exist; give a Zarr store or a folder of PNG masks"
             raise MaskNotFoundError(msg)
+    from segiou.io.datasets import detect_dataset
     from segiou.io.png import find_pairs
 
-    return find_pairs(gt, pred, layout=layout, gt_pattern=gt_pattern, pred_pattern=pred_pattern)
+    how = detect_dataset(gt).layout if layout == "auto" else layout
+    return find_pairs(gt, pred, layout=how,  # type: ignore[arg-type]
+                      gt_pattern=gt_pattern, pred_pattern=pred_pattern)  # fmt: skip
+
+
+#: What marks a Cityscapes ground-truth file, and its instance file (as cityscapesScripts does).
+_LABEL_IDS, _INSTANCE_IDS = "_gtFine_labelIds", "_gtFine_instanceIds"
+
+
+def instance_files(gt: Source) -> Source | None:
+    """Return the Cityscapes instance files beside ground-truth files, or ``None``.
+
+    ``<name>_gtFine_labelIds.png`` has its instances in ``<name>_gtFine_instanceIds.png`` in
+    the same folder (cityscapesScripts' rule).
+
+    Parameters
+    ----------
+    gt : PngSet
+        Ground-truth files.
+
+    Returns
+    -------
+    PngSet or None
+        The instance files in the order of ``gt`` (same names), or ``None`` when the files are
+        not Cityscapes labelIds files or none has an instance file.
+
+    Raises
+    ------
+    MaskNotFoundError
+        Some ground-truth files have an instance file and others do not (listed).
+    """
+    from segiou.io.png import PngSet
+
+    if not isinstance(gt, PngSet) or not gt.paths:
+        return None
+    if not all(_LABEL_IDS in Path(p).name for p in gt.paths):
+        return None
+    paths = [str(Path(p).with_name(Path(p).name.replace(_LABEL_IDS, _INSTANCE_IDS)))
+             for p in gt.paths]  # fmt: skip
+    there = [Path(p).is_file() for p in paths]
+    if not any(there):
+        return None
+    if not all(there):
+        missing = [p for p, ok in zip(paths, there, strict=True) if not ok]
+        msg = (
+            f"{gt.where()}: {len(missing)} of {len(paths)} ground-truth image(s) have no instance "
+            f"file beside them, e.g. {missing[:3]}; add them, or evaluate without instances "
+            "(instances=False, --no-instances)"
+        )
+        raise MaskNotFoundError(msg)
+    return PngSet(gt.names, tuple(paths), gt.root)
+
+
+def open_instances(gt: Source, given: object = None) -> Source | None:
+    """Open the instance ids of a ground truth: given, or found beside it.
+
+    Parameters
+    ----------
+    gt : MaskSet or PngSet
+        The ground truth.
+    given : str, Path, MaskSet, PngSet or None
+        Where the instances are; ``None`` looks beside the ground truth: the array (or group)
+        ``instances`` next to a store's ground-truth array (``segiou ingest`` writes it), or
+        Cityscapes ``*_gtFine_instanceIds.png`` next to ``*_gtFine_labelIds.png`` files.
+
+    Returns
+    -------
+    MaskSet, PngSet or None
+        Aligned with ``gt``: the same image names in the same order.
+
+    Raises
+    ------
+    MaskNotFoundError
+        Given instances that do not exist, or that miss images of the ground truth.
+    StoreLayoutError
+        Instances whose images differ in size from the ground truth.
+    """
+    from segiou.io.png import PngSet, png_set
+    from segiou.io.zarr import MaskSet, open_masks
+
+    src: Any = given
+    if src is None:
+        if isinstance(gt, PngSet):
+            return instance_files(gt)
+        if not isinstance(gt, MaskSet) or not gt.path:
+            return None
+        parent = gt.path.rsplit("/", 1)[0] if "/" in gt.path else ""
+        path = f"{parent}/instances" if parent else "instances"
+        try:
+            src = open_masks(gt.url, path)
+        except MaskNotFoundError:
+            return None
+    elif isinstance(src, str | Path):
+        src = (open_masks(src) if is_zarr(src) else
+               png_set(src, f"*{_INSTANCE_IDS}.png", layout="cityscapes", side="instances"))  # fmt: skip
+    where = {n: j for j, n in enumerate(src.names)}
+    if missing := [n for n in gt.names if n not in where]:
+        msg = (
+            f"{src.where()}: the instances of {len(missing)} ground-truth image(s) are missing, "
+            f"e.g. {missing[:3]}; give instances for every image of {gt.where()}"
+        )
+        raise MaskNotFoundError(msg)
+    order = [where[n] for n in gt.names]
+    if isinstance(src, PngSet):
+        src = PngSet(gt.names, tuple(src.paths[j] for j in order), src.root)
+    elif order != list(range(len(gt.names))) or len(src.names) != len(gt.names):
+        msg = (
+            f"{src.where()}: the instances list their images in another order than "
+            f"{gt.where()} (or hold more); store them in the ground truth's order"
+        )
+        raise StoreLayoutError(msg)
+    if isinstance(src, MaskSet) and isinstance(gt, MaskSet):
+        bad = [n for j, n in enumerate(gt.names) if src.image_shape(j) != gt.image_shape(j)]
+        if bad:
+            msg = f"{src.where()}: instance images differ in size from the ground truth: {bad[:3]}"
+            raise StoreLayoutError(msg)
+    return src

@@ -18,6 +18,12 @@ Codec chains this fast path does not know (sharding, transpose, ...) are read th
 zarr-python instead: slower, same values. A chunk missing from the store reads as the array's
 fill value (``missing="fill"``) or raises (``missing="error"``); for a sharded array that also
 holds for a chunk missing inside an existing shard (read from the shard's index).
+
+The Zarr specification says a chunk never written holds the fill value, and zarr-python does not
+write chunks equal to it by default, so a complete store written by another tool may lack them.
+Stores written by :func:`create_stack` and ``segiou ingest`` write every chunk and record it
+(the attribute ``segiou.all_chunks_written`` of the array or group: :attr:`MaskSet.complete`),
+so that a chunk missing from them can be refused as lost.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from segiou.errors import ChunkError, StoreLayoutError
+from segiou.errors import ChunkError, MissingChunkError, StoreLayoutError
 from segiou.io._zarr_fast import Decoder, ReadSpec, declared_size, open_node, read_spec
 
 __all__ = [
@@ -40,6 +46,7 @@ __all__ = [
     "MaskArray",
     "MaskSet",
     "create_stack",
+    "is_zarr",
     "open_masks",
     "recorded_ids",
     "split_url",
@@ -160,16 +167,16 @@ class MaskArray:
         for i in range(start // c, (stop - 1) // c + 1 if stop > start else start // c):
             yield i, max(start, i * c), min(stop, (i + 1) * c)
 
-    def _missing(self, coords: tuple[int, ...], images: str) -> ChunkError:
+    def _missing(self, coords: tuple[int, ...], images: str) -> MissingChunkError:
         msg = (
             f"{self.where()}: chunk {coords} (images {images}) is missing from the "
-            "store; ground truth must be complete. Re-ingest it (segiou ingest and "
-            "create_stack write every chunk). If the store was written by zarr with its default "
-            "write_empty_chunks=False, chunks equal to the fill value "
-            f"({self._decoder().spec.fill}) were never written: read them as the fill value "
-            "with missing_gt_chunks='fill' (--missing-gt-chunks fill)"
+            "store. A store written by segiou ingest or create_stack records that it holds "
+            "every chunk, so there the chunk was lost: re-ingest the ground truth. If zarr "
+            "wrote the store with its default write_empty_chunks=False, chunks equal to the fill "
+            f"value ({self._decoder().spec.fill}) were never written: read them as the fill "
+            "value with missing_gt_chunks='fill' (--missing-gt-chunks fill)"
         )
-        return ChunkError(msg)
+        return MissingChunkError(msg)
 
     def read_chunk(
         self,
@@ -304,6 +311,10 @@ class MaskSet:
     named : bool
         Whether the store names its images (``False``: a stack without ``segiou.names``, whose
         images are numbered ``000000``, ...: such numbers only label images).
+    complete : bool
+        Whether the store records that every chunk was written (``segiou ingest``,
+        :func:`create_stack`: the attribute ``segiou.all_chunks_written``): a missing chunk
+        was then lost, not left out as the fill value.
     """
 
     url: str
@@ -313,6 +324,7 @@ class MaskSet:
     arrays: tuple[MaskArray, ...]
     ids: Literal["raw", "class"] | None = None
     named: bool = True
+    complete: bool = False
 
     @property
     def dtype(self) -> np.dtype:
@@ -363,6 +375,29 @@ class MaskSet:
         """Total number of pixels."""
         s = self.image_shapes()
         return int((s[:, 0] * s[:, 1]).sum())
+
+
+def is_zarr(path: str | Path) -> bool:
+    """Whether ``path`` names a Zarr store (or a node inside one) rather than an image folder.
+
+    Parameters
+    ----------
+    path : str or Path
+        A URL with a scheme other than ``file://`` counts as Zarr (remote stores); a local
+        path counts when it, or a folder above it, holds ``zarr.json``, ``.zgroup`` or
+        ``.zarray``.
+
+    Returns
+    -------
+    bool
+    """
+    text = str(path)
+    if "://" in text and not text.startswith("file://"):
+        return True
+    p = Path(text.removeprefix("file://"))
+    return any(
+        (q / m).exists() for q in (p, *p.parents) for m in ("zarr.json", ".zgroup", ".zarray")
+    )
 
 
 def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
@@ -422,7 +457,8 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
         _unique(where, names)
         arr = MaskArray(root, inner, tuple(node.shape), tuple(node.chunks), str(node.dtype),
                         read_spec(node))  # fmt: skip
-        return MaskSet(root, inner, "stack", names, (arr,), recorded_ids(root), given is not None)
+        return MaskSet(root, inner, "stack", names, (arr,), recorded_ids(root), given is not None,
+                       meta.get("all_chunks_written") is True)  # fmt: skip
     subs = sorted(k for k, _ in node.groups())
     if subs and "ingest" in _segiou_attrs(node, where) and not any(True for _ in node.arrays()):
         # the root of a store written by segiou ingest: its groups are mask sets, not images
@@ -454,7 +490,8 @@ def open_masks(url: str | Path, path: str | None = None) -> MaskSet:
                                 read_spec(a)))  # fmt: skip
     names = tuple(image for _, image, _ in members)
     _unique(where, names)
-    return MaskSet(root, inner, "group", names, tuple(arrays), recorded_ids(root))
+    complete = _segiou_attrs(node, where).get("all_chunks_written") is True
+    return MaskSet(root, inner, "group", names, tuple(arrays), recorded_ids(root), True, complete)
 
 
 def _segiou_attrs(node: Any, where: str) -> dict[str, Any]:
@@ -567,6 +604,8 @@ def create_stack(
         # a ground-truth chunk missing from the store is an error, not class 0
         config={"write_empty_chunks": True},
     )  # fmt: skip
-    if names is not None:
-        arr.attrs["segiou"] = {"names": list(map(str, names))}
+    # every chunk is written: a chunk missing later was lost (the evaluation refuses it)
+    arr.attrs["segiou"] = {"all_chunks_written": True} | (
+        {"names": list(map(str, names))} if names is not None else {}
+    )
     return arr

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from segiou._boundary import BoundaryWidth
 from segiou._count import (
     IGNORE,
     OnUnexpected,
@@ -28,11 +29,12 @@ from segiou.errors import (
 )
 from segiou.images import ImageRows
 from segiou.io.maps import create_maps
-from segiou.io.sources import FolderLayout, Source, open_pair
-from segiou.io.zarr import MaskSet, Missing, open_masks
+from segiou.io.sources import FolderLayout, Source, open_instances, open_pair
+from segiou.io.zarr import MaskSet, open_masks
 from segiou.labels import IdSpace, LabelSpec, load_spec
 from segiou.parallel._graph import build_graph, client_of, compute, probe
 from segiou.parallel._plan import TASK_PIXELS, TASK_SECONDS, cluster_task_seconds, plan_ranges
+from segiou.parallel._quality import per_image
 from segiou.parallel._tasks import Job, Odd, Partial, combine
 
 __all__ = ["MissingPred", "count_stores", "evaluate_zarr"]
@@ -42,6 +44,11 @@ _MAX_LISTED = 20
 
 MissingPred = Literal["error", "void"]
 log = logging.getLogger("segiou.parallel")
+#: A ground-truth chunk missing from a store: ``"auto"`` refuses it in stores that record that
+#: every chunk was written (segiou's) and reads it as the fill value elsewhere (the Zarr rule);
+#: ``"error"`` always refuses, ``"fill"`` always reads it as the fill value. Chunks read as the
+#: fill value are counted per image (``cm.extras.absent``).
+MissingGtChunks = Literal["auto", "error", "fill"]
 
 
 def _pair(gt: Source, pred: Source, missing_pred: MissingPred) -> tuple[int, ...]:
@@ -133,8 +140,8 @@ def count_stores(
     pred_ids: IdSpace | None = None,
     on_unexpected: OnUnexpected = "raise",
     missing_pred: MissingPred = "error",
-    missing_gt_chunks: Missing = "error",
-    layout: FolderLayout = "plain",
+    missing_gt_chunks: MissingGtChunks = "auto",
+    layout: FolderLayout = "auto",
     gt_pattern: str | None = None,
     pred_pattern: str | None = None,
     scheduler: Any = None,
@@ -144,6 +151,8 @@ def count_stores(
     ns_per_px: float | None = None,
     progress: bool = False,
     error_maps: str | Path | None = None,
+    boundary: bool | float | str | BoundaryWidth | None = None,
+    instances: bool | str | Path | Source | None = None,
 ) -> ConfusionMatrix:
     """Count a whole test set (Zarr stores or folders of label images) in parallel with Dask.
 
@@ -165,9 +174,13 @@ def count_stores(
     missing_pred : {"error", "void"}, default "error"
         A ground-truth image without prediction raises (default) or is scored as all-void:
         every valid pixel a false negative, as a leaderboard would.
-    missing_gt_chunks : {"error", "fill"}, default "error"
-        A chunk missing from the ground-truth store raises (default) or reads as the fill
-        value. Missing prediction chunks always read as the fill value.
+    missing_gt_chunks : {"auto", "error", "fill"}, default "auto"
+        A chunk missing from the ground-truth store: ``"auto"`` follows the Zarr rule (a chunk
+        never written holds the fill value) except in stores that record that every chunk was
+        written (``segiou ingest``, :func:`~segiou.io.zarr.create_stack`), where it was lost
+        and is refused; ``"error"`` always refuses, ``"fill"`` always reads the fill value.
+        Chunks read as the fill value are reported per image (``cm.extras.absent``). Missing
+        prediction chunks always read as the fill value.
     scheduler : str or distributed.Client, optional
         ``"threads"`` (default when no Client is active), ``"synchronous"``, ``"processes"``,
         or a ``distributed.Client``. The current default Client is used when there is one.
@@ -191,7 +204,9 @@ def count_stores(
         after warming up on one; its counts are kept, and the plan covers the rest.
     layout, gt_pattern, pred_pattern
         Folders of label images only: how files are named and found (see
-        :func:`segiou.io.png.find_pairs`).
+        :func:`segiou.io.png.find_pairs`); ``layout="auto"`` (default) recognises the
+        Cityscapes layout (:func:`segiou.io.datasets.detect_dataset`). When images do not pair,
+        the error names the layout options that would pair them.
     progress : bool, default False
         Show a progress bar (Dask's local diagnostics, or distributed's progress).
     error_maps : str or Path, optional
@@ -199,6 +214,15 @@ def count_stores(
         ignored, void, unexpected) to this Zarr store, from the same tasks in the same pass
         (see :mod:`segiou.io.maps`). A local path that does not exist (or error maps segiou
         wrote, replaced); it appears only when the count succeeded.
+    boundary : bool, float, str or BoundaryWidth, optional
+        Also count Boundary IoU (as for :class:`~segiou.confusion.ConfusionMatrix`): each task
+        reads a halo of ``d`` rows around its chunk rows; results are identical for any
+        chunking and any number of workers.
+    instances : bool, str, Path, MaskSet or PngSet, optional
+        Instance ground truth for iIoU. ``None`` (default): used when found beside the ground
+        truth (the array ``instances`` of a store written by ``segiou ingest``, or Cityscapes
+        ``*_gtFine_instanceIds.png`` beside ``*_gtFine_labelIds.png``) and the spec gives
+        instance sizes; ``True``: required; ``False``: not used; or where they are.
 
     Returns
     -------
@@ -217,6 +241,8 @@ def count_stores(
         to no class).
     ShapeMismatchError
         Image sizes differ between the stores.
+    InstanceIdError
+        An instance id the spec does not know, or of a class without an instance size.
     StoreLayoutError
         Not a valid mask store, or a dtype that cannot hold the classes.
     LabelRangeError
@@ -253,8 +279,10 @@ def count_stores(
         gt_ids = recorded(gms) or ("raw" if has_raw else "class")
         if pred_ids is None and pms is not None:
             pred_ids = recorded(pms)
+    inst = _instances(gms, instances, labels)
     out = ConfusionMatrix(labels, ignore_index=ignore_index, gt_ids=gt_ids, pred_ids=pred_ids,
-                          on_unexpected=on_unexpected, per_image=True)  # fmt: skip
+                          on_unexpected=on_unexpected, per_image=True, boundary=boundary,
+                          instances=inst is not None)  # fmt: skip
     spec = out.spec
     _check_fits(gms, spec, out.gt_ids, "ground-truth")
     if pms is None:
@@ -264,7 +292,20 @@ def count_stores(
         index = tuple(-1 for _ in gms.names)
     else:
         _check_fits(pms, spec, out.pred_ids, "prediction")
-        index = _pair(gms, pms, missing_pred)
+        try:
+            index = _pair(gms, pms, missing_pred)
+        except MaskNotFoundError as err:  # image folders: say which layout would pair them
+            roots = getattr(gms, "root", ""), getattr(pms, "root", "")
+            if not all(roots) or not isinstance(gt, str | Path):
+                raise
+            from segiou.io.datasets import detect_dataset, pairing_hints
+
+            tried = detect_dataset(gt).layout if layout == "auto" else layout
+            hints = pairing_hints(roots[0], roots[1], tried)
+            if not hints:
+                raise
+            msg = f"{err}; layout options that pair these folders: " + "; ".join(hints)
+            raise MaskNotFoundError(msg) from err
     voids = [r for r, c in spec.pred_map(out.pred_ids).items() if c == IGNORE]
     void_value = voids[0] if voids else None
     if void_value is None and any(i < 0 for i in index):
@@ -274,7 +315,8 @@ def count_stores(
         )
         raise MaskNotFoundError(msg)
     job = Job(gms, pms, index, spec, out.gt_ids, out.pred_ids, on_unexpected,
-               missing_gt_chunks, void_value)  # fmt: skip
+              _missing_policy(gms, missing_gt_chunks), void_value, boundary=out.boundary,
+              instances=inst)  # fmt: skip
     maps = None
     if error_maps is not None:  # written by the counting tasks, as they count (segiou.io.maps)
         maps = create_maps(error_maps, gms, spec, out.gt_ids, out.pred_ids,
@@ -309,10 +351,43 @@ def count_stores(
     n = len(gms.names)
     rows = ImageRows(k, tuple(gms.names), (False,) * n, image, rest // w, rest % w, summed, found)
     tally = Tally.from_table(part.table, k, unexp["gt"], unexp["pred"], rows)
+    q = {} if part.quality is None else per_image(part.quality, n, k)
     # names identify images when the source gave them (not a stack's index numbers)
     out.add_tally(tally, key=_batch_key(gms), names=list(gms.names), n_images=n,
-                  names_given=getattr(gms, "named", True))  # fmt: skip
+                  names_given=getattr(gms, "named", True),
+                  boundary=q.get("boundary") if out.boundary is not None else None,
+                  instances=q.get("instances") if out.instances else None,
+                  absent=q.get("absent"), widths=q.get("widths", ()))  # fmt: skip
     return out
+
+
+def _missing_policy(gms: Source, asked: MissingGtChunks) -> Any:
+    """Return what the ground truth's chunk caches do with a missing chunk (MissingGtChunks)."""
+    if asked not in ("auto", "error", "fill"):
+        msg = f"missing_gt_chunks={asked!r} is unknown; expected 'auto', 'error' or 'fill'"
+        raise UsageError(msg)
+    if asked == "error" or (asked == "auto" and getattr(gms, "complete", False)):
+        return "error"
+    return "count"  # read as the fill value, and counted per image
+
+
+def _instances(gms: Source, given: object, labels: object) -> Source | None:
+    """Return the instance ids to count (count_stores' ``instances``), aligned with ``gms``."""
+    if given is False:
+        return None
+    spec = load_spec(labels) if not isinstance(labels, int) else None  # type: ignore[arg-type]
+    sized = spec is not None and bool(spec.instance_sizes)
+    src = open_instances(gms, None if given is True else given)
+    if given is None:
+        return src if sized else None
+    if src is None:
+        msg = (
+            f"instances=True, but no instance ids were found beside {gms.where()} (an array "
+            "'instances' beside the ground truth, or *_gtFine_instanceIds.png beside "
+            "*_gtFine_labelIds.png); give their location as instances="
+        )
+        raise MaskNotFoundError(msg)
+    return src
 
 
 def _unexpected_values(odd: list[Odd]) -> dict[tuple[int, str, int], tuple[int, tuple[int, int]]]:

@@ -16,6 +16,8 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from segiou._batch import spec_lookup
+from segiou._boundary import BoundaryWidth
 from segiou._count import (
     IGNORE,
     ImageCounter,
@@ -28,11 +30,12 @@ from segiou.errors import (
     ShapeMismatchError,
 )
 from segiou.images import ImageRows
-from segiou.io.chunks import ChunkCache, image_array, read_region
+from segiou.io.chunks import ChunkCache, CountedMissing, image_array, read_region
 from segiou.io.maps import MapWriter
 from segiou.io.sources import Source
-from segiou.io.zarr import MaskSet, Missing
+from segiou.io.zarr import MaskSet
 from segiou.labels import IdSpace, LabelSpec
+from segiou.parallel._quality import QualityPart, UnitQuality, join
 
 __all__ = ["Job", "Odd", "Partial", "combine", "count_group", "describe", "walk_image"]
 
@@ -46,6 +49,7 @@ class Partial(NamedTuple):
     table: IntArray  # (K+2, K+2): every pixel's (gt code, pred code)
     entries: IntArray  # (E, 4): image, gt code, pred code, count (per unit; bands summed later)
     odd: list[Odd]  # every unexpected value of every unit
+    quality: QualityPart | None = None  # Boundary IoU, instances, absent chunks (_quality)
 
 
 @dataclass(frozen=True)
@@ -59,24 +63,34 @@ class Job:
     gt_ids: IdSpace
     pred_ids: IdSpace
     on_unexpected: OnUnexpected
-    missing_gt_chunks: Missing
+    missing_gt_chunks: CountedMissing
     void_value: int | None
     #: Error maps: when set, every chunk pair counted is also written there (same pass).
     maps: MapWriter | None = None
+    # issue 13 (see _quality): Boundary IoU width; instance ids aligned with the ground truth
+    boundary: BoundaryWidth | None = None
+    instances: Source | None = None
+
+    @property
+    def quality(self) -> bool:
+        """Whether tasks count more than the confusion (Boundary IoU, instances, absent chunks)."""
+        return self.boundary is not None or self.instances is not None or (
+            self.missing_gt_chunks == "count"
+        )  # fmt: skip
 
     @functools.cached_property
     def lookup(self) -> Lookup:
-        return Lookup(self.spec.num_classes, self.spec.gt_map(self.gt_ids),
-                      self.spec.pred_map(self.pred_ids))  # fmt: skip
+        return spec_lookup(self.spec, self.gt_ids, self.pred_ids)
 
 
 def walk_image(job: Job, i: int, rows: tuple[int, int], gcache: ChunkCache,
-                pcache: ChunkCache | None,
-                counter: ImageCounter | None) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+                pcache: ChunkCache | None, counter: ImageCounter | None,
+                quality: UnitQuality | None = None) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
     """Count rows ``rows[0]:rows[1]`` of image ``i`` chunk by chunk into ``counter``.
 
     With ``counter=None``, return that band of the image pair instead (the slow path that
-    describes unexpected values).
+    describes unexpected values). ``quality`` also counts each chunk row (Boundary IoU with a
+    halo of rows around it, instances, absent chunks; see :mod:`~segiou.parallel._quality`).
     """
     garr, gn = image_array(job.gt, i)
     _, w = job.gt.image_shape(i)
@@ -103,11 +117,15 @@ def walk_image(job: Job, i: int, rows: tuple[int, int], gcache: ChunkCache,
                 if whole_p is None:
                     whole_p = np.empty((bottom - top, w), dtype=p.dtype)
                 whole_p[y0 - top : y1 - top, x0:x1] = p
+        margin = 0
+        if quality is not None and counter is not None:
+            quality.row(i, y0, y1, gcache, pcache)
+            margin = quality.margin(i)  # the next row's halo reaches this far up
         # the walk never goes back up: decoded chunks above this row are done (so a task
         # holds about one chunk row of each array, not a whole image)
-        gcache.drop_above(y1)
+        gcache.drop_above(y1 - margin)
         if pcache is not None:
-            pcache.drop_above(y1)
+            pcache.drop_above(y1 - margin)
     if counter is None:
         assert whole_g is not None
         assert whole_p is not None
@@ -150,13 +168,19 @@ def count_group(job: Job, units: IntArray) -> Partial:
     gcaches: dict[str, ChunkCache] = {}
     pcaches: dict[str, ChunkCache] = {}
     chunked = isinstance(job.gt, MaskSet) and (job.pred is None or isinstance(job.pred, MaskSet))
+    uq = UnitQuality(job) if job.quality else None
     for i, top, bottom in bands:
+        if uq is not None:
+            uq.start(i)
         if not chunked:  # image files: decode whole images (never split)
             g, p = whole_image(job, i)
             counter.add(g, p)
             if job.maps is not None:
                 job.maps.write(i, 0, g.shape[0], 0, g.shape[1], g, p)
             full = counter.finish()
+            if uq is not None:
+                uq.whole(i, g, p)
+                uq.finish(full)
             if full[k + 1, :].any() or full[:k, k + 1].any():
                 odd += describe(job, i, g, p)
             entries.append(_entries(full, i))
@@ -176,8 +200,10 @@ def count_group(job: Job, units: IntArray) -> Partial:
                 pc.drop(keep=pn // parr.chunks[0])
         if gn is not None:
             gc.drop(keep=gn // garr.chunks[0])
-        walk_image(job, i, (top, bottom), gc, pc, counter)
+        walk_image(job, i, (top, bottom), gc, pc, counter, uq)
         full = counter.finish()
+        if uq is not None:
+            uq.finish(full)
         if full[k + 1, :].any() or full[:k, k + 1].any():  # the slow path: which values, where
             both = walk_image(job, i, (top, bottom), gc, pc, None)
             assert both is not None
@@ -188,10 +214,12 @@ def count_group(job: Job, units: IntArray) -> Partial:
             gcaches.pop(garr.path).drop()
         if pc is not None and isinstance(job.pred, MaskSet) and job.pred.layout == "group":
             pcaches.pop(pc.arr.path).drop()
+        if uq is not None and job.gt.layout == "group":
+            uq.drop()
         entries.append(_entries(full, i))
         table += full
     joined = np.concatenate(entries) if entries else np.zeros((0, 4), dtype=np.int64)
-    return Partial(table, joined, odd)
+    return Partial(table, joined, odd, None if uq is None else uq.part())
 
 
 def whole_image(job: Job, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -201,7 +229,7 @@ def whole_image(job: Job, i: int) -> tuple[np.ndarray, np.ndarray]:
         # by side, not by identity: gt and pred may be the same source object
         if isinstance(src, MaskSet):
             arr, n = image_array(src, j)
-            missing: Missing = job.missing_gt_chunks if side == "gt" else "fill"
+            missing: CountedMissing = job.missing_gt_chunks if side == "gt" else "fill"
             cache = ChunkCache(arr, missing, src, j)
             h, w = src.image_shape(j)
             return np.ascontiguousarray(read_region(cache, n, 0, h, 0, w))
@@ -228,5 +256,7 @@ def combine(parts: Iterable[Partial]) -> Partial:
     table = parts[0].table.copy()
     for p in parts[1:]:
         table += p.table
+    quality = [p.quality for p in parts if p.quality is not None]
     return Partial(table, np.concatenate([p.entries for p in parts]),
-                   [o for p in parts for o in p.odd])  # fmt: skip
+                   [o for p in parts for o in p.odd],
+                   join(quality) if quality else None)  # fmt: skip

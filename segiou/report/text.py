@@ -134,7 +134,9 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
     console.print(_safe("rules: " + "; ".join(str(r) for r in doc.convention.get("rules", []))))
     if doc.counting.get("ignore_rule"):
         console.print(_safe(f"ignored: {doc.counting['ignore_rule']}"))
-    return buf.getvalue()
+    from segiou.report.quality import render_quality  # issue 13: its own section
+
+    return buf.getvalue() + render_quality(doc.data, width=width)
 
 
 def _pct_ci(x: float | None, iv: tuple[float, float] | None) -> str:

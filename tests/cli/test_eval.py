@@ -78,7 +78,9 @@ def test_eval_bad_input_exits_2_with_a_message(demo_store: Path, argv: list[str]
 def test_eval_of_ground_truth_written_by_plain_zarr(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # zarr skips chunks equal to the fill value by default: refused, with the way out named
+    # zarr skips chunks equal to the fill value by default: the Zarr rule reads them as the
+    # fill value (the default), and the output says how many were; --missing-gt-chunks error
+    # refuses them, naming the way out
     import zarr
 
     gt = np.full((2, 8, 8), 7, np.uint8)  # Cityscapes labelId 7 = road
@@ -90,13 +92,18 @@ def test_eval_of_ground_truth_written_by_plain_zarr(
     argv = ["eval", "--gt", str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"),
             "--labels", "cityscapes", "--gt-ids", "raw", "--quiet", "--scheduler", "synchronous",
             "--json", str(tmp_path / "r.json")]  # fmt: skip
-    assert main(argv) == 2
+    assert main([*argv, "--missing-gt-chunks", "error"]) == 2
     err = capsys.readouterr().err
     assert "chunk (1, 0, 0) (images '000001') is missing" in err
     assert "write_empty_chunks" in err
     assert "--missing-gt-chunks fill" in err
-    assert main([*argv, "--missing-gt-chunks", "fill"]) == 0
-    report = json.loads((tmp_path / "r.json").read_text())
+    for how in ([], ["--missing-gt-chunks", "fill"], ["--missing-gt-chunks", "auto"]):
+        assert main([*argv, *how]) == 0
+        out = capsys.readouterr().out
+        assert "1 chunk(s) absent from the store were read as the fill value" in out
+        assert "'000001' (1)" in out
+        report = json.loads((tmp_path / "r.json").read_text())
+        assert report["absent_chunks"] == {"total": 1, "images": {"000001": 1}}
     assert report["pixels"]["ignored"] == 16
     road = next(c for c in report["classes"] if c["name"] == "road")
     assert (road["tp"], road["fp"], road["fn"]) == (112, 0, 0)

@@ -234,6 +234,7 @@ def ingest(
     workers: int | None = None,
     progress: bool = True,
     overwrite: bool = False,
+    instances: PngSet | None = None,
 ) -> dict[str, Any]:
     """Pack label images into a Zarr store with arrays (or groups) ``gt`` and ``pred``.
 
@@ -271,6 +272,10 @@ def ingest(
         Show a progress bar (only when stderr is a terminal).
     overwrite : bool
         Replace an existing store at ``out`` (never a folder that is not a Zarr store).
+    instances : PngSet, optional
+        Instance ids of the ground truth (Cityscapes ``*_gtFine_instanceIds.png``, the same
+        image names), stored as a third array (or group) ``instances`` in the ground truth's
+        layout, where ``segiou eval`` finds them for iIoU.
 
     Returns
     -------
@@ -334,6 +339,14 @@ def ingest(
     recorded: IdSpace | None = None  # set below: what ingest knows about the stored values
     dec: _Decoding = (sp, colors, space)
     srcs = [("gt", gt_src)] + ([("pred", pred_src)] if pred_src is not None else [])
+    if instances is not None:
+        if tuple(instances.names) != tuple(gt_src.names):
+            msg = (
+                f"instances: {instances.where()} does not name the same images as the ground "
+                f"truth {gt_src.where()} in the same order; give one instance file per image"
+            )
+            raise MaskNotFoundError(msg)
+        srcs.append(("instances", instances))
     for side, src in srcs:
         if not len(src):
             msg = f"{side}: {src.where()} holds no images; nothing to ingest"
@@ -432,7 +445,7 @@ def ingest(
         "ids": recorded,
         "codec": codec_name,
     }
-    for side in ("gt", "pred"):
+    for side in ("gt", "pred", "instances"):
         found = [x for x in sides if x.name == side]
         summary[side] = None if not found else {
             "images": len(found[0].src), "dtype": str(found[0].dtype),
@@ -463,7 +476,7 @@ def _create_arrays(root: Any, sides: list[_Side], layout: str, compressors: Any)
             s.array = root.create_array(s.name, shape=(len(s.src), h, w), dtype=s.dtype,
                                         chunks=(1, *_chunk_shape(s, h, w)),
                                         compressors=compressors, **_ARRAY_OPTIONS)  # fmt: skip
-            s.array.attrs["segiou"] = {"names": list(s.src.names)}
+            s.array.attrs["segiou"] = {"names": list(s.src.names), "all_chunks_written": True}
             continue
         s.array_names = tuple(n.replace("/", GROUP_SEP) for n in s.src.names)
         bad = [n for n in s.array_names if n in ("", ".", "..") or n.startswith(GROUP_SEP)]
@@ -476,10 +489,10 @@ def _create_arrays(root: Any, sides: list[_Side], layout: str, compressors: Any)
         check_unique(f"{s.name}: group array names ('/' -> {GROUP_SEP!r})",
                       dict(zip(s.src.names, s.array_names, strict=True)))  # fmt: skip
         s.array = root.create_group(s.name)
+        meta: dict[str, Any] = {"all_chunks_written": True}
         if s.array_names != s.src.names:
-            s.array.attrs["segiou"] = {
-                "original_names": dict(zip(s.array_names, s.src.names, strict=True))
-            }
+            meta["original_names"] = dict(zip(s.array_names, s.src.names, strict=True))
+        s.array.attrs["segiou"] = meta
 
 
 def _write_one(s: _Side, i: int, dec: _Decoding, compressors: Any) -> None:

@@ -1,0 +1,216 @@
+"""What one batch adds beyond its confusion counts (Boundary IoU, instances); accumulator checks.
+
+:mod:`segiou.confusion` keeps the accumulator's logic; these are its arithmetic and checks.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from segiou._boundary import BandCounter, BoundaryWidth, boundary_counts
+from segiou._count import Lookup, Tally, as_labels
+from segiou._instances import InstanceCounter, InstanceTally
+from segiou._resources import check_memory
+from segiou._typing import IntArray
+from segiou.errors import CountOverflowError, ShapeMismatchError
+from segiou.images import ImageRows
+from segiou.labels import IdSpace, LabelSpec
+
+__all__ = [
+    "Counters",
+    "add_into",
+    "check_fits",
+    "count_extras",
+    "n_images_of",
+    "overflow_error",
+    "row_multiset",
+    "spec_lookup",
+]
+
+
+@functools.lru_cache(maxsize=64)
+def check_fits(k: int, threads: int | None) -> None:
+    """Refuse, before allocating, an accumulator whose tables would not fit in memory."""
+    import numba
+
+    workers = numba.get_num_threads() if threads is None else max(1, int(threads))
+    # the counts, and per update one code table of (K+2)^2 cells per kernel thread plus the fold
+    need = 8 * (k * k + (k + 2) ** 2 * (workers + 2))
+    check_memory(need, f"an accumulator of {k:,} classes ({workers} kernel thread(s))",
+                 "Check the number of classes, or pass threads=1")  # fmt: skip
+
+
+def n_images_of(shape: tuple[int, ...]) -> int:
+    """Return how many images masks of ``shape`` hold (leading axes are images; H x W is one)."""
+    if len(shape) <= 2:
+        return 1
+    return int(np.prod(shape[:-2]))
+
+
+def add_into(acc: dict[int, int], new: Mapping[int, int]) -> None:
+    """Add the counts ``new`` (value -> count) into ``acc``."""
+    for v, c in new.items():
+        acc[v] = acc.get(v, 0) + c
+
+
+def overflow_error(have: int, adding: int) -> CountOverflowError:
+    """Return the error for a pixel total that would pass ``2**63 - 1``."""
+    msg = (
+        f"counting {adding:,} more pixels into a state of {have:,} would pass 2**63 - 1, the "
+        "largest exact count; nothing was added. Split the evaluation into several states"
+    )
+    return CountOverflowError(msg)
+
+
+def row_multiset(rows: ImageRows, dense: bool) -> list[tuple[Any, ...]]:
+    """Return per-image rows in a canonical order (row order is only history).
+
+    ``dense``: compare TP/FP/FN rows (what a version-1 state keeps) instead of the entries.
+    """
+    if dense:
+        tables = rows.dense()
+        return sorted((n, *(tuple(np.atleast_1d(t[i]).tolist()) for t in tables))
+                      for i, n in enumerate(rows.names))  # fmt: skip
+    return sorted((n, g, rows.signature(i))
+                  for i, (n, g) in enumerate(zip(rows.names, rows.given, strict=True)))  # fmt: skip
+
+
+class Counters:
+    """One :class:`BandCounter` and :class:`InstanceCounter` per thread, for one accumulator."""
+
+    def __init__(self, spec: LabelSpec, lookup: Lookup, gt_ids: IdSpace, pred_ids: IdSpace,
+                 instances: bool) -> None:  # fmt: skip
+        self._args = (spec, lookup, gt_ids, pred_ids)
+        self._local = threading.local()
+        if instances:  # refuse a spec without instance sizes now, not at the first batch
+            self.instances()
+
+    @property
+    def lookup(self) -> Lookup:
+        """The accumulator's lookup."""
+        return self._args[1]
+
+    def band(self) -> BandCounter:
+        """Return this thread's band counter."""
+        bc: BandCounter | None = getattr(self._local, "band", None)
+        if bc is None:
+            bc = self._local.band = BandCounter(self._args[1])
+        return bc
+
+    def instances(self) -> InstanceCounter:
+        """Return this thread's instance counter."""
+        ic: InstanceCounter | None = getattr(self._local, "inst", None)
+        if ic is None:
+            spec, _, gt_ids, pred_ids = self._args
+            ic = self._local.inst = InstanceCounter(spec, gt_ids, pred_ids)
+        return ic
+
+
+def _images(a: np.ndarray) -> np.ndarray:
+    """Return ``a`` as ``(images, H, W)``, as the counting kernels read it."""
+    if a.ndim < 3:
+        return a.reshape((1,) * (3 - a.ndim) + a.shape)
+    return a.reshape(int(np.prod(a.shape[:-2])), a.shape[-2], a.shape[-1])
+
+
+def image_counts(rows: ImageRows, n: int) -> tuple[IntArray, IntArray, IntArray]:
+    """Return per image and class: ground-truth pixels, true positives, predictions at valid gt.
+
+    From the images' confusion entries (every prediction code, unexpected values included).
+    """
+    k = rows.k
+    gt = np.zeros((n, k), dtype=np.int64)
+    tp = np.zeros((n, k), dtype=np.int64)
+    pv = np.zeros((n, k), dtype=np.int64)
+    cls = rows.gt < k
+    np.add.at(gt, (rows.image[cls], rows.gt[cls]), rows.count[cls])
+    valid = cls & (rows.pred < k)
+    np.add.at(pv, (rows.image[valid], rows.pred[valid]), rows.count[valid])
+    same = valid & (rows.gt == rows.pred)
+    np.add.at(tp, (rows.image[same], rows.pred[same]), rows.count[same])
+    return gt, tp, pv
+
+
+def _gt_pixels(g: np.ndarray, p: np.ndarray, tally: Tally, lookup: Lookup) -> IntArray:
+    """Ground-truth pixels per class of a batch (its counts, void and unexpected predictions)."""
+    cm = tally.counts
+    out: IntArray = cm.sum(axis=1) + tally.void
+    if tally.unexpected_pred:  # counted, not raised: at which classes? (rare: a slow pass)
+        k = cm.shape[0]
+        gcls = np.vectorize(lambda v: lookup.gt_map.get(int(v), -1))(g)
+        pbad = ~np.isin(p, np.fromiter(lookup.pred_map, dtype=np.int64))
+        hit = pbad & (gcls >= 0) & (gcls < k)
+        out = out + np.bincount(gcls[hit].ravel(), minlength=k)
+    return out
+
+
+def count_extras(
+    gt: object,
+    pred: object,
+    instances: object | None,
+    tally: Tally,
+    *,
+    boundary: BoundaryWidth | None,
+    counters: Counters,
+    per_image: bool,
+    where: str,
+) -> tuple[IntArray | None, InstanceTally | None]:
+    """Boundary IoU counts and instances of one batch (every 2-D image of it).
+
+    Returns ``(boundary, instances)``: ``(images, 3, K)`` counts (``(1, 3, K)`` summed unless
+    ``per_image``) or ``None``, and the batch's instances (image indices within the batch) or
+    ``None``.
+
+    Raises
+    ------
+    ShapeMismatchError
+        Instance ids of another shape than the ground truth.
+    InstanceIdError, LabelDtypeError
+        Instance values that are no instance of the spec, or not integers.
+    """
+    g2 = as_labels(gt, "gt", where)
+    g = _images(g2)
+    p = _images(as_labels(pred, "pred", where))
+    n = g.shape[0]
+    k = tally.counts.shape[0]
+    bnd = None
+    if boundary is not None:
+        band = counters.band()
+        d = boundary.pixels_for(g.shape[1], g.shape[2])
+        sums = [band.count(g[i], p[i], 0, g.shape[1], d) for i in range(n)]
+        if per_image and tally.images is not None:
+            gp, tp, pv = image_counts(tally.images, n)
+            bnd = np.stack([boundary_counts(s, gp[i], tp[i], pv[i]) for i, s in enumerate(sums)])
+        else:
+            total = np.sum(sums, axis=0) if sums else np.zeros((8, k), dtype=np.int64)
+            cm = tally.counts
+            gp = _gt_pixels(g, p, tally, counters.lookup)
+            bnd = boundary_counts(total, gp, np.diagonal(cm).copy(), cm.sum(axis=0))[None]
+    inst = None
+    if instances is not None:
+        a = as_labels(instances, "instances", where)
+        if a.shape != g2.shape:
+            msg = (
+                f"{where}: instances have shape {a.shape} but the ground truth "
+                f"{g2.shape}; give the instance ids of the same images"
+            )
+            raise ShapeMismatchError(msg)
+        a3 = _images(a)
+        ic = counters.instances()
+        parts = []
+        for i in range(n):
+            ic.add(a3[i], g[i], p[i], where=f"{where} image {i}" if n > 1 else where)
+            parts.append(ic.finish(image=i))
+        inst = InstanceTally.concat(parts, ic.n_categories)
+    return bnd, inst
+
+
+@functools.lru_cache(maxsize=64)
+def spec_lookup(spec: LabelSpec, gt_ids: IdSpace, pred_ids: IdSpace) -> Lookup:
+    """Return the :class:`Lookup` of a spec and id spaces, built once (it is immutable)."""
+    return Lookup(spec.num_classes, spec.gt_map(gt_ids), spec.pred_map(pred_ids))

@@ -1,0 +1,337 @@
+"""What an accumulator keeps beside its confusion counts: Boundary IoU, instances, absent chunks.
+
+* **Boundary IoU** (``boundary`` set): per class ``|G_d & P_d|``, ``|G_d|`` and ``|P_d|``
+  summed over images (rows of ``boundary_total``), and per image when per-image rows are kept.
+* **Instances** (``instances``): one record per ground-truth instance of each image (its id,
+  class, pixels, pixels predicted as its class and in its instance category), and per category
+  the false positives of predicted ids of no class that belong to it (see
+  :mod:`segiou._instances`); exact integers, weighted only when scores are computed.
+* **Absent chunks**: per image, how many ground-truth chunks were absent from a Zarr store and
+  read as the fill value (the Zarr rule for chunks never written).
+
+Everything is keyed by image label so that a merge that counts an image once (see
+:meth:`segiou.confusion.ConfusionMatrix.merge`) drops the same image here. Integers only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from segiou._boundary import BoundaryWidth
+from segiou._instances import InstanceTally
+from segiou._typing import IntArray
+from segiou.errors import CheckpointError, UsageError
+
+__all__ = ["Extras", "InstanceRecords"]
+
+_RECORD_FIELDS = ("id", "class", "pixels", "tp", "category_tp")
+
+
+@dataclass(frozen=True)
+class InstanceRecords:
+    """Ground-truth instances: one entry per (image, instance), exact integer counts."""
+
+    image: tuple[str, ...]
+    id: IntArray
+    cls: IntArray
+    pixels: IntArray
+    tp: IntArray
+    cat_tp: IntArray
+
+    @classmethod
+    def empty(cls) -> InstanceRecords:
+        """No records."""
+        z = np.zeros(0, dtype=np.int64)
+        return cls((), z, z, z, z, z)
+
+    @property
+    def n(self) -> int:
+        """Number of records."""
+        return len(self.image)
+
+    @classmethod
+    def concat(cls, parts: Iterable[InstanceRecords]) -> InstanceRecords:
+        """Join records of disjoint images."""
+        parts = [p for p in parts if p.n]
+        if not parts:
+            return cls.empty()
+        return cls(
+            tuple(n for p in parts for n in p.image),
+            *(np.concatenate([getattr(p, f) for p in parts])
+              for f in ("id", "cls", "pixels", "tp", "cat_tp")),
+        )  # fmt: skip
+
+    def without(self, images: set[str]) -> InstanceRecords:
+        """Return the records of every image but ``images``."""
+        keep = np.array([n not in images for n in self.image], dtype=bool)
+        if keep.all():
+            return self
+        return InstanceRecords(
+            tuple(n for n, k in zip(self.image, keep, strict=True) if k),
+            self.id[keep], self.cls[keep], self.pixels[keep], self.tp[keep], self.cat_tp[keep],
+        )  # fmt: skip
+
+
+@dataclass
+class Extras:
+    """Boundary IoU counts, instance records and absent chunks of one accumulator.
+
+    ``k`` classes, ``n_categories`` categories; ``boundary`` is the width (``None``: Boundary
+    IoU off), ``instances`` whether instance ground truth is counted, ``per_image`` whether
+    per-image entries are kept (the accumulator's setting).
+    """
+
+    k: int
+    n_categories: int
+    boundary: BoundaryWidth | None = None
+    instances: bool = False
+    per_image: bool = False
+    boundary_total: IntArray = field(init=False)
+    boundary_images: dict[str, IntArray] = field(default_factory=dict)
+    boundary_px: set[int] = field(default_factory=set)
+    records: list[InstanceRecords] = field(default_factory=list)
+    category_fp: IntArray = field(init=False)
+    category_fp_images: dict[str, IntArray] = field(default_factory=dict)
+    absent: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.boundary_total = np.zeros((3, self.k), dtype=np.int64)
+        self.category_fp = np.zeros(self.n_categories, dtype=np.int64)
+
+    def settings(self) -> dict[str, Any]:
+        """Return what two states must share to be merged."""
+        return {"boundary": None if self.boundary is None else self.boundary.to_dict(),
+                "instances": self.instances}  # fmt: skip
+
+    def check(
+        self, instances: bool, where: str, *, boundary: bool | None = None, batch: bool = False
+    ) -> None:
+        """Refuse instances (or Boundary IoU counts) given to or missing from this store.
+
+        Raises
+        ------
+        UsageError
+            ``instances`` (or ``boundary``) differs from the settings.
+        """
+        if instances != self.instances:
+            what = "instance ids" if batch else "instances"
+            msg = (
+                f"{where}: this accumulator counts instances (instances=True): give the "
+                f"batch's {what} (instances=)"
+                if self.instances
+                else f"{where}: {what} were given, but this accumulator was made without "
+                "instances=True (iIoU); make it with instances=True"
+            )
+            raise UsageError(msg)
+        if boundary is not None and boundary != (self.boundary is not None):
+            msg = (
+                f"{where}: the tally's Boundary IoU counts do not match the accumulator "
+                f"(boundary={self.boundary}); count the batch with the same settings"
+            )
+            raise UsageError(msg)
+
+    def copy_empty(self) -> Extras:
+        """Return an empty store with the same settings."""
+        return Extras(self.k, self.n_categories, self.boundary, self.instances, self.per_image)
+
+    # -- adding -----------------------------------------------------------------------------
+    def add(
+        self,
+        labels: Sequence[str],
+        *,
+        boundary: IntArray | None = None,
+        instances: InstanceTally | None = None,
+        absent: Sequence[int] | None = None,
+        widths: Iterable[int] = (),
+    ) -> None:
+        """Add what was counted for the images ``labels`` (one label per image).
+
+        ``boundary`` is ``(images, 3, K)`` (or ``(1, 3, K)`` summed when per-image entries are
+        not kept); ``instances`` indexes ``labels`` with its ``image`` (``-1``: untracked);
+        ``absent`` holds absent ground-truth chunks per image; ``widths`` the boundary widths in
+        pixels the images got.
+        """
+        self.boundary_px.update(int(w) for w in widths)
+        if boundary is not None:
+            b = np.asarray(boundary, dtype=np.int64).reshape(-1, 3, self.k)
+            self.boundary_total += b.sum(axis=0)
+            if self.per_image and b.shape[0] == len(labels):
+                for name, rows in zip(labels, b, strict=True):
+                    self.boundary_images[name] = rows.copy()
+        if instances is not None:
+            img = tuple(labels[i] if i >= 0 else "" for i in instances.image.tolist())
+            self.records.append(InstanceRecords(img, instances.id, instances.cls,
+                                                instances.pixels, instances.tp,
+                                                instances.cat_tp))  # fmt: skip
+            fp = instances.fp.reshape(-1, self.n_categories)
+            self.category_fp += fp.sum(axis=0)
+            if self.per_image and fp.shape[0] == len(labels):
+                for name, row in zip(labels, fp, strict=True):
+                    self.category_fp_images[name] = row.copy()
+        if absent is not None:
+            for name, n in zip(labels, absent, strict=True):
+                if n:
+                    self.absent[name] = self.absent.get(name, 0) + int(n)
+
+    def instance_records(self) -> InstanceRecords:
+        """Every instance record (joined once, kept joined)."""
+        joined = InstanceRecords.concat(self.records)
+        self.records = [joined] if joined.n else []
+        return joined
+
+    # -- merging ----------------------------------------------------------------------------
+    def merged(self, other: Extras, drop: set[str]) -> Extras:
+        """Both stores; ``other``'s entries of the images ``drop`` left out (counted here).
+
+        The images in ``drop`` must have per-image entries on the other side (per-image
+        accumulators); their totals are taken off.
+        """
+        out = self.copy_empty()
+        out.boundary_total = self.boundary_total + other.boundary_total
+        out.boundary_px = self.boundary_px | other.boundary_px
+        out.category_fp = self.category_fp + other.category_fp
+        for name in drop:
+            if name in other.boundary_images:
+                out.boundary_total -= other.boundary_images[name]
+            if name in other.category_fp_images:
+                out.category_fp -= other.category_fp_images[name]
+        out.boundary_images = dict(self.boundary_images)
+        out.boundary_images.update(
+            {n: r for n, r in other.boundary_images.items() if n not in drop}
+        )
+        out.category_fp_images = dict(self.category_fp_images)
+        out.category_fp_images.update(
+            {n: r for n, r in other.category_fp_images.items() if n not in drop}
+        )
+        theirs = other.instance_records()
+        out.records = [self.instance_records(), theirs.without(drop) if drop else theirs]
+        out.absent = dict(self.absent)
+        for name, n in other.absent.items():
+            if name not in drop:
+                out.absent[name] = out.absent.get(name, 0) + n
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Extras):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing beyond the confusion counts is kept (no setting, no absent chunk)."""
+        return self.boundary is None and not self.instances and not self.absent
+
+    # -- serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Return the state fields ``boundary``, ``instances`` and ``absent_chunks`` (JSON-safe)."""
+        out: dict[str, Any] = {"boundary": None, "instances": None,
+                               "absent_chunks": dict(sorted(self.absent.items()))}  # fmt: skip
+        if self.boundary is not None:
+            out["boundary"] = {
+                "width": self.boundary.to_dict(),
+                "pixels_used": sorted(self.boundary_px),
+                "counts": self.boundary_total.tolist(),
+                "images": {n: r.tolist() for n, r in sorted(self.boundary_images.items())}
+                if self.per_image else None,
+            }  # fmt: skip
+        if self.instances:
+            r = self.instance_records()
+            order = sorted(range(r.n), key=lambda i: (r.image[i], int(r.id[i])))
+            out["instances"] = {
+                "records": {"image": [r.image[i] for i in order]}
+                | {f: a[order].tolist() for f, a in zip(_RECORD_FIELDS, (r.id, r.cls, r.pixels,
+                                                                       r.tp, r.cat_tp),
+                                                       strict=True)},
+                "category_fp": self.category_fp.tolist(),
+                "images": {n: v.tolist() for n, v in sorted(self.category_fp_images.items())}
+                if self.per_image else None,
+            }  # fmt: skip
+        return out
+
+    @classmethod
+    def from_dict(
+        cls, d: Mapping[str, Any], *, k: int, n_categories: int, per_image: bool, source: str
+    ) -> Extras:
+        """Read :meth:`to_dict` back (absent fields: nothing kept), checking every count.
+
+        Raises
+        ------
+        CheckpointError
+            A malformed field, named.
+        """
+        b, inst, absent = d.get("boundary"), d.get("instances"), d.get("absent_chunks") or {}
+        try:
+            width = None if b is None else BoundaryWidth.from_dict(b["width"])
+        except (KeyError, TypeError, ValueError) as err:
+            msg = f"{source}: field 'boundary' is malformed ({err}); expected the width and counts"
+            raise CheckpointError(msg) from err
+        out = cls(k, n_categories, width, inst is not None, per_image)
+        if b is not None:
+            out.boundary_total = _counts(b.get("counts"), (3, k), source, "boundary.counts")
+            used = b.get("pixels_used")
+            px = _counts(used, (len(used) if isinstance(used, list) else -1,), source,
+                         "boundary.pixels_used")  # fmt: skip
+            out.boundary_px = set(px.tolist())
+            for name, rows in (b.get("images") or {}).items():
+                out.boundary_images[str(name)] = _counts(rows, (3, k), source,
+                                                         f"boundary.images[{name!r}]")  # fmt: skip
+        if inst is not None:
+            rec = inst.get("records") if isinstance(inst, Mapping) else None
+            if not isinstance(rec, Mapping) or set(rec) != {"image", *_RECORD_FIELDS}:
+                msg = f"{source}: field 'instances.records' is malformed; expected {_RECORD_FIELDS}"
+                raise CheckpointError(msg)
+            names = rec["image"]
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                msg = f"{source}: field 'instances.records.image' must be a list of image names"
+                raise CheckpointError(msg)
+            arrays = [_counts(rec[f], (len(names),), source, f"instances.records.{f}")
+                      for f in _RECORD_FIELDS]  # fmt: skip
+            if (
+                (arrays[1] >= k).any()
+                or (arrays[3] > arrays[2]).any()
+                or (arrays[4] > arrays[2]).any()
+            ):
+                msg = (
+                    f"{source}: field 'instances.records' holds a class out of range or more "
+                    "predicted pixels than an instance has"
+                )
+                raise CheckpointError(msg)
+            out.records = [InstanceRecords(tuple(names), *arrays)] if names else []
+            out.category_fp = _counts(inst.get("category_fp"), (n_categories,), source,
+                                      "instances.category_fp")  # fmt: skip
+            for name, row in (inst.get("images") or {}).items():
+                out.category_fp_images[str(name)] = _counts(row, (n_categories,), source,
+                                                            "instances.images")  # fmt: skip
+        if not isinstance(absent, Mapping):
+            msg = f"{source}: field 'absent_chunks' must map image names to chunk counts"
+            raise CheckpointError(msg)
+        for name, n in absent.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                msg = f"{source}: field 'absent_chunks' holds {n!r} for {name!r}; expected a count"
+                raise CheckpointError(msg)
+            out.absent[str(name)] = n
+        return out
+
+
+def _counts(x: object, shape: tuple[int, ...], source: str, name: str) -> IntArray:
+    """Exact non-negative integer counts of ``shape`` (checked before converting)."""
+
+    def flat(v: object) -> list[object]:
+        return [w for u in v for w in flat(u)] if isinstance(v, list) else [v]
+
+    values = flat(x) if isinstance(x, list) else [x]
+    ok = all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63 for v in values)
+    a = np.asarray(x, dtype=np.int64) if ok else None
+    if a is None or a.shape != shape:
+        msg = (
+            f"{source}: field {name!r} must hold non-negative integer counts of shape {shape}, "
+            f"got {str(x)[:60]!r}"
+        )
+        raise CheckpointError(msg)
+    return a

@@ -1,0 +1,289 @@
+"""Boundary IoU equals the plain reference (scipy's erosion), in memory and out of core.
+
+The reference (``reference.boundary_counts``) erodes each class with scipy, image by image.
+Adversarial masks: structures thinner than ``2d``, classes touching the image border, classes
+present on one side only, ignore regions inside a class, images smaller than the square. The
+engine is checked for several chunkings (1 x 1 chunks included), tasks split into bands and
+several schedulers: the counts are identical integers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_array_equal
+
+import segiou
+from segiou import BoundaryWidth, ConfusionMatrix
+from segiou.cli import main
+from segiou.errors import UsageError
+from segiou.io.zarr import create_stack
+from segiou.parallel import count_stores
+from segiou.testing.synthetic import cityscapes_like
+
+pytest.importorskip("scipy")
+
+
+def _reference(gt: np.ndarray, pred: np.ndarray, k: int, d: int) -> np.ndarray:
+    return sum(reference.boundary_counts(g, p, k, d) for g, p in zip(gt, pred, strict=True))
+
+
+def adversarial(k: int = 4, h: int = 30, w: int = 41) -> tuple[np.ndarray, np.ndarray]:
+    """Masks built to break an erosion: thin lines, border classes, one-sided classes, holes."""
+    gt = np.zeros((h, w), np.uint8)
+    gt[:, :3] = 1  # class 1 touches the left border, thinner than 2d
+    gt[5:25, 10:30] = 2  # a block with an ignore hole inside
+    gt[12:15, 18:21] = 255
+    gt[0, :] = 3  # one-pixel line along the top border
+    gt[:, 35] = 3  # one-pixel vertical line
+    gt[20:, 36:] = 2  # touches the bottom-right corner
+    pred = gt.copy()
+    pred[5:25, 10:30] = 2
+    pred[8:10, :] = 1  # a thin band only predicted, across everything
+    pred[gt == 3] = 0  # class 3 absent from the prediction
+    pred[26:, 5:9] = k - 1 if k > 3 else 0
+    return gt, pred
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5, 8, 20])
+def test_adversarial_masks_equal_the_reference(d: int) -> None:
+    gt, pred = adversarial()
+    cm = ConfusionMatrix(4, ignore_index=255, boundary=f"{d}px")
+    cm.update(gt, pred, key="a")
+    assert_array_equal(cm.extras.boundary_total, reference.boundary_counts(gt, pred, 4, d))
+    r = segiou.evaluate(cm)
+    assert r.boundary is not None
+    assert r.boundary["pixels_used"] == [d]
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    shape=st.tuples(st.integers(1, 40), st.integers(1, 70)),
+    k=st.integers(1, 5),
+    d=st.integers(1, 9),
+    cell=st.integers(1, 9),
+    dtype=st.sampled_from(["uint8", "uint16", "int32", "int64"]),
+)
+def test_random_masks_equal_the_reference(seed, shape, k, d, cell, dtype) -> None:
+    rng = np.random.default_rng(seed)
+    h, w = shape
+    coarse = rng.integers(0, k + 1, (h // cell + 1, w // cell + 1))
+    gt = np.repeat(np.repeat(coarse, cell, 0), cell, 1)[:h, :w]
+    gt = np.where(gt == k, 255, gt)  # ignore regions
+    pred = np.where(rng.random(gt.shape) < 0.15, rng.integers(0, k + 1, gt.shape), gt)
+    pred = np.where(pred == k, 255, pred)  # void predictions
+    gt, pred = gt.astype(dtype), pred.astype("uint8" if dtype == "int64" else dtype)
+    cm = ConfusionMatrix(k, ignore_index=255, boundary=f"{d}px", per_image=True)
+    cm.update(gt, pred, key="a")
+    want = reference.boundary_counts(gt, pred, k, d)
+    assert_array_equal(cm.extras.boundary_total, want)
+    assert_array_equal(cm.extras.boundary_images["a"], want)
+
+
+def test_raw_ids_with_several_ids_per_class_equal_the_reference() -> None:
+    # Cityscapes labelIds: many raw ids are ignored; compare in class ids
+    gt, pred = cityscapes_like(2, 48, 96, seed=3, label_ids=True)
+    spec = segiou.labels.builtin_spec("cityscapes")
+    lut = np.full(256, 255, np.uint8)
+    for r in spec.raw:
+        if r.cls is not None:
+            lut[r.id] = r.cls
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", boundary="4px")
+    cm.update(gt, pred, key="a")
+    assert_array_equal(cm.extras.boundary_total, _reference(lut[gt], lut[pred], 19, 4))
+
+
+def test_width_follows_the_image_diagonal() -> None:
+    assert BoundaryWidth().pixels_for(1024, 2048) == 46  # round(0.02 * 2289.7)
+    assert BoundaryWidth(ratio=0.01).pixels_for(1024, 2048) == 23
+    assert BoundaryWidth(ratio=0.02).pixels_for(10, 10) == 1  # at least one pixel
+    assert BoundaryWidth.parse("5px") == BoundaryWidth(ratio=None, pixels=5)
+    assert BoundaryWidth.parse(True) == BoundaryWidth(ratio=0.02)
+    assert BoundaryWidth.parse(None) is None
+    for bad in (5, "abc", 0.0, 2.0, "0px", "-3px"):
+        with pytest.raises(UsageError):
+            BoundaryWidth.parse(bad)
+    gt, pred = cityscapes_like(1, 64, 128, seed=1)
+    cm = ConfusionMatrix(19, ignore_index=255, boundary=True)
+    cm.update(gt, pred, key="a")
+    d = round(0.02 * np.hypot(64, 128))
+    assert_array_equal(cm.extras.boundary_total, _reference(gt, pred, 19, d))
+    r = segiou.evaluate(cm).to_dict()["boundary"]
+    assert r["width"] == {"ratio": 0.02}
+    assert r["pixels_used"] == [d]
+
+
+def test_off_by_default_and_results_are_data() -> None:
+    gt, pred = adversarial()
+    cm = ConfusionMatrix(4, ignore_index=255)
+    cm.update(gt, pred, key="a")
+    assert cm.boundary is None
+    assert segiou.evaluate(cm).to_dict()["boundary"] is None
+    on = ConfusionMatrix(4, ignore_index=255, boundary="2px")
+    on.update(gt, pred, key="a")
+    doc = json.loads(segiou.evaluate(on).to_json())["boundary"]
+    ref = reference.boundary_counts(gt, pred, 4, 2)
+    for c, row in enumerate(doc["classes"]):
+        i, g, p = (int(v) for v in ref[:, c])
+        assert (row["intersection"], row["gt"], row["pred"]) == (i, g, p)
+        want = None if g + p - i == 0 else i / (g + p - i)
+        assert row["iou"] == pytest.approx(want) if want is not None else row["iou"] is None
+
+
+def test_states_with_boundary_merge_and_round_trip() -> None:
+    gt, pred = cityscapes_like(4, 32, 48, seed=5)
+    whole = ConfusionMatrix(19, ignore_index=255, boundary="3px", per_image=True)
+    whole.update(gt, pred, key="all", names=list("abcd"))
+    a = ConfusionMatrix(19, ignore_index=255, boundary="3px", per_image=True)
+    a.update(gt[:2], pred[:2], key="x", names=list("ab"))
+    b = ConfusionMatrix(19, ignore_index=255, boundary="3px", per_image=True)
+    b.update(gt[1:], pred[1:], key="y", names=list("bcd"))  # image b counted on both sides
+    merged = a + b
+    assert_array_equal(merged.extras.boundary_total, whole.extras.boundary_total)
+    assert ConfusionMatrix.from_dict(merged.to_dict()) == merged
+    assert merged.to_dict()["version"] == 3
+    other = ConfusionMatrix(19, ignore_index=255, boundary="4px", per_image=True)
+    with pytest.raises(segiou.errors.IncompatibleMatrixError, match="boundary"):
+        a + other
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, np.ndarray]:
+    root = tmp_path_factory.mktemp("b")
+    gt, pred = cityscapes_like(3, 24, 40, seed=7)
+    gt[:, 10:14, 5:35] = 255  # an ignore region inside classes
+    return root, gt, pred
+
+
+@pytest.mark.parametrize("chunks", [(24, 40), (8, 8), (5, 7), (1, 1), (24, 1), (1, 40)])
+@pytest.mark.parametrize("pixels_per_task", [1 << 20, 24 * 40 // 2, 40])
+def test_engine_equals_the_reference_for_any_chunking(stores, chunks, pixels_per_task) -> None:
+    root, gt, pred = stores
+    path = root / f"{chunks[0]}x{chunks[1]}.zarr"
+    if not path.exists():
+        for name, data in (("gt", gt), ("pred", pred)):
+            a = create_stack(path, n=3, height=24, width=40, chunks=chunks, path=name,
+                             names=["a", "b", "c"])  # fmt: skip
+            a[:] = data
+    cm = count_stores(path / "gt", path / "pred", labels=19, ignore_index=255, boundary="3px",
+                      scheduler="threads", pixels_per_task=pixels_per_task)  # fmt: skip
+    assert_array_equal(cm.extras.boundary_total, _reference(gt, pred, 19, 3))
+    for i, n in enumerate("abc"):
+        assert_array_equal(cm.extras.boundary_images[n],
+                           reference.boundary_counts(gt[i], pred[i], 19, 3))  # fmt: skip
+
+
+def test_engine_results_are_identical_across_schedulers(stores) -> None:
+    root, gt, pred = stores
+    path = root / "sched.zarr"
+    for name, data in (("gt", gt), ("pred", pred)):
+        create_stack(path, n=3, height=24, width=40, chunks=(6, 9), path=name)[:] = data
+    got = [count_stores(path / "gt", path / "pred", labels=19, ignore_index=255, boundary=True,
+                        scheduler=s, pixels_per_task=200).to_dict()
+           for s in ("synchronous", "threads", "processes")]  # fmt: skip
+    assert got[0] == got[1] == got[2]
+    d = round(0.02 * np.hypot(24, 40))
+    assert got[0]["boundary"]["counts"] == _reference(gt, pred, 19, d).tolist()
+
+
+def test_cli_boundary_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gt, pred = cityscapes_like(2, 20, 30, seed=2)
+    for name, data in (("gt", gt), ("pred", pred)):
+        create_stack(tmp_path / f"{name}.zarr", n=2, height=20, width=30, chunks=(7, 7))[:] = data
+    base = ["eval", "--gt", str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"),
+            "--labels", "19", "--ignore", "255", "--quiet", "--scheduler", "synchronous"]  # fmt: skip
+    for opt, d in ((["--boundary"], max(1, round(0.02 * np.hypot(20, 30)))),
+                   (["--boundary", "0.1"], round(0.1 * np.hypot(20, 30))),
+                   (["--boundary", "2px"], 2)):  # fmt: skip
+        out = tmp_path / "r.json"
+        assert main([*base, *opt, "--json", str(out)]) == 0
+        text = capsys.readouterr().out
+        assert "Boundary IoU (width" in text
+        assert f": {d} px)" in text
+        doc = json.loads(out.read_text())["boundary"]
+        assert doc["pixels_used"] == [d]
+        ref = _reference(gt, pred, 19, d)
+        assert [c["intersection"] for c in doc["classes"]] == ref[0].tolist()
+    with pytest.raises(SystemExit) as info:  # an int is neither a ratio nor pixels
+        main([*base, "--boundary", "3"])
+    assert info.value.code == 2
+    assert "boundary" in capsys.readouterr().err
+
+
+def test_engine_on_image_folders_equals_the_reference(tmp_path: Path) -> None:
+    from PIL import Image
+
+    gt, pred = cityscapes_like(3, 20, 33, seed=11)
+    for side, data in (("g", gt), ("p", pred)):
+        (tmp_path / side).mkdir()
+        for i, img in enumerate(data):
+            Image.fromarray(img).save(tmp_path / side / f"im{i}.png")
+    cm = count_stores(tmp_path / "g", tmp_path / "p", labels=19, ignore_index=255,
+                      boundary="4px", scheduler="synchronous")  # fmt: skip
+    assert_array_equal(cm.extras.boundary_total, _reference(gt, pred, 19, 4))
+    assert detect_dataset_is_plain(tmp_path / "g")
+
+
+def detect_dataset_is_plain(folder: Path) -> bool:
+    from segiou.io.datasets import detect_dataset
+
+    return detect_dataset(folder).dataset is None
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    h=st.integers(1, 30),
+    w=st.integers(1, 50),
+    d=st.integers(1, 6),
+    cuts=st.lists(st.integers(0, 30), max_size=4),
+)
+def test_bands_with_halos_add_up_to_the_whole(seed, h, w, d, cuts) -> None:
+    # the kernel's contract: rows lo..hi of a band read with d rows of halo (clipped at the
+    # image) count exactly what the whole image counts there, for any cut into bands
+    from segiou._boundary import BandCounter
+    from segiou._count import Lookup
+
+    rng = np.random.default_rng(seed)
+    gt = np.repeat(rng.integers(0, 4, (h, w // 3 + 1)), 3, axis=1)[:, :w].astype(np.uint8)
+    gt[rng.random(gt.shape) < 0.05] = 255
+    pred = np.where(rng.random(gt.shape) < 0.2, rng.integers(0, 4, gt.shape), gt).astype(np.uint8)
+    lookup = Lookup(3, {0: 0, 1: 1, 2: 2, 255: -1, 3: -1}, {0: 0, 1: 1, 2: 2, 255: -1, 3: -1})
+    band = BandCounter(lookup)
+    whole = band.count(gt, pred, 0, h, d)
+    edges = sorted({0, h, *(c for c in cuts if c < h)})
+    parts = np.zeros_like(whole)
+    for top, bottom in itertools.pairwise(edges):
+        a, b = max(0, top - d), min(h, bottom + d)
+        parts += band.count(gt[a:b], pred[a:b], top - a, bottom - a, d)
+    assert_array_equal(parts, whole)
+
+
+def test_a_tampered_boundary_state_is_refused() -> None:
+    gt, pred = adversarial()
+    cm = ConfusionMatrix(4, ignore_index=255, boundary="2px", per_image=True)
+    cm.update(gt, pred, key="a")
+    good = cm.to_dict()
+    for path, value in ((("boundary", "counts"), [[1, 2, 3, 4]]),
+                        (("boundary", "width"), {"pixels": 0}),
+                        (("boundary", "images"), {"nobody": [[0] * 4] * 3}),
+                        (("absent_chunks",), {"a": -1})):  # fmt: skip
+        bad = json.loads(json.dumps(good))
+        node = bad
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(segiou.errors.CheckpointError):
+            ConfusionMatrix.from_dict(bad, source="s.json")
+    two = json.loads(json.dumps(good))
+    two["version"] = 2  # the fields of version 3 are unknown to version 2
+    with pytest.raises(segiou.errors.CheckpointError, match="unknown field"):
+        ConfusionMatrix.from_dict(two)

@@ -1,0 +1,324 @@
+"""iIoU (instance-level IoU) equals cityscapesScripts' on generated Cityscapes folders.
+
+cityscapesScripts (``evaluateImgLists`` with ``evalInstLevelScore=True``) is the oracle: the
+folders hold ``*_gtFine_labelIds.png``, ``*_gtFine_instanceIds.png`` (16-bit, ``labelId * 1000
++ k``) and predictions in labelIds, with instances that cross chunk borders, instances of
+classes ignored in evaluation (caravan, trailer), thing regions without instance ids, and
+predictions of every labelId (void ids, caravan and trailer included). segiou counts them in
+memory, from the PNG folders and from Zarr stores with small chunks and tasks split into bands.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+import segiou
+from segiou import ConfusionMatrix
+from segiou.errors import InstanceIdError, UsageError
+from segiou.io.png import find_pairs, ingest
+from segiou.io.sources import instance_files
+from segiou.labels import builtin_spec
+from segiou.parallel import count_stores
+
+THINGS = [24, 25, 26, 27, 28, 29, 30, 31, 32, 33]
+STUFF = [0, 1, 4, 6, 7, 8, 9, 10, 11, 12, 13, 17, 19, 20, 21, 22, 23]
+
+
+def _image(rng: np.random.Generator, h: int, w: int) -> tuple[np.ndarray, ...]:
+    cells = rng.choice(STUFF, size=(h // 8 + 1, w // 8 + 1))
+    gt = np.repeat(np.repeat(cells, 8, 0), 8, 1)[:h, :w].astype(np.uint8)
+    inst = gt.astype(np.uint16)
+    used: dict[int, int] = {}
+    for _ in range(int(rng.integers(4, 12))):
+        label = int(rng.choice(THINGS))
+        hh, ww = int(rng.integers(3, h // 2)), int(rng.integers(3, w // 2))
+        y0, x0 = int(rng.integers(0, h - hh)), int(rng.integers(0, w - ww))
+        gt[y0 : y0 + hh, x0 : x0 + ww] = label
+        if rng.random() < 0.85:  # an instance; else a group region (plain labelId)
+            k = used.get(label, 0)
+            used[label] = k + 1
+            inst[y0 : y0 + hh, x0 : x0 + ww] = label * 1000 + k
+        else:
+            inst[y0 : y0 + hh, x0 : x0 + ww] = label
+    pred = gt.copy()
+    for _ in range(int(rng.integers(3, 10))):  # errors: any labelId, in patches
+        hh, ww = int(rng.integers(2, h // 3)), int(rng.integers(2, w // 3))
+        y0, x0 = int(rng.integers(0, h - hh)), int(rng.integers(0, w - ww))
+        pred[y0 : y0 + hh, x0 : x0 + ww] = int(rng.integers(0, 34))
+    noise = rng.random(gt.shape) < 0.03
+    pred[noise] = rng.integers(0, 34, int(noise.sum()))
+    return gt, inst, pred
+
+
+def write_cityscapes(root: Path, n: int = 6, h: int = 40, w: int = 72, seed: int = 0) -> dict:
+    """Cityscapes-layout folders ``gtFine/val/<city>/...`` and ``results/`` under ``root``."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    out: dict[str, list] = {"gt": [], "pred": [], "inst": [], "names": []}
+    for i in range(n):
+        city = ("aachen", "bremen", "ulm")[i % 3]
+        name = f"{city}_{i:06d}_{19 + i:06d}"
+        gt, inst, pred = _image(rng, h, w)
+        d = root / "gtFine" / "val" / city
+        d.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(gt).save(d / f"{name}_gtFine_labelIds.png")
+        Image.fromarray(inst).save(d / f"{name}_gtFine_instanceIds.png")
+        Image.fromarray(np.zeros((h, w, 3), np.uint8)).save(d / f"{name}_gtFine_color.png")
+        (root / "results").mkdir(exist_ok=True)
+        Image.fromarray(pred).save(root / "results" / f"{name}_leftImg8bit.png")
+        out["gt"].append(gt)
+        out["inst"].append(inst)
+        out["pred"].append(pred)
+        out["names"].append(name)
+    return out
+
+
+def cityscapes_scripts(root: Path) -> dict:
+    """cityscapesScripts' own evaluation of the folders (the oracle)."""
+    cs = pytest.importorskip("cityscapesscripts.evaluation.evalPixelLevelSemanticLabeling")
+    gts = sorted(str(p) for p in (root / "gtFine" / "val").rglob("*_gtFine_labelIds.png"))
+    args = cs.args
+    args.JSONOutput = False
+    args.quiet = True
+    args.evalInstLevelScore = True
+    args.predictionPath = str(root / "results")
+    args.predictionWalk = None
+    preds = [cs.getPrediction(args, g) for g in gts]
+    # numpy 2.4 removed np.in1d, which cityscapesScripts calls: the documented equivalent,
+    # np.isin on the flattened array, for the duration of the oracle's run
+    had = hasattr(np, "in1d")
+    if not had:
+        np.in1d = lambda a, b, invert=False: np.isin(np.ravel(a), b, invert=invert)  # noqa: NPY201
+    try:
+        with warnings.catch_warnings():  # where numpy still has it, it is deprecated
+            warnings.simplefilter("ignore")
+            result: dict = cs.evaluateImgLists(preds, gts, args)
+    finally:
+        if not had:
+            del np.in1d  # noqa: NPY201
+    return result
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-9
+
+
+def assert_matches(r: segiou.Result, ref: dict) -> None:
+    q = r.instances
+    assert q is not None
+    for i, name in enumerate(r.class_names):
+        assert _same(q["iiou"][i], ref["classInstScores"][name]), name
+        assert _same(r.per_class["iou"][i], ref["classScores"][name]), name
+    for j, cat in enumerate(q["category_names"]):
+        assert _same(q["category_iiou"][j], ref["categoryInstScores"][cat]), cat
+    assert _same(q["miiou"], ref["averageScoreInstClasses"])
+    assert _same(q["category_miiou"], ref["averageScoreInstCategories"])
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+    root = tmp_path_factory.mktemp("cityscapes")
+    data = write_cityscapes(root)
+    return root, data, cityscapes_scripts(root)
+
+
+def test_the_oracle_sees_what_the_test_is_about(folders: tuple[Path, dict, dict]) -> None:
+    # a check that cannot fail proves nothing: the data holds what the test claims
+    _, data, ref = folders
+    inst = np.stack(data["inst"])
+    assert (inst > 1000).any()
+    assert ((inst // 1000) == 29).any()  # caravan instances (skipped)
+    pred = np.stack(data["pred"])
+    assert np.isin(pred, [29, 30]).any()  # caravan/trailer predicted: vehicle in category iIoU
+    defined = [v for v in ref["classInstScores"].values() if not math.isnan(v)]
+    assert len(defined) >= 6
+    assert any(0 < v < 1 for v in defined)  # scores strictly between 0 and 1
+    assert not math.isnan(ref["categoryInstScores"]["vehicle"])
+
+
+def test_iiou_in_memory_equals_cityscapes_scripts(folders: tuple[Path, dict, dict]) -> None:
+    _, data, ref = folders
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
+    for g, p, i, n in zip(data["gt"], data["pred"], data["inst"], data["names"], strict=True):
+        cm.update(g, p, key=n, names=[n], instances=i)
+    assert_matches(segiou.evaluate(cm, preset="cityscapes"), ref)
+
+
+def test_iiou_from_png_folders_equals_cityscapes_scripts(folders: tuple[Path, dict, dict]) -> None:
+    root, _, ref = folders
+    cm = count_stores(root / "gtFine" / "val", root / "results", labels="cityscapes",
+                      gt_ids="auto", scheduler="synchronous")  # fmt: skip
+    assert cm.instances  # found beside the labelIds files, with no option
+    assert_matches(segiou.evaluate(cm, preset="cityscapes"), ref)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "pixels_per_task"),
+    [((8, 8), 1 << 20), ((7, 13), 360), ((40, 72), 1 << 20), ((1, 1), 720)],
+)
+def test_iiou_from_zarr_chunks_equals_cityscapes_scripts(
+    folders: tuple[Path, dict, dict], tmp_path: Path, chunks: tuple[int, int],
+    pixels_per_task: int,
+) -> None:  # fmt: skip
+    # instances cross chunk borders, and images are split into bands of tasks: an instance's
+    # size and true positives are sums over every chunk and band it spans
+    root, _, ref = folders
+    gt, pred = find_pairs(root / "gtFine" / "val", root / "results", layout="cityscapes")
+    inst = instance_files(gt)
+    assert inst is not None
+    store = tmp_path / "cs.zarr"
+    ingest(gt, pred, store, chunks=chunks, instances=inst, progress=False)
+    cm = count_stores(store / "gt", store / "pred", labels="cityscapes", gt_ids="auto",
+                      scheduler="threads", pixels_per_task=pixels_per_task)  # fmt: skip
+    assert cm.instances
+    assert_matches(segiou.evaluate(cm, preset="cityscapes"), ref)
+    # the state keeps the instances: a saved and reloaded state gives the same scores
+    back = ConfusionMatrix.from_dict(cm.to_dict())
+    assert back == cm
+    assert_matches(segiou.evaluate(back, preset="cityscapes"), ref)
+
+
+def test_iiou_of_merged_states_is_the_whole(folders: tuple[Path, dict, dict]) -> None:
+    _, data, ref = folders
+    parts = []
+    for lo, hi in ((0, 2), (2, 6)):
+        cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+        for j in range(lo, hi):
+            cm.update(data["gt"][j], data["pred"][j], key=str(j), instances=data["inst"][j])
+        parts.append(cm)
+    assert_matches(segiou.evaluate(parts[1] + parts[0], preset="cityscapes"), ref)
+
+
+def test_unknown_instance_label_is_refused_naming_the_pixel() -> None:
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+    gt = np.full((4, 5), 26, np.uint8)
+    inst = np.full((4, 5), 26000, np.int32)
+    inst[2, 3] = 7001  # road has no instance size
+    with pytest.raises(InstanceIdError, match=r"instance value 7001 at pixel \(2, 3\).*'road'"):
+        cm.update(gt, gt, key="a", instances=inst)
+    inst[2, 3] = 99001  # no labelId 99
+    with pytest.raises(InstanceIdError, match=r"label 99 is no raw id"):
+        cm.update(gt, gt, key="b", instances=inst)
+    assert cm.n_pixels == 0  # nothing of a refused batch is counted
+
+
+def test_instances_must_be_given_with_every_batch_and_only_then() -> None:
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+    gt = np.full((2, 2), 26, np.uint8)
+    with pytest.raises(UsageError, match="instances="):
+        cm.update(gt, gt, key="a")
+    plain = ConfusionMatrix("cityscapes", gt_ids="raw")
+    with pytest.raises(UsageError, match="instances=True"):
+        plain.update(gt, gt, key="a", instances=np.full((2, 2), 26000))
+    with pytest.raises(UsageError, match="instance sizes"):
+        ConfusionMatrix("pascal_voc", instances=True)
+
+
+def test_user_spec_gives_its_own_instance_sizes(tmp_path: Path) -> None:
+    spec = {"name": "mini", "classes": ["bg", "car"], "ignore": [255],
+            "categories": ["flat", "vehicle"], "class_categories": [0, 1],
+            "instance_sizes": {"car": 10}}  # fmt: skip
+    path = tmp_path / "mini.json"
+    import json
+
+    path.write_text(json.dumps(spec))
+    cm = ConfusionMatrix(str(path), instances=True)
+    gt = np.array([[1, 1, 1, 1, 0]], np.uint8)
+    pred = np.array([[1, 1, 0, 0, 1]], np.uint8)
+    inst = np.array([[1001, 1001, 1002, 1002, 0]], np.int32)  # two cars of 2 pixels
+    cm.update(gt, pred, key="x", instances=inst)
+    q = segiou.evaluate(cm).instances
+    assert q is not None
+    # weights 10/2 each: TPw = 2*5 + 0 = 10, FNw = 0 + 2*5 = 10, FP = 1 -> 10 / 21
+    assert q["iiou"][1] == pytest.approx(10 / 21, abs=1e-12)
+    assert np.isnan(q["iiou"][0])
+    assert q["category_iiou"][1] == pytest.approx(10 / 21, abs=1e-12)
+    assert builtin_spec("cityscapes").instance_sizes[0][1] == pytest.approx(3462.4756337644)
+
+
+def test_cli_ingest_and_eval_report_iiou(
+    folders: tuple[Path, dict, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from segiou.cli import main
+
+    root, _, ref = folders
+    store = tmp_path / "s.zarr"
+    assert main(["ingest", "--gt", str(root / "gtFine" / "val"), "--pred", str(root / "results"),
+                 "--out", str(store), "--chunks", "8x8", "--quiet"]) == 0  # fmt: skip
+    out = tmp_path / "r.json"
+    assert main(["eval", "--gt", str(store / "gt"), "--pred", str(store / "pred"), "--quiet",
+                 "--preset", "cityscapes", "--scheduler", "synchronous",
+                 "--json", str(out)]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "instance-level IoU (iIoU, cityscapesScripts)" in text
+    from segiou.io.zarr import open_masks
+
+    assert open_masks(store, "gt").complete  # ingest records that every chunk was written
+    assert open_masks(store, "instances").complete
+    doc = json.loads(out.read_text())["instances"]
+    for c in doc["classes"]:
+        want = ref["classInstScores"][c["name"]]
+        assert (c["iiou"] is None and math.isnan(want)) or abs(c["iiou"] - want) <= 1e-9
+    for c in doc["categories"]:
+        want = ref["categoryInstScores"][c["name"]]
+        assert (c["iiou"] is None and math.isnan(want)) or abs(c["iiou"] - want) <= 1e-9
+    # --no-instances: ingest leaves them out, eval counts no iIoU
+    bare = tmp_path / "bare.zarr"
+    assert main(["ingest", "--gt", str(root / "gtFine" / "val"), "--pred", str(root / "results"),
+                 "--out", str(bare), "--no-instances", "--quiet"]) == 0  # fmt: skip
+    assert main(["eval", "--gt", str(bare / "gt"), "--pred", str(bare / "pred"), "--quiet",
+                 "--scheduler", "synchronous", "--json", str(out)]) == 0  # fmt: skip
+    assert json.loads(out.read_text())["instances"] is None
+
+
+def test_an_image_counted_on_both_sides_is_counted_once(folders: tuple[Path, dict, dict]) -> None:
+    # DistributedSampler pads a rank's last batch with an image another rank counts: merged,
+    # its instances (and category false positives) count once, as its confusion does
+    _, data, ref = folders
+    parts = []
+    for rng in (range(4), range(3, 6)):  # image 3 on both sides
+        cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
+        for j in rng:
+            n = data["names"][j]
+            cm.update(data["gt"][j], data["pred"][j], key=f"{n}-{rng.start}", names=[n],
+                      instances=data["inst"][j])  # fmt: skip
+        parts.append(cm)
+    merged = parts[0] + parts[1]
+    assert merged.n_images == 6
+    assert_matches(segiou.evaluate(merged, preset="cityscapes"), ref)
+    assert ConfusionMatrix.from_dict(merged.to_dict()) == merged
+
+
+def test_result_documents_keep_iiou_boundary_and_absent_chunks(
+    folders: tuple[Path, dict, dict],
+) -> None:
+    # a result written as JSON and read back is the same result (segiou report, the service)
+    from segiou.report import render_text
+    from segiou.results import Result
+
+    _, data, ref = folders
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, boundary="3px",
+                         per_image=True)  # fmt: skip
+    for g, p, i, n in zip(data["gt"], data["pred"], data["inst"], data["names"], strict=True):
+        cm.update(g, p, key=n, names=[n], instances=i)
+    result = segiou.evaluate(cm, preset="cityscapes")
+    doc = json.loads(result.to_json())
+    back = Result.from_dict(doc)
+    assert back.to_dict() == result.to_dict()
+    assert_matches(back, ref)
+    assert back.boundary is not None
+    assert_array_equal(back.boundary["intersection"], result.boundary["intersection"])
+    text = render_text(doc)  # the same sections from the document as from the result
+    assert "mean iIoU" in text
+    assert "Boundary IoU (width 3 px" in text
+    assert text == render_text(result)
