@@ -115,14 +115,59 @@ def put_masks(url: str, run: str, batches: list[tuple[str, np.ndarray, np.ndarra
     return time.perf_counter() - t0
 
 
+def loopback_tcp(bodies: list[int]) -> tuple[float, float]:
+    """Wall and CPU seconds to move bodies of these sizes over bare loopback TCP, nothing else.
+
+    One sender thread ``sendall``s each body from one buffer; one receiver thread
+    ``recv_into``s it into a preallocated buffer and acknowledges it with one byte: the floor
+    of any HTTP transport of the same bytes (no parsing, no event loop, no copy beyond the
+    kernel's). CPU seconds are the process's: on 2 cores, about twice the wall time means the
+    transfer alone keeps both cores busy (the sender's and the receiver's copies), so counting
+    cannot run beside it.
+    """
+    import socket
+
+    size = max(bodies)
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def receive() -> None:
+        conn, _ = srv.accept()
+        view = memoryview(bytearray(size))
+        with conn:
+            for n in bodies:
+                got = 0
+                while got < n:
+                    got += conn.recv_into(view[got:n], n - got)
+                conn.sendall(b"k")
+
+    reader = threading.Thread(target=receive)
+    reader.start()
+    data = bytes(size)
+    with socket.create_connection(srv.getsockname()[:2]) as cl:
+        t0, c0 = time.perf_counter(), time.process_time()
+        for n in bodies:
+            cl.sendall(memoryview(data)[:n])
+            cl.recv(1)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    reader.join()
+    srv.close()
+    return wall, cpu
+
+
 def masks_rounds(url: str, run: str, n: int, h: int, w: int, rounds: int,
                  batches_per_round: int) -> tuple[dict[str, list[float]], ConfusionMatrix]:  # fmt: skip
-    """Interleaved rounds: in-process update, 1 client, 2 clients; seconds per round."""
+    """Interleaved rounds: in-process update, 1 client, 2 clients, bare TCP; seconds per round.
+
+    ``"tcp"`` is :func:`loopback_tcp` of the round's bodies (both masks of each batch), and
+    ``"tcp cpu"`` its CPU seconds.
+    """
     data = [cityscapes_like(n, h, w, seed=100 + s) for s in range(batches_per_round)]
     inproc = ConfusionMatrix(K, **settings())  # type: ignore[arg-type]
     inproc.update(*data[0])  # compile / load the kernels outside the timing
     eager = ConfusionMatrix(K, **settings())  # type: ignore[arg-type]
-    times: dict[str, list[float]] = {"in-process": [], "1 client": [], "2 clients": []}
+    times: dict[str, list[float]] = {"in-process": [], "1 client": [], "2 clients": [],
+                                     "tcp": [], "tcp cpu": []}  # fmt: skip
+    bodies = [g.nbytes + p.nbytes for g, p in data]
     for r in range(rounds):
         local = ConfusionMatrix(K, **settings())  # type: ignore[arg-type]
         t0 = time.perf_counter()
@@ -134,6 +179,9 @@ def masks_rounds(url: str, run: str, n: int, h: int, w: int, rounds: int,
             times[label].append(put_masks(url, run, batch, clients))
             for key, g, p in batch:
                 eager.update(g, p, key=key)
+        wall, cpu = loopback_tcp(bodies)
+        times["tcp"].append(wall)
+        times["tcp cpu"].append(cpu)
     return times, eager
 
 
@@ -176,6 +224,16 @@ def main() -> int:
                 ok &= good
             print(f"  served, {label}: {px / med / 1e6:.0f} Mpx/s = {ratio:.2f}x in-process "
                   f"(target >= {TARGET_MASKS}x) {'PASS' if good else 'FAIL'}")  # fmt: skip
+        tcp = statistics.median(times["tcp"])
+        rounds = list(zip(times["in-process"], times["tcp"], times["tcp cpu"], strict=True))
+        serial = statistics.median(b / (b + t) for b, t, _ in rounds)
+        # counting keeps both cores busy (2 kernel threads): on 2 cores, CPU bounds the wall
+        # time of transfer and counting overlapped at b + c / 2
+        overlap = statistics.median(b / (b + c / 2) for b, _, c in rounds)
+        print(f"  bare loopback TCP of the same bytes (no HTTP, no counting): "
+              f"{px / tcp / 1e6:.0f} Mpx/s, {statistics.median(times['tcp cpu']) / tcp:.1f} "
+              f"cores busy; so at best {serial:.2f}x in-process receiving, then counting, and "
+              f"{overlap:.2f}x with both perfectly overlapped (CPU-bound on 2 cores)")  # fmt: skip
         print(f"  final state == eager: {exact}")
         with Client(srv.url) as c:
             _, _, text = c.request("GET", "/metrics")
