@@ -393,16 +393,35 @@ class Client:
 
     # -- results -------------------------------------------------------------------------------
     def result_json(
-        self, preset: str = "segiou", *, beta: float | None = None, run: str | None = None
+        self,
+        preset: str = "segiou",
+        *,
+        beta: float | None = None,
+        bootstrap: int = 0,
+        seed: int = 0,
+        run: str | None = None,
     ) -> dict[str, Any]:
-        """Return the live result as the server sends it (``segiou.result`` v1 JSON)."""
-        query = {"preset": preset} | ({} if beta is None else {"beta": repr(float(beta))})
+        """Return the live result as the server sends it (``segiou.result`` JSON).
+
+        The arguments are those of :meth:`result`.
+        """
+        query: dict[str, str] = {"preset": preset}
+        if beta is not None:
+            query["beta"] = repr(float(beta))
+        if bootstrap:
+            query |= {"bootstrap": str(int(bootstrap)), "seed": str(int(seed))}
         path = f"{self._run_path(run)}/result?{urllib.parse.urlencode(query)}"
         out: dict[str, Any] = self._json("GET", path)
         return out
 
     def result(
-        self, preset: str = "segiou", *, beta: float | None = None, run: str | None = None
+        self,
+        preset: str = "segiou",
+        *,
+        beta: float | None = None,
+        bootstrap: int = 0,
+        seed: int = 0,
+        run: str | None = None,
     ) -> Result:
         """Return the live result of the run.
 
@@ -412,6 +431,11 @@ class Client:
             The averaging convention (see :data:`segiou.PRESETS`).
         beta : float, optional
             Also F-beta per class and its mean.
+        bootstrap : int, default 0
+            Image resamples for the 95% intervals of every metric, computed by the server (runs
+            with per-image rows; at most 100,000); 0: no intervals.
+        seed : int, default 0
+            Seed of the resamples.
         run : str, optional
             Default: the client's run.
 
@@ -420,7 +444,8 @@ class Client:
         Result
             The server's ``segiou.result`` JSON read back (:func:`result_from_dict`).
         """
-        return result_from_dict(self.result_json(preset, beta=beta, run=run))
+        doc = self.result_json(preset, beta=beta, bootstrap=bootstrap, seed=seed, run=run)
+        return result_from_dict(doc)
 
     def state(self, run: str | None = None) -> ConfusionMatrix:
         """Return the run's state (every batch merged), as a :class:`ConfusionMatrix`."""

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -56,6 +56,8 @@ __all__ = ["LOGGER", "create_app", "status_of"]
 #: Structured log lines (one JSON object per line): one per batch, plus start and stop.
 LOGGER = logging.getLogger("segiou.service")
 _INLINE = 64 << 10  # state bodies up to this size are read on the event loop
+#: Most bootstrap resamples a result request may ask for (1,000 take ~0.1 s for 5,000 images).
+MAX_RESAMPLES = 100_000
 _OPEN_PATHS = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
 _Scope = MutableMapping[str, Any]
 _ASGI = Callable[[_Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
@@ -380,13 +382,34 @@ def create_app(
         return JSONResponse(doc, status_code=status)
 
     @app.get("/v1/runs/{name}/result", tags=["results"])
-    async def result(name: str, preset: str = "segiou", beta: float | None = None) -> Response:
-        """Return the live result, in the ``segiou.result`` v1 JSON of ``segiou eval --json``."""
+    async def result(
+        name: str,
+        preset: str = "segiou",
+        beta: float | None = None,
+        bootstrap: int = Query(0, ge=0, le=MAX_RESAMPLES),
+        seed: int = Query(0, ge=0),
+    ) -> Response:
+        """Return the live result, in the ``segiou.result`` JSON of ``segiou eval --json``.
+
+        ``bootstrap=N`` (runs with per-image rows) adds the 95% intervals of every metric from
+        ``N`` image resamples with ``seed``, as ``segiou eval --bootstrap N`` does; ``0`` (the
+        default, cheap enough to poll) leaves ``intervals`` null.
+        """
         from segiou.results import evaluate
 
         cm = await in_pool(ledger.total, name)
-        r = await in_pool(lambda: evaluate(cm, preset=preset, beta=beta).to_json(indent=None))
-        return Response(r, media_type=CONTENT_JSON)
+
+        def render() -> str:
+            if bootstrap and cm.per_image and cm.n_images:
+                from segiou.stats import evaluate_with_intervals
+
+                res = evaluate_with_intervals(cm, preset=preset, beta=beta,
+                                              resamples=bootstrap, seed=seed)  # fmt: skip
+            else:
+                res = evaluate(cm, preset=preset, beta=beta)
+            return res.to_json(indent=None)
+
+        return Response(await in_pool(render), media_type=CONTENT_JSON)
 
     @app.get("/v1/runs/{name}/state", tags=["results"])
     async def state(name: str, request: Request) -> Response:

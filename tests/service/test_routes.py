@@ -23,6 +23,7 @@ from segiou.service.wire import (
     encode_masks,
     encode_state,
 )
+from segiou.stats import evaluate_with_intervals
 from segiou.testing.synthetic import cityscapes_like
 
 K = 19
@@ -328,6 +329,26 @@ def test_result_is_the_eval_json_of_the_eager_state(client, run_name, preset, be
     back.pop("writer")
     assert back == want
     assert client.result(preset, beta=beta).miou == pytest.approx(want["summary"]["miou"])
+
+
+def test_result_with_bootstrap_is_the_eval_json_with_intervals(client, run_name, raw) -> None:
+    client.create_run(run_name, "cityscapes", per_image=True)
+    eager = ConfusionMatrix("cityscapes", per_image=True)
+    for i in range(4):
+        g, p = masks(70 + i)
+        client.put_masks(g, p, f"k{i}", names=[f"img{i}a", f"img{i}b"])
+        eager.update(g, p, key=f"k{i}", names=[f"img{i}a", f"img{i}b"])
+    got = client.result_json("cityscapes", bootstrap=200, seed=3)
+    want = evaluate_with_intervals(eager, preset="cityscapes", resamples=200, seed=3).to_dict()
+    got.pop("writer"), want.pop("writer")
+    assert got["intervals"] is not None
+    assert got == want
+    assert client.result_json("cityscapes")["intervals"] is None  # the default: none
+    assert client.result("cityscapes", bootstrap=200, seed=3).intervals is not None
+    code, reply = raw("GET", f"/v1/runs/{run_name}/result?bootstrap=-1")
+    assert (code, reply["error"]) == (400, "UsageError")
+    assert "bootstrap" in reply["message"]
+    assert raw("GET", f"/v1/runs/{run_name}/result?bootstrap=100001")[0] == 400
 
 
 def test_result_refusals(client, run_name, raw) -> None:
