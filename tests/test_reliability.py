@@ -54,7 +54,7 @@ from segiou.errors import (
 )
 from segiou.geometry.sets import set_overlap
 from segiou.io.png import find_pairs, png_set
-from segiou.io.zarr import ChunkError, create_stack, open_masks
+from segiou.io.zarr import ChunkError, canonical_url, create_stack, open_masks
 from segiou.parallel import evaluate_zarr
 
 GIB = 1 << 30
@@ -371,6 +371,38 @@ def test_saved_states_of_one_png_folder_under_two_spellings_do_not_merge(
         assert rc == 0, err
     a, b = ConfusionMatrix.load("s1.json"), ConfusionMatrix.load("s2.json")
     raised(DuplicateBatchError, a.merge, b, describe=_merged)  # the 5 images counted twice
+
+
+def test_a_remote_store_has_one_batch_key_whatever_its_spelling(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    import zarr
+
+    bucket = f"memory://segiou-{tmp_path.name}"
+    for side in ("gt", "pred"):
+        a = zarr.create_array(f"{bucket}/{side}.zarr", shape=(2, 8, 8), chunks=(1, 8, 8),
+                              dtype="uint8", fill_value=0)  # fmt: skip
+        a[:] = 1
+    pred = f"{bucket}/pred.zarr"
+    a = evaluate_zarr(f"{bucket}/gt.zarr", pred, labels=2, scheduler="synchronous")
+    b = evaluate_zarr(f"{bucket}/gt.zarr/", pred, labels=2, scheduler="synchronous")
+    assert (a.n_images, a.n_pixels) == (2, 128)
+    assert a.keys == b.keys, "one store, two batch keys: merging counts it twice"
+    raised(DuplicateBatchError, a.merge, b, describe=_merged)
+
+
+@pytest.mark.parametrize(
+    ("url", "want"),
+    [
+        ("s3://bucket/val/gt.zarr", "s3://bucket/val/gt.zarr"),
+        ("S3://Bucket//val/./gt.zarr/", "s3://bucket/val/gt.zarr"),
+        ("gs://b/a/../gt.zarr", "gs://b/a/../gt.zarr"),  # object stores do not resolve '..'
+        ("https://Host:8080/x/gt.zarr/?v=2", "https://host:8080/x/gt.zarr?v=2"),
+        ("s3://bucket/", "s3://bucket"),
+    ],
+)
+def test_canonical_url(url: str, want: str) -> None:
+    assert canonical_url(url) == want
+    assert canonical_url(want) == want
 
 
 # == 3. images skipped without a word ==========================================================

@@ -56,6 +56,32 @@ Layout = Literal["stack", "group"]
 Missing = Literal["fill", "error"]
 
 
+def canonical_url(url: str) -> str:
+    """Return one spelling of a remote store URL, for keys that name the data.
+
+    The scheme and host are lower-cased (both are case-insensitive); in the path, repeated
+    slashes, ``.`` segments and a trailing slash are dropped: ``S3://Bucket//val/./gt.zarr/``
+    and ``s3://bucket/val/gt.zarr`` name one store. ``..`` is kept: object stores do not
+    resolve it. The query string is kept as it is.
+
+    Parameters
+    ----------
+    url : str
+        A URL with a scheme (``s3://``, ``gs://``, ``https://``, ...).
+
+    Returns
+    -------
+    str
+        The canonical spelling.
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    segments = [s for s in parts.path.split("/") if s not in ("", ".")]
+    path = "/" + "/".join(segments) if segments else ""
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
+
+
 def split_url(url: str | Path, path: str | None) -> tuple[str, str]:
     """Split ``data.zarr/val/gt`` into the store root (``data.zarr``) and the inner path."""
     text = str(url)

@@ -30,7 +30,7 @@ from segiou.errors import (
 from segiou.images import ImageRows
 from segiou.io.maps import create_maps
 from segiou.io.sources import FolderLayout, Source, open_instances, open_pair
-from segiou.io.zarr import MaskSet, open_masks
+from segiou.io.zarr import MaskSet, canonical_url, open_masks
 from segiou.labels import IdSpace, LabelSpec, load_spec
 from segiou.parallel._graph import build_graph, client_of, compute, probe
 from segiou.parallel._plan import TASK_PIXELS, TASK_SECONDS, cluster_task_seconds, plan_ranges
@@ -501,12 +501,15 @@ def _batch_key(src: Source) -> str:
 
     ``zarr:<store> (path '<inner>')`` for a store, ``folder:<folder>`` for image folders, local
     paths absolute with symlinks resolved (``png/g1``, ``./png/g1/`` and a link to it are one
-    key); ``files:<digest>`` for a set of image files given without a folder (the digest of
+    key), remote URLs in one spelling (:func:`~segiou.io.zarr.canonical_url`);
+    ``files:<digest>`` for a set of image files given without a folder (the digest of
     their resolved paths and names). So the same data cannot be counted twice into one state.
     """
     if isinstance(src, MaskSet):
-        if "://" not in src.url:
+        if "://" not in src.url or src.url.startswith("file://"):
             src = replace(src, url=os.path.realpath(src.url.removeprefix("file://")))
+        else:
+            src = replace(src, url=canonical_url(src.url))
         return f"zarr:{src.where()}"
     root = getattr(src, "root", "")
     if root:
