@@ -322,3 +322,49 @@ def test_result_documents_keep_iiou_boundary_and_absent_chunks(
     assert "mean iIoU" in text
     assert "Boundary IoU (width 3 px" in text
     assert text == render_text(result)
+
+
+def test_every_report_format_shows_iiou_and_boundary_iou(
+    folders: tuple[Path, dict, dict],
+) -> None:
+    # text, Markdown and HTML lay out the same tables; their numbers are the result's
+    pytest.importorskip("jinja2")
+    pytest.importorskip("matplotlib")
+    import html as html_lib
+
+    from segiou.report import Report, render_html, render_markdown, render_text
+    from segiou.report.quality import quality_sections
+
+    _, data, _ = folders
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, boundary="3px",
+                         per_image=True)  # fmt: skip
+    for g, p, i, n in zip(data["gt"], data["pred"], data["inst"], data["names"], strict=True):
+        cm.update(g, p, key=n, names=[n], instances=i)
+    result = segiou.evaluate(cm, preset="cityscapes")
+    report = Report.from_state(cm, preset="cityscapes")
+    tables, _ = quality_sections(result.to_dict())
+    assert [t.title.split(" (")[0] for t in tables] == [
+        "Boundary IoU", "instance-level IoU", "category iIoU"]  # fmt: skip
+    miiou = f"{100 * result.to_dict()['instances']['miiou']:.2f}"
+    bmiou = f"{100 * result.to_dict()['boundary']['miou']:.2f}"
+    assert tables[1].note == f"mean iIoU: {miiou}"
+    assert tables[0].note == f"boundary mIoU: {bmiou}"
+    md = render_markdown(report)
+    page = html_lib.unescape(render_html(report, plots=False))
+    text = render_text(result)
+    for shown in (md, page, text):
+        assert f"mean iIoU: {miiou}" in shown
+        assert f"boundary mIoU: {bmiou}" in shown
+        for t in tables:
+            for row in t.rows:  # every class's row, every cell
+                assert all(cell in shown for cell in row)
+    assert '<section id="quality">' in render_html(report, plots=False)
+    assert "## Boundary IoU and instance-level IoU" in md
+
+
+def test_a_malformed_boundary_field_is_a_result_document_error() -> None:
+    from segiou.errors import ResultDocumentError
+    from segiou.report.quality import quality_sections
+
+    with pytest.raises(ResultDocumentError, match="boundary"):
+        quality_sections({"boundary": {"width": {"pixels": 3}}}, where="r.json")

@@ -12,6 +12,7 @@ import base64
 from typing import TYPE_CHECKING, Any
 
 from segiou.report.document import fmt_ci, fmt_pct, slice_classes, slice_metrics, summary_label
+from segiou.report.quality import quality_sections
 
 if TYPE_CHECKING:
     from segiou.report.view import Report
@@ -43,8 +44,8 @@ def render_html(report: Report, *, plots: bool = True) -> str:
     str
         The HTML document. It holds the summary (with intervals when the result has them),
         the per-class and per-category tables, the plots, the top confused pairs, the worst
-        images, the slice tables (when the result has slices) and the counting rules and
-        preset. Parts that need the saved state are replaced by a note when the report was
+        images, the slice tables (when the result has slices), Boundary IoU and iIoU (when the
+        result has them) and the counting rules and preset. Parts that need the saved state are replaced by a note when the report was
         made from a result document.
 
     Raises
@@ -74,6 +75,7 @@ def render_html(report: Report, *, plots: bool = True) -> str:
         for stem, svg in plot_figures(report, "svg").items():
             images[stem] = "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")
     doc = report.doc
+    quality_tables, quality_notes = quality_sections(doc.data)
     context: dict[str, Any] = {
         "r": report,
         "doc": doc,
@@ -84,5 +86,7 @@ def render_html(report: Report, *, plots: bool = True) -> str:
         "ci_label": "CI" if doc.intervals is None else doc.intervals.level_label,
         "slice_metrics": slice_metrics,
         "slice_classes": slice_classes,
+        "quality_tables": quality_tables,
+        "quality_notes": quality_notes,
     }
     return env.get_template("report.html.j2").render(context)

@@ -176,6 +176,24 @@ def _slices(doc: ResultDoc) -> list[str]:
     return lines
 
 
+def _quality(doc: ResultDoc) -> list[str]:
+    """Boundary IoU, iIoU and absent chunks (:func:`~segiou.report.quality.quality_sections`)."""
+    from segiou.report.quality import quality_sections
+
+    tables, notes = quality_sections(doc.data)
+    if not (tables or notes):
+        return []
+    lines = ["## Boundary IoU and instance-level IoU", ""]
+    for t in tables:  # titles, columns, numbers and notes are segiou's own text; names are not
+        lines += [f"**{t.title}**", ""]
+        rows = [[md_escape(c) if i == t.name_column else c for i, c in enumerate(row)]
+                for row in t.rows]  # fmt: skip
+        lines += _table(list(t.columns), rows, right_from=t.name_column + 1)
+        lines += [t.note, ""]
+    lines += [f"> {md_escape(n)}\n" for n in notes]
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     """Render a report as Markdown: what the HTML report says, minus the plots.
 
@@ -189,7 +207,8 @@ def render_markdown(report: Report) -> str:
     str
         GitHub-flavoured Markdown: summary (with intervals when the result has them), per class,
         per category, top confused pairs and worst images (from the state), slices (when the
-        result has them), counting rules and preset.
+        result has them), Boundary IoU and iIoU (when the result has them), counting rules and
+        preset.
     """
     doc = report.doc
     about = (
@@ -200,7 +219,7 @@ def render_markdown(report: Report) -> str:
     lines = [f"# segiou report: {md_escape(doc.labels)}", "", about, ""]
     lines += [f"> {md_escape(note)}\n" for note in report.missing_parts()]
     lines += _summary(doc) + _classes(doc) + _categories(doc) + _state_parts(report)
-    lines += _slices(doc)
+    lines += _slices(doc) + _quality(doc)
     lines += ["## Counting rules and preset", ""]
     lines += [f"- **{md_escape(name)}**: {md_escape(text)}" for name, text in doc.counting_rules()]
     diffs = doc.convention.get("differences", [])

@@ -1,21 +1,135 @@
-"""Text tables of Boundary IoU, instance-level IoU (iIoU) and absent ground-truth chunks."""
+"""Boundary IoU, instance-level IoU (iIoU) and absent ground-truth chunks, for every report.
+
+:func:`quality_sections` reads these fields of a result document once into plain tables of
+strings (:class:`QualityTable`); the text, Markdown and HTML reports each lay the same tables
+out, so the three say the same.
+"""
 
 from __future__ import annotations
 
 import io
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["render_quality"]
+from segiou.errors import ResultDocumentError
+
+__all__ = ["QualityTable", "quality_sections", "render_quality"]
+
+
+@dataclass(frozen=True)
+class QualityTable:
+    """One table of a report's Boundary IoU or iIoU section.
+
+    Attributes
+    ----------
+    title : str
+        The table's heading.
+    columns : tuple of str
+        Column names; the name column is left-aligned, the others hold numbers.
+    rows : list of tuple of str
+        Cells, formatted (percentages without the sign; ``-``: undefined).
+    note : str
+        The line under the table (the mean).
+    name_column : int
+        Index of the name column.
+    """
+
+    title: str
+    columns: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+    note: str
+    name_column: int = 1
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None or math.isnan(x) else f"{100 * x:6.2f}"
+    return "-" if x is None or math.isnan(x) else f"{100 * x:.2f}"
+
+
+def _weighted(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def quality_sections(
+    doc: Mapping[str, Any], *, where: str = "result document"
+) -> tuple[list[QualityTable], list[str]]:
+    """Return a result's Boundary IoU and iIoU tables, and its lines on absent chunks.
+
+    Parameters
+    ----------
+    doc : mapping
+        A result document (:meth:`segiou.Result.to_dict`, or its JSON read back); documents
+        without these fields (``segiou.result`` version 1) give no table and no line.
+    where : str
+        How to name the document in messages.
+
+    Returns
+    -------
+    (list of QualityTable, list of str)
+
+    Raises
+    ------
+    ResultDocumentError
+        A field of these sections is missing or of the wrong type (the message names it).
+    """
+    try:
+        return _sections(doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        msg = (f"{where}: its 'boundary', 'instances' or 'absent_chunks' field is malformed "
+               f"({type(err).__name__}: {err}); write it again with segiou")  # fmt: skip
+        raise ResultDocumentError(msg) from err
+
+
+def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
+    tables: list[QualityTable] = []
+    rows: list[tuple[str, ...]]
+    b = doc.get("boundary")
+    if b is not None:
+        w = b["width"]
+        asked = f"{w['ratio']:g} of the image diagonal" if "ratio" in w else f"{w['pixels']} px"
+        used = ", ".join(map(str, b["pixels_used"])) or "-"
+        rows = [(str(c["id"]), str(c["name"]), _pct(c["iou"]), f"{c['intersection']:,}",
+                 f"{c['gt']:,}", f"{c['pred']:,}") for c in b["classes"]]  # fmt: skip
+        tables.append(QualityTable(
+            f"Boundary IoU (width {asked}: {used} px)",
+            ("id", "class", "bIoU", "G_d & P_d", "G_d", "P_d"), rows,
+            f"boundary mIoU: {_pct(b['miou'])}",
+        ))  # fmt: skip
+    q = doc.get("instances")
+    if q is not None:
+        rows = [(str(c["id"]), str(c["name"]), _pct(c["iiou"]), f"{c['instances']:,}",
+                 _weighted(c["tp_weighted"]), _weighted(c["fn_weighted"]), f"{c['fp']:,}")
+                for c in q["classes"] if c["average_size"] is not None]  # fmt: skip
+        tables.append(QualityTable(
+            "instance-level IoU (iIoU, cityscapesScripts)",
+            ("id", "class", "iIoU", "instances", "TP (weighted)", "FN (weighted)", "FP"), rows,
+            f"mean iIoU: {_pct(q['miiou'])}",
+        ))  # fmt: skip
+        cats = [c for c in q.get("categories") or [] if c["tp_weighted"] is not None]
+        if cats:
+            rows = [(str(c["name"]), _pct(c["iiou"]), _weighted(c["tp_weighted"]),
+                     _weighted(c["fn_weighted"]), f"{c['fp']:,}") for c in cats]  # fmt: skip
+            tables.append(QualityTable(
+                "category iIoU", ("category", "iIoU", "TP (weighted)", "FN (weighted)", "FP"),
+                rows, f"category mean iIoU: {_pct(q['category_miiou'])}", name_column=0,
+            ))  # fmt: skip
+    lines = []
+    absent = (doc.get("absent_chunks") or {}).get("images") or {}
+    if absent:
+        items = sorted(absent.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{n!r} ({c})" for n, c in items[:10])
+        more = f", and {len(items) - 10} more images" if len(items) > 10 else ""
+        lines.append(
+            f"ground truth: {sum(absent.values()):,} chunk(s) absent from the store were read as "
+            f"the fill value (never written, as the Zarr spec allows) in {len(absent):,} "
+            f"image(s): {shown}{more}"
+        )
+    return tables, lines
 
 
 def render_quality(doc: Mapping[str, Any], *, width: int = 100) -> str:
-    """Render a result's Boundary IoU, iIoU and absent chunks (empty when it has none).
+    """Render a result's Boundary IoU, iIoU and absent chunks as text (empty when it has none).
 
     Parameters
     ----------
@@ -35,59 +149,19 @@ def render_quality(doc: Mapping[str, Any], *, width: int = 100) -> str:
     from rich.table import Table
     from rich.text import Text
 
+    tables, lines = quality_sections(doc)
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system=None, force_terminal=False,
                       markup=False, highlight=False)  # fmt: skip
-    b = doc.get("boundary")
-    if b is not None:
-        w = b["width"]
-        asked = f"{w['ratio']:g} of the image diagonal" if "ratio" in w else f"{w['pixels']} px"
-        used = ", ".join(map(str, b["pixels_used"])) or "-"
-        console.print(f"Boundary IoU (width {asked}: {used} px)")  # a line: never wrapped
+    for qt in tables:
+        console.print(Text(qt.title))  # a line: never wrapped
         t = Table(box=box.SIMPLE_HEAD)
-        for col in ("id", "class", "bIoU", "G_d & P_d", "G_d", "P_d"):
-            t.add_column(col, justify="left" if col == "class" else "right")
-        for c in b["classes"]:
-            t.add_row(str(c["id"]), Text(c["name"]), _pct(c["iou"]), f"{c['intersection']:,}",
-                      f"{c['gt']:,}", f"{c['pred']:,}")  # fmt: skip
+        for i, col in enumerate(qt.columns):
+            t.add_column(col, justify="left" if i == qt.name_column else "right")
+        for row in qt.rows:
+            t.add_row(*(Text(cell) for cell in row))
         console.print(t)
-        console.print(f"boundary mIoU: {_pct(b['miou']).strip()}")
-    q = doc.get("instances")
-    if q is not None:
-        t = Table(title="instance-level IoU (iIoU, cityscapesScripts)", box=box.SIMPLE_HEAD,
-                  title_justify="left")  # fmt: skip
-        for col in ("id", "class", "iIoU", "instances", "TP (weighted)", "FN (weighted)", "FP"):
-            t.add_column(col, justify="left" if col == "class" else "right")
-        for c in q["classes"]:
-            if c["average_size"] is None:  # not an instance class
-                continue
-            t.add_row(str(c["id"]), Text(c["name"]), _pct(c["iiou"]), f"{c['instances']:,}",
-                      _weighted(c["tp_weighted"]), _weighted(c["fn_weighted"]),
-                      f"{c['fp']:,}")  # fmt: skip
-        console.print(t)
-        rows = [c for c in q.get("categories") or [] if c["tp_weighted"] is not None]
-        if rows:
-            ct = Table(title="category iIoU", box=box.SIMPLE_HEAD, title_justify="left")
-            for col in ("category", "iIoU", "TP (weighted)", "FN (weighted)", "FP"):
-                ct.add_column(col, justify="left" if col == "category" else "right")
-            for c in rows:
-                ct.add_row(Text(c["name"]), _pct(c["iiou"]), _weighted(c["tp_weighted"]),
-                           _weighted(c["fn_weighted"]), f"{c['fp']:,}")  # fmt: skip
-            console.print(ct)
-        console.print(f"mean iIoU: {_pct(q['miiou']).strip()}; category mean iIoU: "
-                      f"{_pct(q['category_miiou']).strip()}")  # fmt: skip
-    absent = (doc.get("absent_chunks") or {}).get("images") or {}
-    if absent:
-        items = sorted(absent.items(), key=lambda kv: -kv[1])
-        shown = ", ".join(f"{n!r} ({c})" for n, c in items[:10])
-        more = f", and {len(items) - 10} more images" if len(items) > 10 else ""
-        console.print(
-            f"ground truth: {sum(absent.values()):,} chunk(s) absent from the store were read as "
-            f"the fill value (never written, as the Zarr spec allows) in {len(absent):,} "
-            f"image(s): {shown}{more}"
-        )
+        console.print(Text(qt.note))
+    for line in lines:
+        console.print(Text(line))
     return buf.getvalue()
-
-
-def _weighted(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.1f}"
