@@ -1,7 +1,7 @@
 """Compare a result with a baseline report: what regressed, by how much. No counting.
 
-Used by ``pipelines/nightly_eval.py``; both sides are JSON reports (``segiou.result`` version 1
-or 2). The paired bootstrap gate, which needs each image's counts, is
+Used by ``pipelines/nightly_eval.py``; both sides are JSON reports (``segiou.result`` versions 1
+to 3). The paired bootstrap gate, which needs each image's counts, is
 :func:`segiou.stats.compare_states`.
 """
 

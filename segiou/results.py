@@ -1,10 +1,11 @@
 """Results: every metric of one accumulator under one named convention, with its rules echoed.
 
-The JSON schema (``format = "segiou.result"``, ``version = 2``) is documented in the README;
-``nan`` (undefined) is written as ``null``. Version 2 adds two optional fields, ``intervals``
+The JSON schema (``format = "segiou.result"``, ``version = 3``) is documented in the README;
+``nan`` (undefined) is written as ``null``. Version 2 added two optional fields, ``intervals``
 (bootstrap confidence intervals) and ``slices`` (every metric per metadata value), both ``null``
-when not computed (:mod:`segiou.stats` computes them); readers accept versions 1 and 2
-(:data:`RESULT_VERSIONS`).
+when not computed (:mod:`segiou.stats` computes them); version 3 adds ``boundary`` (Boundary
+IoU), ``instances`` (iIoU) and ``absent_chunks``, ``null`` when not counted. Readers accept
+versions 1 to 3 (:data:`RESULT_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ __all__ = ["RESULT_FORMAT", "RESULT_VERSION", "RESULT_VERSIONS", "Result", "eval
 
 RESULT_FORMAT = "segiou.result"
 #: The version :meth:`Result.to_dict` writes.
-RESULT_VERSION = 2
+RESULT_VERSION = 3
 #: The versions readers (:func:`segiou.compare.compare_reports`, the reports) accept.
-RESULT_VERSIONS = (1, 2)
+RESULT_VERSIONS = (1, 2, 3)
 
 _PER_CLASS_SCORES = ("iou", "dice", "precision", "recall")
 _COUNTS = ("tp", "fp", "fn", "void", "gt_pixels", "pred_pixels")
@@ -190,7 +191,7 @@ class Result:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Result:
-        """Rebuild a result from its JSON document (schema version 1 or 2).
+        """Rebuild a result from its JSON document (schema version 1, 2 or 3).
 
         Parameters
         ----------

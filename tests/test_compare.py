@@ -40,16 +40,16 @@ def test_compare_refuses_a_guarded_metric_no_report_has() -> None:
     assert "miou is undefined now" in comp.regressions[0]
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_compare_reads_report_versions_1_and_2(version: int) -> None:
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_compare_reads_report_versions_1_to_3(version: int) -> None:
     cur, base = _report(0.7, 0.9), _report(0.7, 0.9)
     cur["version"] = version
     assert not compare_reports(cur, base).regressed
 
 
-@pytest.mark.parametrize("version", [0, 3, True, "2", None])
+@pytest.mark.parametrize("version", [0, 4, True, "2", None])
 def test_compare_refuses_unknown_report_versions(version: object) -> None:
     cur = _report(0.7, 0.9)
     cur["version"] = version
-    with pytest.raises(CheckpointError, match="reads versions 1, 2"):
+    with pytest.raises(CheckpointError, match="reads versions 1, 2, 3"):
         compare_reports(cur, _report(0.7, 0.9))

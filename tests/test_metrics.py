@@ -650,9 +650,12 @@ def test_result_to_json_is_strict_with_nulls():
     r = evaluate(cm, preset="cityscapes")
     doc = _strict_json(r.to_json())
     assert doc["format"] == "segiou.result"
-    assert doc["version"] == 2
+    assert doc["version"] == 3
     assert doc["intervals"] is None
     assert doc["slices"] is None
+    assert doc["boundary"] is None
+    assert doc["instances"] is None
+    assert doc["absent_chunks"] == {"total": 0, "images": {}}
     assert doc["writer"] == {"segiou": segiou.__version__}
     assert doc["labels"] == "cityscapes"
     assert doc["convention"]["name"] == "cityscapes"

@@ -207,7 +207,7 @@ def test_result_document_has_the_contract_fields(tmp_path: Path):
     cm = ConfusionMatrix("cityscapes", gt_ids="class", per_image=True).update(gt, pred, key="a")
     r = evaluate_with_intervals(cm, preset="cityscapes", resamples=100, seed=3, level=0.9)
     doc = json.loads(r.to_json(), parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
-    assert doc["version"] == 2
+    assert doc["version"] == 3
     iv = doc["intervals"]
     assert set(iv) == {"method", "unit", "resamples", "level", "seed", "summary", "classes",
                        "categories"}  # fmt: skip

@@ -1,4 +1,4 @@
-"""The shared view of a result document (``segiou.result``, versions 1 and 2), read once.
+"""The shared view of a result document (``segiou.result``, versions 1 to 3), read once.
 
 A document gives a report its scores, intervals and slices (the state's part is in
 :mod:`segiou.report.view`). Renderers (:mod:`~segiou.report.html`,
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 #: Result document versions the reports read (``segiou.result``).
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 #: How a summary metric is named in reports, in the order reports list them.
 SUMMARY_LABELS = {
     "miou": "mIoU",
@@ -194,7 +194,7 @@ def _jsonable(x: object) -> bool:
 
 @dataclass(frozen=True)
 class Intervals:
-    """Confidence intervals of a result (schema version 2), as the document states them.
+    """Confidence intervals of a result (schema version 2 and later), as the document states them.
 
     Attributes
     ----------
@@ -320,7 +320,7 @@ class Pixels:
 
 @dataclass(frozen=True)
 class SliceValue:
-    """The metrics of the images sharing one value of a metadata column (schema version 2)."""
+    """The metrics of the images sharing one value of a metadata column (schema version 2 and later)."""
 
     value: str
     images: int
@@ -381,7 +381,7 @@ def slice_classes(values: list[SliceValue]) -> list[str]:
 
 @dataclass(frozen=True)
 class Slices:
-    """Slice tables of a result (schema version 2), with the images that did not match."""
+    """Slice tables of a result (schema version 2 and later), with the images that did not match."""
 
     min_images: int | None
     columns: dict[str, list[SliceValue]]
@@ -433,7 +433,7 @@ def _read_slices(value: object, check: _Check) -> Slices:
 
 @dataclass(frozen=True)
 class ResultDoc:
-    """A result document (``segiou.result``, version 1 or 2), checked field by field.
+    """A result document (``segiou.result``, version 1, 2 or 3), checked field by field.
 
     Build with :meth:`read`; renderers read the attributes, never the raw dict. ``data`` keeps
     the document as given (the ``json`` report format writes it back).
@@ -473,7 +473,7 @@ class ResultDoc:
         Raises
         ------
         ResultDocumentError
-            Another format, a version other than 1 or 2, or a field of the wrong type (the
+            Another format, a version other than 1, 2 or 3, or a field of the wrong type (the
             message names the field).
         """
         check = _Check(where)

@@ -253,8 +253,8 @@ class Report:
         Parameters
         ----------
         path : str or Path
-            A state (``segiou.confusion``, versions 1 and 2; :meth:`ConfusionMatrix.save`) or
-            a result document (``segiou.result``, versions 1 and 2).
+            A state (``segiou.confusion``, versions 1 to 3; :meth:`ConfusionMatrix.save`) or
+            a result document (``segiou.result``, versions 1 to 3).
         preset : str, optional
             For a state: the averaging convention (default ``"segiou"``).
         beta : float, optional

@@ -32,7 +32,7 @@ def test_intervals_and_slices_in_the_tables_and_the_json(
     assert "images without a metadata row (1): demo_00002" in out
     assert "metadata rows without an image (1): not_there" in out
     doc = json.loads(js.read_text())
-    assert doc["version"] == 2
+    assert doc["version"] == 3
     assert doc["intervals"]["resamples"] == 50
     assert doc["slices"]["columns"]["city"]["aachen"]["images"] == 1
     assert doc["slices"]["unmatched"]["images_without_metadata"] == ["demo_00002"]

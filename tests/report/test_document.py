@@ -149,7 +149,7 @@ def _broken(doc: dict[str, Any], path: str, value: object) -> dict[str, Any]:
     ("path", "value", "needle"),
     [
         ("format", "segiou.confusion", "field 'format'"),
-        ("version", 3, "field 'version' is 3, expected one of [1, 2]"),
+        ("version", 4, "field 'version' is 4, expected one of [1, 2, 3]"),
         ("version", True, "field 'version'"),
         ("summary.miou", "0.5", "field 'summary.miou' is \"0.5\", expected a finite number"),
         ("classes.1.tp", -1, "field 'classes[1].tp' is -1, expected an integer >= 0"),
