@@ -368,3 +368,19 @@ def test_a_malformed_boundary_field_is_a_result_document_error() -> None:
 
     with pytest.raises(ResultDocumentError, match="boundary"):
         quality_sections({"boundary": {"width": {"pixels": 3}}}, where="r.json")
+
+
+def test_quality_tables_show_control_characters_in_names_escaped() -> None:
+    from segiou.report.quality import quality_sections, render_quality
+
+    row = {"id": 0, "name": "car\x1b[8m", "iou": 0.5, "intersection": 1, "gt": 2, "pred": 1}
+    doc = {"boundary": {"width": {"pixels": 3}, "pixels_used": [3], "miou": 0.5,
+                        "classes": [row]},
+           "absent_chunks": {"total": 1, "images": {"img\x1b]0;x\x07": 1}}}  # fmt: skip
+    tables, lines = quality_sections(doc)
+    assert tables[0].rows[0][1] == "car\\x1b[8m"
+    text = render_quality(doc)
+    assert "\x1b" not in text
+    assert "\x07" not in text
+    assert "car\\x1b[8m" in text
+    assert "\x1b" not in lines[0]

@@ -31,6 +31,7 @@ __all__ = [
     "Slices",
     "fmt_ci",
     "fmt_pct",
+    "printable",
     "slice_classes",
     "slice_metrics",
     "summary_label",
@@ -57,6 +58,24 @@ HINT = (
     "pass a result written by segiou (Result.to_json(), segiou eval --json) or a saved state "
     "(ConfusionMatrix.save, segiou eval --state)"
 )
+
+
+def printable(text: object) -> str:
+    """Return a user-given name with every control character shown as its escape.
+
+    Names come from files and stores: an ANSI escape or a newline printed raw would rewrite a
+    terminal or break a table (an ESC byte is shown as a backslash, then x1b).
+
+    Parameters
+    ----------
+    text : object
+        A class, category or image name.
+
+    Returns
+    -------
+    str
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def fmt_pct(x: float | None, digits: int = 2) -> str:

@@ -1,7 +1,7 @@
 """Boundary IoU, instance-level IoU (iIoU) and absent ground-truth chunks, for every report.
 
 :func:`quality_sections` reads these fields of a result document once into plain tables of
-strings (:class:`QualityTable`); the text, Markdown and HTML reports each lay the same tables
+strings (:class:`QualityTable`; names with control characters escaped); the text, Markdown and HTML reports each lay the same tables
 out, so the three say the same.
 """
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from segiou.errors import ResultDocumentError
+from segiou.report.document import printable
 
 __all__ = ["QualityTable", "quality_sections", "render_quality"]
 
@@ -89,7 +90,7 @@ def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
         w = b["width"]
         asked = f"{w['ratio']:g} of the image diagonal" if "ratio" in w else f"{w['pixels']} px"
         used = ", ".join(map(str, b["pixels_used"])) or "-"
-        rows = [(str(c["id"]), str(c["name"]), _pct(c["iou"]), f"{c['intersection']:,}",
+        rows = [(str(c["id"]), printable(c["name"]), _pct(c["iou"]), f"{c['intersection']:,}",
                  f"{c['gt']:,}", f"{c['pred']:,}") for c in b["classes"]]  # fmt: skip
         tables.append(QualityTable(
             f"Boundary IoU (width {asked}: {used} px)",
@@ -98,7 +99,7 @@ def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
         ))  # fmt: skip
     q = doc.get("instances")
     if q is not None:
-        rows = [(str(c["id"]), str(c["name"]), _pct(c["iiou"]), f"{c['instances']:,}",
+        rows = [(str(c["id"]), printable(c["name"]), _pct(c["iiou"]), f"{c['instances']:,}",
                  _weighted(c["tp_weighted"]), _weighted(c["fn_weighted"]), f"{c['fp']:,}")
                 for c in q["classes"] if c["average_size"] is not None]  # fmt: skip
         tables.append(QualityTable(
@@ -108,7 +109,7 @@ def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
         ))  # fmt: skip
         cats = [c for c in q.get("categories") or [] if c["tp_weighted"] is not None]
         if cats:
-            rows = [(str(c["name"]), _pct(c["iiou"]), _weighted(c["tp_weighted"]),
+            rows = [(printable(c["name"]), _pct(c["iiou"]), _weighted(c["tp_weighted"]),
                      _weighted(c["fn_weighted"]), f"{c['fp']:,}") for c in cats]  # fmt: skip
             tables.append(QualityTable(
                 "category iIoU", ("category", "iIoU", "TP (weighted)", "FN (weighted)", "FP"),
@@ -118,7 +119,7 @@ def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
     absent = (doc.get("absent_chunks") or {}).get("images") or {}
     if absent:
         items = sorted(absent.items(), key=lambda kv: -kv[1])
-        shown = ", ".join(f"{n!r} ({c})" for n, c in items[:10])
+        shown = ", ".join(f"{printable(n)!r} ({c})" for n, c in items[:10])
         more = f", and {len(items) - 10} more images" if len(items) > 10 else ""
         lines.append(
             f"ground truth: {sum(absent.values()):,} chunk(s) absent from the store were read as "

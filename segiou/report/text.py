@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from segiou.outputs import write_atomic
-from segiou.report.document import fmt_ci, slice_classes, slice_metrics
+from segiou.report.document import fmt_ci, printable, slice_classes, slice_metrics
 from segiou.report.view import Report
 
 if TYPE_CHECKING:
@@ -30,8 +30,7 @@ def _safe(text: object) -> Any:
     """
     from rich.text import Text
 
-    s = str(text)
-    return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in s))
+    return Text(printable(text))
 
 
 def _pct(x: float | None) -> str:

@@ -391,16 +391,17 @@ def create_app(
     ) -> Response:
         """Return the live result, in the ``segiou.result`` JSON of ``segiou eval --json``.
 
-        ``bootstrap=N`` (runs with per-image rows) adds the 95% intervals of every metric from
-        ``N`` image resamples with ``seed``, as ``segiou eval --bootstrap N`` does; ``0`` (the
-        default, cheap enough to poll) leaves ``intervals`` null.
+        ``bootstrap=N`` adds the 95% intervals of every metric from ``N`` image resamples with
+        ``seed``, as ``segiou eval --bootstrap N`` does (a run without per-image rows is refused:
+        it has no images to resample); ``0`` (the default, cheap enough to poll) leaves
+        ``intervals`` null.
         """
         from segiou.results import evaluate
 
         cm = await in_pool(ledger.total, name)
 
         def render() -> str:
-            if bootstrap and cm.per_image and cm.n_images:
+            if bootstrap:  # a run without per-image rows is refused, saying why
                 from segiou.stats import evaluate_with_intervals
 
                 res = evaluate_with_intervals(cm, preset=preset, beta=beta,

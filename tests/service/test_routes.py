@@ -351,6 +351,15 @@ def test_result_with_bootstrap_is_the_eval_json_with_intervals(client, run_name,
     assert raw("GET", f"/v1/runs/{run_name}/result?bootstrap=100001")[0] == 400
 
 
+def test_result_with_bootstrap_of_a_run_without_images_is_refused(client, run_name, raw) -> None:
+    client.create_run(run_name, "cityscapes", per_image=False)
+    client.put_masks(*masks(80), "k0")
+    code, reply = raw("GET", f"/v1/runs/{run_name}/result?bootstrap=100")
+    assert code == 400
+    assert "per_image" in reply["message"]
+    assert raw("GET", f"/v1/runs/{run_name}/result")[0] == 200
+
+
 def test_result_refusals(client, run_name, raw) -> None:
     make_run(client, run_name)
     code, reply = raw("GET", f"/v1/runs/{run_name}/result?preset=best")
