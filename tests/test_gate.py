@@ -157,7 +157,8 @@ def test_different_runs_are_refused(runs) -> None:
 def test_p_values_and_holm() -> None:
     assert np.isnan(two_sided_p(np.array([np.nan, np.nan, 1.0]), 0.5))  # one replicate
     assert np.isnan(two_sided_p(np.ones(5), float("nan")))
-    assert two_sided_p(np.full(999, -1.0), -1.0) == 0.0  # no spread at all
+    # no spread at all: one image carries the difference; no verdict, never p = 0
+    assert np.isnan(two_sided_p(np.full(999, -1.0), -1.0))
     rng = np.random.default_rng(0)
     d = rng.normal(-0.02, 0.01, 4000)
     assert two_sided_p(d, -0.02) == pytest.approx(0.0455, abs=0.004)  # z = 2
@@ -222,3 +223,25 @@ def test_cli_groups_from_metadata(
     doc = json.loads(capsys.readouterr().out)
     assert doc["bootstrap"]["unit"] == "group:seq"
     assert doc["bootstrap"]["units"] == N // 4
+
+
+def test_a_class_seen_in_one_image_is_never_called_significant() -> None:
+    rng = np.random.default_rng(0)
+    base = ConfusionMatrix(3, ignore_index=255, per_image=True)
+    cand = ConfusionMatrix(3, ignore_index=255, per_image=True)
+    for i in range(40):
+        g = rng.integers(0, 2, (16, 16)).astype(np.uint8)
+        if i == 0:
+            g[:4, :4] = 2  # class 2 is in image 0 only
+        pb = g.copy()
+        pb[rng.random(g.shape) < 0.1] = 0
+        pc = pb.copy()
+        if i == 0:
+            pc[0, :4] = 0  # the candidate misses 4 more of its pixels there
+        base.update(g, pb, key=f"b{i}", names=[f"img{i:02d}"])
+        cand.update(g, pc, key=f"c{i}", names=[f"img{i:02d}"])
+    c2 = compare_states(base, cand, resamples=300).to_dict()["classes"][2]
+    assert c2["delta"] < 0
+    assert c2["p_value"] is None
+    assert c2["fails"] is False
+    assert c2["change"] == "no significant change"

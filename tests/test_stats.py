@@ -76,11 +76,16 @@ def test_every_resample_is_the_sum_of_its_images(seed, n, boot_seed, categories,
         ref = _weighted_oracle(gt, pred, k, weights[r])
         want = evaluate(ref.counts, void=ref.void, spec=spec, preset=preset)
         got = {key: v[r] for key, v in b.replicates.items()}
-        np.testing.assert_allclose(got["iou"], want.per_class["iou"], rtol=1e-12)
+        pc = want.per_class
+        present = (pc["tp"] + pc["fp"] + pc["fn"]) > 0  # absent from the resample: no value
+        np.testing.assert_allclose(got["iou"], np.where(present, pc["iou"], np.nan), rtol=1e-12)
         for key in ("miou", "fwiou", "pixel_accuracy", "mean_accuracy", "kappa"):
             np.testing.assert_allclose(got[key], want.summary[key], rtol=1e-12, atol=1e-15)
         if categories:
-            np.testing.assert_allclose(got["category_iou"], want.categories["iou"], rtol=1e-12)
+            cc = want.categories
+            cpresent = (cc["tp"] + cc["fp"] + cc["fn"]) > 0
+            np.testing.assert_allclose(got["category_iou"],
+                                       np.where(cpresent, cc["iou"], np.nan), rtol=1e-12)  # fmt: skip
             np.testing.assert_allclose(got["category_miou"], want.summary["category_miou"],
                                        rtol=1e-12)  # fmt: skip
         if preset == "segiou":  # and against the oracle's own formulas, not only evaluate()
@@ -250,3 +255,18 @@ def test_refuses_states_without_per_image_entries():
             evaluate_with_intervals(cm, **bad)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="group label"):
         bootstrap(cm, groups=["a"])
+
+
+@pytest.mark.parametrize("preset", ["segiou", "detectron2", "torchmetrics", "sklearn_all_labels"])
+def test_a_class_interval_is_over_the_resamples_where_it_is_present(preset: str) -> None:
+    # class 2 is in 1 image of 12 and scores 0.75 wherever it is; class 3 is nowhere
+    k = 4
+    gt = np.zeros((12, 4, 4), np.uint8)
+    pred = gt.copy()
+    gt[0, 0, :4] = 2
+    pred[0, 0, :3] = 2
+    cm = ConfusionMatrix(k, per_image=True).update(gt, pred, key="a")
+    r = evaluate_with_intervals(cm, preset=preset, resamples=200, seed=1)
+    iv = r.intervals["classes"]["iou"]
+    assert iv[2] == [0.75, 0.75]
+    assert iv[3] is None  # undefined everywhere (the preset may report it as 0): no interval

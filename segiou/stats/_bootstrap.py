@@ -260,9 +260,16 @@ def _mean(scores: FloatArray, sel: np.ndarray, over: str) -> FloatArray:
 
 
 def _filled(raw: FloatArray, sel: np.ndarray, conv: Convention) -> FloatArray:
-    """Per-class scores as the result reports them (see ``segiou.results``)."""
-    out = np.nan_to_num(raw, nan=0.0) if conv.mean_over == "all" else raw.copy()
-    out[~sel] = conv.fill
+    """Per-class scores of each image set, for their intervals and the paired gate.
+
+    A class present in a set has its IoU, or the preset's fill when the preset does not score
+    it (a class only predicted, under ``detectron2``); a class absent from a set is ``nan``
+    whatever the preset reports for it (``torchmetrics`` and ``sklearn_all_labels`` report 0):
+    a class's interval is taken over the resamples where it is present, and a class absent
+    everywhere has none.
+    """
+    out = raw.copy()
+    out[~sel & ~np.isnan(raw)] = conv.fill
     return out
 
 

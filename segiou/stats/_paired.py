@@ -55,8 +55,10 @@ def two_sided_p(diffs: FloatArray, delta: float) -> float:
         ``erfc(|z| / sqrt(2))`` with ``z = delta / se`` and ``se`` the standard deviation of
         the replicates (normal approximation): a p-value not limited by the number of
         resamples, which a per-class multiple-testing correction needs (a tail count could not
-        go below ``2 / (B + 1)``). ``1`` when ``delta = 0``; ``0`` when ``se = 0`` and
-        ``delta != 0``; ``nan`` when ``delta`` is undefined or fewer than two replicates are.
+        go below ``2 / (B + 1)``). ``1`` when ``delta = 0``; ``nan`` when ``delta`` is
+        undefined, when fewer than two replicates are, or when every replicate is the same
+        (``se = 0``, ``delta != 0``: the difference comes from one image, or one group, so the
+        resamples cannot tell it from chance; no verdict rather than ``p = 0``).
 
     Examples
     --------
@@ -72,7 +74,7 @@ def two_sided_p(diffs: FloatArray, delta: float) -> float:
         return 1.0
     se = float(d.std(ddof=1))
     if se == 0:
-        return 0.0
+        return float("nan")
     return math.erfc(abs(delta) / se / math.sqrt(2))
 
 
