@@ -350,7 +350,10 @@ class Ledger:
             gt, pred, names = decode_masks(body, content_type, where=where)
             cm, kind = _empty_like(t), "masks"
             cm.update(gt, pred, key=key, names=names)
-        images = tuple(cm.images.names) if cm.per_image else ()
+        images: tuple[str, ...] = ()
+        if cm.per_image:  # names identify images; labels (#0, key/0, 000000) never do
+            rows = cm.images.rows
+            images = tuple(n for n, given in zip(rows.names, rows.given, strict=True) if given)
         if len(set(images)) != len(images):
             twice = sorted(n for n, c in Counter(images).items() if c > 1)
             msg = f"{where}: image name(s) {twice[:3]} appear more than once; name each image once"

@@ -189,6 +189,20 @@ def test_an_image_or_inner_key_counted_under_another_key_is_refused(
     assert snapshot(client, run_name) == before
 
 
+def test_labels_of_unnamed_images_never_collide(client, run_name) -> None:
+    # '#0' of a keyless update and '000000' of a store without names only show an image:
+    # two workers' states of different unnamed images are both counted, as merge counts them
+    make_run(client, run_name)
+    g, p = masks(14)
+    a = ConfusionMatrix(K, ignore_index=255, per_image=True).update(g, p)  # labels #0, #1
+    b = ConfusionMatrix(K, ignore_index=255, per_image=True).update(p, g)
+    assert client.put_counts(a, "w0")["outcome"] == "counted"
+    assert client.put_counts(b, "w1")["outcome"] == "counted"
+    assert client.put_masks(g, p, "w2")["outcome"] == "counted"  # labels w2/0, w2/1
+    assert client.state(run_name).n_images == 6
+    assert client.state(run_name) == a + b + local(g, p, "w2")
+
+
 def _npz(**arrays: object) -> bytes:
     buf = io.BytesIO()
     np.savez(buf, **arrays)  # type: ignore[arg-type]
