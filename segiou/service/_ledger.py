@@ -352,8 +352,10 @@ class Ledger:
             cm.update(gt, pred, key=key, names=names)
         images: tuple[str, ...] = ()
         if cm.per_image:  # names identify images; labels (#0, key/0, 000000) never do
-            rows = cm.images.rows
-            images = tuple(n for n, given in zip(rows.names, rows.given, strict=True) if given)
+            table = cm.images
+            rows = table.rows
+            images = (tuple(table.names) if rows is None  # no rows: every name counts
+                      else tuple(n for n, g in zip(rows.names, rows.given, strict=True) if g))  # fmt: skip
         if len(set(images)) != len(images):
             twice = sorted(n for n, c in Counter(images).items() if c > 1)
             msg = f"{where}: image name(s) {twice[:3]} appear more than once; name each image once"
