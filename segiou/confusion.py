@@ -245,7 +245,7 @@ class ConfusionMatrix:
             Image names for per-image rows: one distinct string per image of the batch, none
             counted before in this accumulator; a name identifies its image (see
             :meth:`merge`). Default: the labels ``key`` (one image) or ``key/0``, ``key/1``,
-            ...; without a key ``#<row>``.
+            ...; without a key ``#<row>``. Refused without per-image rows (``per_image=False``).
         instances : array_like of int, optional
             Instance ids of the ground truth, same shape (``label * 1000 + k`` above 1000, as
             Cityscapes' ``*_gtFine_instanceIds.png``): required when the accumulator was made
@@ -273,8 +273,8 @@ class ConfusionMatrix:
         where = "update" if k is None else f"batch {k!r}"
         self.extras.check(instances is not None, where, batch=True)
         gt, pred = to_numpy(gt, "gt", where), to_numpy(pred, "pred", where)  # no copy
-        if self.per_image and names is not None:
-            check_names(names, n_images_of(gt.shape), where)
+        if names is not None:  # names without per-image rows are refused, saying why
+            check_names(names, n_images_of(gt.shape), where, per_image=self.per_image)
         with self._lock:
             if k is not None and (k in self.keys or k in self._pending):
                 msg = (

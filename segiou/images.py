@@ -337,7 +337,7 @@ class ImageTable:
         return t["counts"], t["void"]
 
 
-def check_names(names: object, n: int, where: str) -> tuple[str, ...]:
+def check_names(names: object, n: int, where: str, *, per_image: bool = True) -> tuple[str, ...]:
     """Check image names: a sequence (not a string) of ``n`` distinct strings; return them.
 
     Parameters
@@ -348,6 +348,10 @@ def check_names(names: object, n: int, where: str) -> tuple[str, ...]:
         Number of images.
     where : str
         The batch, for messages.
+    per_image : bool, default True
+        Whether the accumulator keeps per-image rows: names identify images only in those rows,
+        so names given to one that keeps none are refused (they would not stop an image from
+        being counted twice).
 
     Returns
     -------
@@ -357,8 +361,16 @@ def check_names(names: object, n: int, where: str) -> tuple[str, ...]:
     ------
     UsageError
         Not a sequence of ``n`` distinct strings (a string is read as one name, never as its
-        characters; ``None`` or numbers are refused, never made into names).
+        characters; ``None`` or numbers are refused, never made into names), or names for an
+        accumulator without per-image rows.
     """
+    if not per_image:
+        msg = (
+            f"{where}: names= was given, but the accumulator keeps no per-image rows, so names "
+            "could not stop an image from being counted twice; build it with per_image=True "
+            "(or leave names out)"
+        )
+        raise UsageError(msg)
     if isinstance(names, str | bytes) or not isinstance(names, Sequence):
         msg = (
             f"{where}: names={str(names)[:40]!r} is not a sequence of image names; give one "

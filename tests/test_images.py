@@ -176,3 +176,14 @@ def test_version_2_rows_are_checked(what, mutate):
     mutate(d)
     with pytest.raises(CheckpointError, match=r"^ckpt: "):
         ConfusionMatrix.from_dict(d, source="ckpt")
+
+
+def test_names_without_per_image_rows_are_refused_not_ignored() -> None:
+    # ignored, they would let the same image be counted twice under two keys
+    g = np.zeros((1, 4, 4), np.uint8)
+    cm = ConfusionMatrix(2)
+    with pytest.raises(UsageError, match="per_image=True"):
+        cm.update(g, g, key="k1", names=["frankfurt_000001"])
+    assert cm.n_pixels == 0
+    assert not cm.keys
+    cm.update(g, g, key="k1")  # nothing was counted: the key is still free
