@@ -371,7 +371,8 @@ def test_a_malformed_boundary_field_is_a_result_document_error() -> None:
 
 
 def test_quality_tables_show_control_characters_in_names_escaped() -> None:
-    from segiou.report.quality import quality_sections, render_quality
+    from segiou.report.quality import quality_sections
+    from segiou.report.text import render_quality
 
     row = {"id": 0, "name": "car\x1b[8m", "iou": 0.5, "intersection": 1, "gt": 2, "pred": 1}
     doc = {"boundary": {"width": {"pixels": 3}, "pixels_used": [3], "miou": 0.5,

@@ -7,7 +7,6 @@ out, so the three say the same.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import Any
 from segiou.errors import ResultDocumentError
 from segiou.report.document import printable
 
-__all__ = ["QualityTable", "quality_sections", "render_quality"]
+__all__ = ["QualityTable", "quality_sections"]
 
 
 @dataclass(frozen=True)
@@ -127,42 +126,3 @@ def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
             f"image(s): {shown}{more}"
         )
     return tables, lines
-
-
-def render_quality(doc: Mapping[str, Any], *, width: int = 100) -> str:
-    """Render a result's Boundary IoU, iIoU and absent chunks as text (empty when it has none).
-
-    Parameters
-    ----------
-    doc : mapping
-        A result document (:meth:`segiou.Result.to_dict`, or its JSON read back); documents
-        without these fields (``segiou.result`` version 1) render as empty.
-    width : int
-        Maximum line width.
-
-    Returns
-    -------
-    str
-        Tables in percent (``-``: undefined), and a line per kind of absent chunk report.
-    """
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    tables, lines = quality_sections(doc)
-    buf = io.StringIO()
-    console = Console(file=buf, width=width, color_system=None, force_terminal=False,
-                      markup=False, highlight=False)  # fmt: skip
-    for qt in tables:
-        console.print(Text(qt.title))  # a line: never wrapped
-        t = Table(box=box.SIMPLE_HEAD)
-        for i, col in enumerate(qt.columns):
-            t.add_column(col, justify="left" if i == qt.name_column else "right")
-        for row in qt.rows:
-            t.add_row(*(Text(cell) for cell in row))
-        console.print(t)
-        console.print(Text(qt.note))
-    for line in lines:
-        console.print(Text(line))
-    return buf.getvalue()

@@ -12,6 +12,7 @@ import numpy as np
 
 from segiou.outputs import write_atomic
 from segiou.report.document import fmt_ci, printable, slice_classes, slice_metrics
+from segiou.report.quality import quality_sections
 from segiou.report.view import Report
 
 if TYPE_CHECKING:
@@ -19,7 +20,13 @@ if TYPE_CHECKING:
     from segiou.report.document import ResultDoc
     from segiou.results import Result
 
-__all__ = ["render_analysis", "render_per_image_csv", "render_text", "write_per_image_csv"]
+__all__ = [
+    "render_analysis",
+    "render_per_image_csv",
+    "render_quality",
+    "render_text",
+    "write_per_image_csv",
+]
 
 
 def _safe(text: object) -> Any:
@@ -42,6 +49,23 @@ def _console(buf: io.StringIO, width: int) -> Any:
 
     return Console(file=buf, width=width, color_system=None, force_terminal=False, markup=False,
                    highlight=False)  # fmt: skip
+
+
+def _print_table(console: Any, table: Any) -> None:
+    """Print a table, wider than the console when it needs to be: a number is never cut.
+
+    rich shrinks a table that does not fit by cutting cells with an ellipsis; a report must
+    show every digit it has, so a table too wide for ``width`` is printed at its natural width.
+    """
+    from rich.measure import Measurement
+
+    width = console.width
+    natural = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
+    console.width = max(width, natural)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def _as_report(source: Result | Mapping[str, Any] | Report) -> Report:
@@ -97,7 +121,7 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
             *([_pct(c.fbeta)] if doc.has_fbeta else []),
             _n(c.tp), _n(c.fp), _n(c.fn), _n(c.void),
         )  # fmt: skip
-    console.print(t)
+    _print_table(console, t)
     if doc.categories is not None:
         cat_ci = ivs is not None and ivs.categories is not None
         ct = Table(title="per category (classes merged)", box=box.SIMPLE_HEAD, title_justify="left")
@@ -106,7 +130,7 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
         for cat in doc.categories:
             ct.add_row(_safe(cat.name), _pct(cat.iou), *([fmt_ci(cat.iou_ci)] if cat_ci else []),
                        _n(cat.tp), _n(cat.fp), _n(cat.fn))  # fmt: skip
-        console.print(ct)
+        _print_table(console, ct)
     st = Table(title="summary", box=box.SIMPLE_HEAD, title_justify="left")
     st.add_column("metric")
     st.add_column("value", justify="right")
@@ -114,7 +138,7 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
         st.add_column(ivs.level_label, justify="right")
     for key, _, v, iv in doc.summary_rows():
         st.add_row(_safe(key), _pct(v), *([fmt_ci(iv)] if ivs else []))
-    console.print(st)
+    _print_table(console, st)
     console.print(_safe(ivs.describe()) if ivs else "no intervals (run with --bootstrap)")
     px = doc.pixels
     console.print(
@@ -133,8 +157,6 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
     console.print(_safe("rules: " + "; ".join(str(r) for r in doc.convention.get("rules", []))))
     if doc.counting.get("ignore_rule"):
         console.print(_safe(f"ignored: {doc.counting['ignore_rule']}"))
-    from segiou.report.quality import render_quality  # issue 13: its own section
-
     return buf.getvalue() + render_quality(doc.data, width=width)
 
 
@@ -164,7 +186,7 @@ def _print_slices(console: Any, doc: ResultDoc) -> None:
         for v in values:
             cells = [_pct_ci(v.summary.get(k), v.ci_of(k)) for k in keys]
             t.add_row(_safe(v.value + (" (small)" if v.small else "")), f"{v.images:,}", *cells)
-        console.print(t)
+        _print_table(console, t)
         names = slice_classes(values)
         if names:
             ct = Table(title=_safe(f"IoU per class by {col}"), box=box.SIMPLE_HEAD,
@@ -174,7 +196,7 @@ def _print_slices(console: Any, doc: ResultDoc) -> None:
                 ct.add_column(_safe(v.value), justify="right")
             for n in names:
                 ct.add_row(_safe(n), *(_pct_ci(v.iou_of(n), v.iou_ci_of(n)) for v in values))
-            console.print(ct)
+            _print_table(console, ct)
     for items, what in ((sl.images_without_metadata, "images without a metadata row"),
                         (sl.metadata_without_image, "metadata rows without an image")):  # fmt: skip
         if items:
@@ -194,7 +216,7 @@ def _print_state(console: Any, report: Report) -> None:
         t.add_column(col, justify="right" if col in ("pixels", "share of the class") else "left")
     for p in state.pairs:
         t.add_row(_safe(p.gt), _safe(p.pred), f"{p.pixels:,}", _pct(p.share))
-    console.print(t)
+    _print_table(console, t)
     if state.per_image_note:
         console.print(_safe(f"worst images: none ({state.per_image_note})"))
         return
@@ -205,7 +227,7 @@ def _print_state(console: Any, report: Report) -> None:
     for s in state.worst:
         w.add_row(_safe(s.name), _pct(s.miou), _safe(s.weakest or "-"), _pct(s.weakest_iou),
                   f"{s.ignored:,}")  # fmt: skip
-    console.print(w)
+    _print_table(console, w)
 
 
 def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> str:
@@ -334,3 +356,41 @@ def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
         The file cannot be written; an existing file is left as it was.
     """
     return write_atomic(path, render_per_image_csv(cm), what="per-image CSV")
+
+
+def render_quality(doc: Mapping[str, Any], *, width: int = 100) -> str:
+    """Render a result's Boundary IoU, iIoU and absent chunks as text (empty when it has none).
+
+    Parameters
+    ----------
+    doc : mapping
+        A result document (:meth:`segiou.Result.to_dict`, or its JSON read back); documents
+        without these fields (``segiou.result`` version 1 and 2) render as empty.
+    width : int
+        Maximum line width (a table that needs more is printed wider: no number is cut).
+
+    Returns
+    -------
+    str
+        The tables of :func:`~segiou.report.quality.quality_sections` in percent (``-``:
+        undefined), and a line per kind of absent chunk report.
+    """
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    tables, lines = quality_sections(doc)
+    buf = io.StringIO()
+    console = _console(buf, width)
+    for qt in tables:
+        console.print(Text(qt.title))  # a line: never wrapped
+        t = Table(box=box.SIMPLE_HEAD)
+        for i, col in enumerate(qt.columns):
+            t.add_column(col, justify="left" if i == qt.name_column else "right")
+        for row in qt.rows:
+            t.add_row(*(Text(cell) for cell in row))
+        _print_table(console, t)
+        console.print(Text(qt.note))
+    for line in lines:
+        console.print(Text(line))
+    return buf.getvalue()

@@ -259,3 +259,30 @@ def test_unexpected_values_are_listed_per_value_in_every_report() -> None:
     assert "Unexpected values in ground truth: 7 (2 px)" in md
     text = render_text(report)
     assert "unexpected values in predictions: 9 (2 px)" in text
+
+
+def test_text_tables_never_cut_a_number() -> None:
+    # a per-class table wider than 100 columns (intervals, F-beta, six-digit counts) is printed
+    # wider rather than cut with an ellipsis
+    from segiou.report import render_text
+    from segiou.stats import evaluate_with_intervals
+
+    rng = np.random.default_rng(0)
+    cm = ConfusionMatrix("cityscapes", per_image=True)
+    for i in range(2):
+        g = rng.integers(0, 19, (1, 512, 1024)).astype(np.uint8)
+        p = np.where(rng.random(g.shape) < 0.3, rng.integers(0, 19, g.shape), g).astype(np.uint8)
+        cm.update(g, p, key=f"k{i}", names=[f"frankfurt_{i:06d}"])
+    res = evaluate_with_intervals(cm, preset="cityscapes", beta=0.5, resamples=20, seed=0)
+    text = render_text(res, width=100)
+    assert "\u2026" not in text
+    rows = {line.split()[1]: line for line in text.splitlines()
+            if line.strip()[:2].strip().isdigit() and len(line.split()) > 8}  # fmt: skip
+    doc = res.to_dict()
+    for c, iv in zip(doc["classes"], doc["intervals"]["classes"]["iou"], strict=True):
+        if " " in c["name"]:
+            continue  # a two-word name shifts the columns; its row is checked by the others
+        row = rows[c["name"]]
+        for cell in (f"{c['tp']:,}", f"{c['fp']:,}", f"{c['fn']:,}",
+                     f"{100 * iv[0]:.2f}-{100 * iv[1]:.2f}"):  # fmt: skip
+            assert cell in row, (cell, row)
