@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import segiou
 from segiou import ConfusionMatrix
 from segiou.cli import main
 from segiou.errors import (
@@ -1005,3 +1006,39 @@ def test_nightly_date_must_name_one_folder(tmp_path: Path) -> None:
         job.main([str(cfg), "--date", "../../gt.zarr"])
     assert info.value.code == 2
     assert "not a folder name" in err.getvalue()
+
+
+def test_a_missing_prediction_is_never_a_prediction_of_a_category(tmp_path: Path) -> None:
+    # the spec lists a void id of the 'vehicle' category (trailer) before 'unlabeled': a
+    # missing prediction must score as all-void, not as 'vehicle' in category iIoU
+    import zarr
+
+    spec = {"name": "roads",
+            "classes": [{"name": "road", "category": "flat"},
+                        {"name": "car", "category": "vehicle"}],
+            "ignore": [255], "instance_sizes": {"car": 20.0},
+            "raw": [{"id": 30, "name": "trailer", "class": None, "category": "vehicle"},
+                    {"id": 0, "name": "unlabeled", "class": None},
+                    {"id": 7, "name": "road", "class": "road"},
+                    {"id": 26, "name": "car", "class": "car"}]}  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    g = np.full((2, 8, 8), 7, np.uint8)
+    g[:, 2:6, 2:6] = 26
+    inst = np.where(g == 26, 26000, g.astype(np.uint16)).astype(np.uint16)
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    for name, a, names in (("gt", g, ["a", "b"]), ("instances", inst, ["a", "b"]),
+                           ("pred", g[:1], ["a"])):  # fmt: skip
+        arr = root.create_array(name, shape=a.shape, chunks=(1, 8, 8), dtype=a.dtype,
+                                fill_value=0)  # fmt: skip
+        arr[:] = a
+        arr.attrs["segiou"] = {"names": names}
+    cm = evaluate_zarr(tmp_path / "s.zarr/gt", tmp_path / "s.zarr/pred",
+                       labels=str(tmp_path / "spec.json"), gt_ids="raw", missing_pred="void",
+                       scheduler="synchronous")  # fmt: skip
+    ref = ConfusionMatrix(str(tmp_path / "spec.json"), gt_ids="raw", instances=True,
+                          per_image=True)  # fmt: skip
+    ref.update(g[:1], g[:1], key="a", names=["a"], instances=inst[:1])
+    ref.update(g[1:], np.zeros_like(g[1:]), key="b", names=["b"], instances=inst[1:])
+    got, want = segiou.evaluate(cm).instances, segiou.evaluate(ref).instances
+    assert got["category_iiou"][1] == want["category_iiou"][1] == 0.5
+    assert got["iiou"][1] == want["iiou"][1]
