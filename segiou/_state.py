@@ -7,7 +7,9 @@ refuses a state that breaks any invariant, naming the field: every count an exac
 ``0 .. 2**63 - 1`` (checked before any numpy conversion), a pixel total that fits in int64,
 keys a list of distinct strings, no unexpected counts in a ``raise``-mode state, per-image rows
 that add up to the totals, and no unknown fields. Version 1 kept per-image TP/FP/FN rows only;
-version 2 keeps each image's sparse confusion entries (:mod:`segiou.images`).
+version 2 keeps each image's sparse confusion entries (:mod:`segiou.images`). A state with
+version-1 rows is written as version 1, or as version 3 with those rows when it also holds
+version-3 fields (a version-1 state merged with one that met absent chunks); both load back.
 """
 
 from __future__ import annotations
@@ -437,7 +439,9 @@ def _load(d: Any) -> StateParts:
             )
             raise _fail(msg)
         return p
-    p.rows = _rows_v1(r, k, p.n_images) if version == 1 else _rows_v2(r, k, p.n_images)
+    # a version-1 state merged with one that met absent chunks is version 3 with version-1 rows
+    legacy = version == 1 or (version == VERSION_EXTRAS and isinstance(r, Mapping) and "tp" in r)
+    p.rows = _rows_v1(r, k, p.n_images) if legacy else _rows_v2(r, k, p.n_images)
     _check_rows_add_up(p)
     _check_extras(p)
     return p
