@@ -278,9 +278,10 @@ class Extras:
             px = _counts(used, (len(used) if isinstance(used, list) else -1,), source,
                          "boundary.pixels_used")  # fmt: skip
             out.boundary_px = set(px.tolist())
-            for name, rows in (b.get("images") or {}).items():
+            for name, rows in _images(b, per_image, source, "boundary.images").items():
                 out.boundary_images[str(name)] = _counts(rows, (3, k), source,
                                                          f"boundary.images[{name!r}]")  # fmt: skip
+            _check_boundary(out, source)
         if inst is not None:
             rec = inst.get("records") if isinstance(inst, Mapping) else None
             if not isinstance(rec, Mapping) or set(rec) != {"image", *_RECORD_FIELDS}:
@@ -294,20 +295,30 @@ class Extras:
                       for f in _RECORD_FIELDS]  # fmt: skip
             if (
                 (arrays[1] >= k).any()
+                or (arrays[2] < 1).any()
                 or (arrays[3] > arrays[2]).any()
                 or (arrays[4] > arrays[2]).any()
             ):
                 msg = (
-                    f"{source}: field 'instances.records' holds a class out of range or more "
-                    "predicted pixels than an instance has"
+                    f"{source}: field 'instances.records' holds a class out of range, an instance "
+                    "of no pixel or more predicted pixels than an instance has; the file was "
+                    "altered"
                 )
                 raise CheckpointError(msg)
             out.records = [InstanceRecords(tuple(names), *arrays)] if names else []
             out.category_fp = _counts(inst.get("category_fp"), (n_categories,), source,
                                       "instances.category_fp")  # fmt: skip
-            for name, row in (inst.get("images") or {}).items():
+            for name, row in _images(inst, per_image, source, "instances.images").items():
                 out.category_fp_images[str(name)] = _counts(row, (n_categories,), source,
                                                             "instances.images")  # fmt: skip
+            if out.category_fp_images and not np.array_equal(
+                np.sum(list(out.category_fp_images.values()), axis=0), out.category_fp
+            ):
+                msg = (
+                    f"{source}: field 'instances.images' does not add up to "
+                    "'instances.category_fp'; the file was altered or is corrupt"
+                )
+                raise CheckpointError(msg)
         if not isinstance(absent, Mapping):
             msg = f"{source}: field 'absent_chunks' must map image names to chunk counts"
             raise CheckpointError(msg)
@@ -317,6 +328,46 @@ class Extras:
                 raise CheckpointError(msg)
             out.absent[str(name)] = n
         return out
+
+
+def _images(d: Mapping[str, Any], per_image: bool, source: str, name: str) -> Mapping[str, Any]:
+    """Return the per-image entries ``d["images"]``: an object of image name -> rows, or null."""
+    x = d.get("images")
+    if x is None:
+        return {}
+    if not isinstance(x, Mapping):
+        msg = (
+            f"{source}: field {name!r} is {str(x)[:40]!r}; expected an object of image name -> "
+            "counts, or null; the file was altered"
+        )
+        raise CheckpointError(msg)
+    if x and not per_image:
+        msg = (
+            f"{source}: field {name!r} holds per-image entries but 'per_image' is false (such a "
+            "state has null there); the file was altered"
+        )
+        raise CheckpointError(msg)
+    return x
+
+
+def _check_boundary(e: Extras, source: str) -> None:
+    """Intersections within both boundaries; per-image rows that add up to the totals."""
+    for name, rows in [("boundary.counts", e.boundary_total),
+                       *((f"boundary.images[{n!r}]", r) for n, r in e.boundary_images.items())]:  # fmt: skip
+        if (rows[0] > np.minimum(rows[1], rows[2])).any():
+            msg = (
+                f"{source}: field {name!r} has a Boundary IoU intersection larger than a "
+                "boundary (|G_d & P_d| > |G_d| or |P_d|); the file was altered"
+            )
+            raise CheckpointError(msg)
+    if e.boundary_images and not np.array_equal(
+        np.sum(list(e.boundary_images.values()), axis=0), e.boundary_total
+    ):
+        msg = (
+            f"{source}: field 'boundary.images' does not add up to 'boundary.counts'; the file "
+            "was altered or is corrupt"
+        )
+        raise CheckpointError(msg)
 
 
 def _counts(x: object, shape: tuple[int, ...], source: str, name: str) -> IntArray:

@@ -287,3 +287,24 @@ def test_a_tampered_boundary_state_is_refused() -> None:
     two["version"] = 2  # the fields of version 3 are unknown to version 2
     with pytest.raises(segiou.errors.CheckpointError, match="unknown field"):
         ConfusionMatrix.from_dict(two)
+
+
+@pytest.mark.parametrize(
+    ("what", "mutate", "field"),
+    [
+        ("intersection > |G_d|", lambda d: d["boundary"]["counts"][0].__setitem__(
+            1, d["boundary"]["counts"][1][1] + 1), "boundary.counts"),
+        ("rows that do not add up", lambda d: d["boundary"]["images"]["a"][1].__setitem__(
+            1, d["boundary"]["images"]["a"][1][1] + 7), "boundary.images"),
+        ("images as a list", lambda d: d["boundary"].__setitem__("images", ["a"]),
+         "boundary.images"),
+    ],
+)  # fmt: skip
+def test_boundary_invariants_of_a_saved_state_are_checked(what, mutate, field) -> None:
+    gt, pred = adversarial()
+    cm = ConfusionMatrix(4, ignore_index=255, boundary="2px", per_image=True)
+    cm.update(gt, pred, key="a", names=["a"])
+    bad = json.loads(json.dumps(cm.to_dict()))
+    mutate(bad)
+    with pytest.raises(segiou.errors.CheckpointError, match=rf"s\.json: .*field '{field}"):
+        ConfusionMatrix.from_dict(bad, source="s.json")

@@ -368,3 +368,38 @@ def test_a_malformed_boundary_field_is_a_result_document_error() -> None:
 
     with pytest.raises(ResultDocumentError, match="boundary"):
         quality_sections({"boundary": {"width": {"pixels": 3}}}, where="r.json")
+
+
+def _car_state() -> dict:
+    g = np.full((8, 8), 7, np.uint8)
+    g[2:6, 2:6] = 26
+    p = g.copy()
+    p[2:4, 2:6] = 7
+    inst = np.where(g == 26, 26000, 7).astype(np.uint16)
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
+    cm.update(g, p, key="k", names=["img"], instances=inst)
+    return json.loads(json.dumps(cm.to_dict()))
+
+
+def _double(d: dict) -> None:
+    for f, v in d["instances"]["records"].items():
+        d["instances"]["records"][f] = v * 2
+
+
+@pytest.mark.parametrize(
+    ("mutate", "says"),
+    [
+        (lambda d: d["instances"]["records"]["pixels"].__setitem__(0, 10**6), "more than the 64"),
+        (_double, "more than once"),
+        (lambda d: d["instances"]["records"].__setitem__("image", ["stray"]), "no per-image row"),
+        (lambda d: d["instances"]["records"]["pixels"].__setitem__(0, 0), "no pixel"),
+        (lambda d: d["instances"].__setitem__("images", ["img"]), "image name -> counts"),
+        (lambda d: d["instances"]["images"]["img"].__setitem__(0, 1), "add up"),
+    ],
+)
+def test_instance_invariants_of_a_saved_state_are_checked(mutate, says) -> None:
+    d = _car_state()
+    ConfusionMatrix.from_dict(d)  # untouched: loads
+    mutate(d)
+    with pytest.raises(segiou.errors.CheckpointError, match=rf"s\.json: .*instances.*{says}"):
+        ConfusionMatrix.from_dict(d, source="s.json")
