@@ -242,7 +242,11 @@ class Extras:
             }  # fmt: skip
         if self.instances:
             r = self.instance_records()
-            order = sorted(range(r.n), key=lambda i: (r.image[i], int(r.id[i])))
+            # every field in the key: records of unnamed images (labels such as #0 repeat across
+            # merged batches) tie on (image, id), and their order must not be the merge order
+            order = sorted(range(r.n), key=lambda i: (r.image[i], int(r.id[i]), int(r.cls[i]),
+                                                      int(r.pixels[i]), int(r.tp[i]),
+                                                      int(r.cat_tp[i])))  # fmt: skip
             out["instances"] = {
                 "records": {"image": [r.image[i] for i in order]}
                 | {f: a[order].tolist() for f, a in zip(_RECORD_FIELDS, (r.id, r.cls, r.pixels,

@@ -403,3 +403,21 @@ def test_instance_invariants_of_a_saved_state_are_checked(mutate, says) -> None:
     mutate(d)
     with pytest.raises(segiou.errors.CheckpointError, match=rf"s\.json: .*instances.*{says}"):
         ConfusionMatrix.from_dict(d, source="s.json")
+
+
+def test_merge_order_never_shows_without_per_image_rows() -> None:
+    # every record is labelled '#0' without per-image rows: a + b and b + a must still be one
+    # state, saved as the same JSON
+    def part(car: int, ped: int, key: str, miss: int = 1) -> ConfusionMatrix:
+        g = np.full((4, 6), 7, np.uint8)
+        g[:, :3] = 26
+        g[:2, 3:] = 24
+        inst = np.where(g == 26, 26000 + car, np.where(g == 24, 24000 + ped, 7)).astype(np.int32)
+        p = g.copy()
+        p[0, :miss] = 7
+        cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+        return cm.update(g, p, key=key, instances=inst)
+
+    a, b = part(1, 1, "a", miss=2), part(1, 1, "b").merge(part(2, 1, "c", miss=0))
+    assert a + b == b + a
+    assert json.dumps((a + b).to_dict()) == json.dumps((b + a).to_dict())
