@@ -139,6 +139,52 @@ class Extras:
         return Extras(self.k, self.n_categories, self.boundary, self.instances, self.per_image)
 
     # -- adding -----------------------------------------------------------------------------
+    def check_add(
+        self,
+        n_images: int,
+        *,
+        boundary: IntArray | None = None,
+        instances: InstanceTally | None = None,
+        absent: Sequence[int] | None = None,
+        where: str = "update",
+    ) -> None:
+        """Refuse what :meth:`add` could not take, before anything of the batch is counted.
+
+        Raises
+        ------
+        UsageError
+            Boundary IoU counts, instances or absent chunks of the wrong shape for ``n_images``
+            images, ``K`` classes and ``G`` categories.
+        """
+        bad = []
+        if boundary is not None and (np.size(boundary) % (3 * self.k)
+                                     or np.ndim(boundary) not in (2, 3)):  # fmt: skip
+            bad.append(
+                f"Boundary IoU counts of shape {np.shape(boundary)} (expected (images, 3, K))"
+            )
+        if instances is not None:
+            fp = np.asarray(instances.fp)
+            rows = fp.shape[0] if fp.ndim == 2 else 1
+            if (
+                fp.ndim not in (1, 2)
+                or fp.size != rows * self.n_categories
+                or (fp.ndim == 2 and fp.shape[1] != self.n_categories)
+            ):
+                bad.append(f"category false positives of shape {fp.shape} (expected (images, "
+                           f"{self.n_categories}), one column per category of the spec)")  # fmt: skip
+            n = {np.size(getattr(instances, f)) for f in ("image", "id", "cls", "pixels", "tp",
+                                                          "cat_tp")}  # fmt: skip
+            if len(n) != 1 or (np.size(instances.cls) and np.max(instances.cls) >= self.k):
+                bad.append("instance records of different lengths or classes out of range")
+        if absent is not None and len(absent) != n_images:
+            bad.append(f"{len(absent)} absent-chunk counts for {n_images} image(s)")
+        if bad:
+            msg = (
+                f"{where}: the batch carries {'; '.join(bad)}; nothing of it was counted. Count "
+                "the batch with this accumulator's label spec and settings"
+            )
+            raise UsageError(msg)
+
     def add(
         self,
         labels: Sequence[str],
@@ -167,7 +213,11 @@ class Extras:
             self.records.append(InstanceRecords(img, instances.id, instances.cls,
                                                 instances.pixels, instances.tp,
                                                 instances.cat_tp))  # fmt: skip
-            fp = instances.fp.reshape(-1, self.n_categories)
+            fp = np.asarray(instances.fp, dtype=np.int64)
+            if self.n_categories:  # without categories a row is empty (reshape(-1, 0) fails)
+                fp = fp.reshape(-1, self.n_categories)
+            else:
+                fp = np.zeros((fp.shape[0] if fp.ndim == 2 else 1, 0), dtype=np.int64)
             self.category_fp += fp.sum(axis=0)
             if self.per_image and fp.shape[0] == len(labels):
                 for name, row in zip(labels, fp, strict=True):

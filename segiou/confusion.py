@@ -379,6 +379,8 @@ class ConfusionMatrix:
             total = self._pixels + tally.n_pixels
             if total > _state.INT64_MAX:
                 raise overflow_error(self._pixels, tally.n_pixels)
+            self.extras.check_add(n_images, boundary=boundary, instances=instances, absent=absent,
+                                  where=key or "update")  # fmt: skip
             self.counts += tally.counts
             self.void += tally.void
             self.n_ignored += tally.n_ignored

@@ -421,3 +421,36 @@ def test_merge_order_never_shows_without_per_image_rows() -> None:
     a, b = part(1, 1, "a", miss=2), part(1, 1, "b").merge(part(2, 1, "c", miss=0))
     assert a + b == b + a
     assert json.dumps((a + b).to_dict()) == json.dumps((b + a).to_dict())
+
+
+def test_a_spec_without_categories_has_class_iiou_only(tmp_path: Path) -> None:
+    spec = {"name": "t", "classes": [{"name": "road"}, {"name": "car"}], "ignore": [255],
+            "instance_sizes": {"car": 10.0}}  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    cm = ConfusionMatrix(tmp_path / "spec.json", instances=True, per_image=True)
+    g = np.zeros((4, 4), np.uint8)
+    g[1:3, 1:3] = 1
+    p = g.copy()
+    p[1, 1] = 0
+    cm.update(g, p, key="a", instances=np.where(g == 1, 1001, 0).astype(np.uint16))
+    r = segiou.evaluate(cm)
+    assert r.instances["miiou"] == pytest.approx(0.75)  # tp 3 * 10/4, fn 1 * 10/4
+    assert r.instances["category_iiou"].size == 0
+    assert ConfusionMatrix.from_dict(cm.to_dict()) == cm
+
+
+def test_a_batch_whose_instances_do_not_fit_counts_nothing() -> None:
+    from segiou._count import count_pairs
+    from segiou._instances import InstanceTally
+
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+    g = np.full((1, 2, 2), 26, np.uint8)
+    t = count_pairs(g, g, cm._lookup, where="t", on_unexpected="raise", per_image=False)
+    n_cat = cm.extras.n_categories
+    with pytest.raises(UsageError, match="nothing of it was counted"):
+        cm.add_tally(
+            t, key="k", names=None, n_images=1, instances=InstanceTally.empty(1, n_cat + 1)
+        )
+    assert (cm.n_pixels, cm.keys, cm.n_images) == (0, set(), 0)
+    cm.add_tally(t, key="k", names=None, n_images=1, instances=InstanceTally.empty(1, n_cat))
+    assert cm.n_pixels == 4
