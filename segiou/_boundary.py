@@ -138,6 +138,17 @@ class BoundaryWidth:
         assert self.ratio is not None
         return max(1, round(self.ratio * math.sqrt(height * height + width * width)))
 
+    def widths_for(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Return the widths in pixels the images of a batch of masks of ``shape`` get.
+
+        The last two axes are an image (a 1-D mask is one row, a scalar one pixel, as counting
+        reads them); a batch of no image gets none.
+        """
+        if not shape or 0 in shape[:-2]:
+            return () if shape else (self.pixels_for(1, 1),)
+        h, w = (1, 1, *shape)[-2:]
+        return (self.pixels_for(h, w),)
+
     def to_dict(self) -> dict[str, Any]:
         """``{"ratio": r}`` or ``{"pixels": n}`` (JSON-safe)."""
         return {"ratio": self.ratio} if self.ratio is not None else {"pixels": self.pixels}

@@ -291,7 +291,7 @@ class ConfusionMatrix:
             bnd, inst = count_extras(gt, pred, instances, tally, boundary=self.boundary,
                                      counters=self._counters, per_image=self.per_image,
                                      where=where)  # fmt: skip
-            d = () if self.boundary is None else (self.boundary.pixels_for(*gt.shape[-2:]),)
+            d = () if self.boundary is None else self.boundary.widths_for(gt.shape)
             self.add_tally(tally, key=k, names=names, n_images=n_images_of(gt.shape),
                            boundary=bnd, instances=inst, widths=d)  # fmt: skip
         finally:

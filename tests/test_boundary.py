@@ -308,3 +308,18 @@ def test_boundary_invariants_of_a_saved_state_are_checked(what, mutate, field) -
     mutate(bad)
     with pytest.raises(segiou.errors.CheckpointError, match=rf"s\.json: .*field '{field}"):
         ConfusionMatrix.from_dict(bad, source="s.json")
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+def test_a_row_batch_is_one_row_image_and_an_empty_batch_counts_nothing(per_image) -> None:
+    row = np.array([0, 0, 1, 1, 1, 2, 2], np.uint8)
+    pred = np.array([0, 1, 1, 1, 2, 2, 2], np.uint8)
+    one = ConfusionMatrix(3, boundary="1px", per_image=per_image).update(row, pred, key="a")
+    two_d = ConfusionMatrix(3, boundary="1px", per_image=per_image)
+    two_d.update(row[None], pred[None], key="a")
+    assert_array_equal(one.extras.boundary_total, two_d.extras.boundary_total)
+    assert segiou.evaluate(one).boundary["miou"] == segiou.evaluate(two_d).boundary["miou"]
+    z = np.zeros((0, 4, 4), np.uint8)
+    empty = ConfusionMatrix(3, boundary=True, per_image=per_image).update(z, z, key="e")
+    assert (empty.n_images, empty.n_pixels, int(empty.extras.boundary_total.sum())) == (0, 0, 0)
+    assert empty.extras.boundary_px == set()
