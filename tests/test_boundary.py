@@ -323,3 +323,19 @@ def test_a_row_batch_is_one_row_image_and_an_empty_batch_counts_nothing(per_imag
     empty = ConfusionMatrix(3, boundary=True, per_image=per_image).update(z, z, key="e")
     assert (empty.n_images, empty.n_pixels, int(empty.extras.boundary_total.sum())) == (0, 0, 0)
     assert empty.extras.boundary_px == set()
+
+
+@pytest.mark.parametrize("width", ["99999999999999999999px", "9223372036854775807px",
+                                   "1048577px", {"pixels": 2**40}])  # fmt: skip
+def test_a_width_beyond_any_image_is_refused_at_construction(width, capsys) -> None:
+    with pytest.raises(UsageError, match="more than the 1,048,576"):
+        ConfusionMatrix(3, boundary=width)
+    if isinstance(width, str):
+        with pytest.raises(SystemExit) as info:
+            main(["eval", "--gt", "g.zarr", "--pred", "p.zarr", "--boundary", width])
+        assert info.value.code == 2
+        assert "more than the 1,048,576" in capsys.readouterr().err
+    z = np.zeros((4, 4), np.uint8)
+    z[:, 2:] = 1
+    widest = ConfusionMatrix(3, boundary="1048576px").update(z, z, key="a")
+    assert widest.extras.boundary_total[1].tolist() == [8, 8, 0]  # every pixel is boundary
