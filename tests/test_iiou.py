@@ -454,3 +454,38 @@ def test_a_batch_whose_instances_do_not_fit_counts_nothing() -> None:
     assert (cm.n_pixels, cm.keys, cm.n_images) == (0, set(), 0)
     cm.add_tally(t, key="k", names=None, n_images=1, instances=InstanceTally.empty(1, n_cat))
     assert cm.n_pixels == 4
+
+
+@pytest.mark.parametrize("policy", ["auto", "fill", "error"])
+def test_never_written_instance_chunks_follow_the_ground_truth_policy(
+    tmp_path: Path, policy: str
+) -> None:
+    # zarr with its defaults leaves out every chunk equal to the fill value, in the ground
+    # truth and in the instance ids beside it alike
+    zarr = pytest.importorskip("zarr")
+    gt = np.full((1, 8, 8), 7, np.uint8)
+    gt[0, :4, :4] = 0  # a chunk of unlabeled (0, the fill value): never written
+    gt[0, 5:8, 5:8] = 26
+    inst = gt.astype(np.uint16)
+    inst[0, 5:8, 5:8] = 26000
+    pred = gt.copy()
+    pred[0, 5, 5:8] = 7
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    for name, a in (("gt", gt), ("pred", pred), ("instances", inst)):
+        arr = root.create_array(name, shape=a.shape, chunks=(1, 4, 4), dtype=a.dtype, fill_value=0)
+        arr[:] = a
+        arr.attrs["segiou"] = {"names": ["frankfurt_000000"]}
+    run = {"labels": "cityscapes", "gt_ids": "raw", "scheduler": "synchronous"}
+    if policy == "error":
+        with pytest.raises(segiou.errors.MissingChunkError, match="'gt'"):
+            count_stores(tmp_path / "s.zarr" / "gt", tmp_path / "s.zarr" / "pred",
+                         missing_gt_chunks=policy, **run)  # fmt: skip
+        return
+    cm = count_stores(tmp_path / "s.zarr" / "gt", tmp_path / "s.zarr" / "pred",
+                      missing_gt_chunks=policy, **run)  # fmt: skip
+    mem = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+    mem.update(gt, pred, key="m", instances=inst)
+    assert cm.instances
+    assert cm.extras.absent == {"frankfurt_000000": 1}
+    got, want = segiou.evaluate(cm, preset="cityscapes"), segiou.evaluate(mem, preset="cityscapes")
+    assert got.instances["iiou"][13] == want.instances["iiou"][13] == pytest.approx(2 / 3)
