@@ -24,7 +24,7 @@ import numpy as np
 from segiou._boundary import BoundaryWidth
 from segiou._instances import InstanceTally
 from segiou._typing import IntArray
-from segiou.errors import CheckpointError, UsageError
+from segiou.errors import CheckpointError, DuplicateImageError, UsageError
 
 __all__ = ["Extras", "InstanceRecords"]
 
@@ -240,6 +240,7 @@ class Extras:
         The images in ``drop`` must have per-image entries on the other side (per-image
         accumulators); their totals are taken off.
         """
+        self._check_shared(other, drop)
         out = self.copy_empty()
         out.boundary_total = self.boundary_total + other.boundary_total
         out.boundary_px = self.boundary_px | other.boundary_px
@@ -264,6 +265,50 @@ class Extras:
             if name not in drop:
                 out.absent[name] = out.absent.get(name, 0) + n
         return out
+
+    def _check_shared(self, other: Extras, names: set[str]) -> None:
+        """Refuse images counted on both sides whose Boundary IoU counts or instances differ.
+
+        Raises
+        ------
+        DuplicateImageError
+            Such an image (its confusion counts are equal, the rest is not: counting it once
+            would keep one side's by the merge order).
+        """
+        if not names:
+            return
+
+        def rows(d: dict[str, IntArray], n: str) -> list[int] | None:
+            return None if n not in d else d[n].ravel().tolist()
+
+        def records(r: InstanceRecords) -> dict[str, list[tuple[int, ...]]]:
+            out: dict[str, list[tuple[int, ...]]] = {}
+            for i in (i for i, n in enumerate(r.image) if n in names):
+                row = (int(r.id[i]), int(r.cls[i]), int(r.pixels[i]), int(r.tp[i]),
+                       int(r.cat_tp[i]))  # fmt: skip
+                out.setdefault(r.image[i], []).append(row)
+            return {n: sorted(v) for n, v in out.items()}
+
+        mine, theirs = records(self.instance_records()), records(other.instance_records())
+        differ = []
+        for n in sorted(names):
+            what = [w for w, a, b in (
+                ("Boundary IoU counts", rows(self.boundary_images, n),
+                 rows(other.boundary_images, n)),
+                ("instance records", mine.get(n, []), theirs.get(n, [])),
+                ("category false positives", rows(self.category_fp_images, n),
+                 rows(other.category_fp_images, n)),
+            ) if a != b]  # fmt: skip
+            if what:
+                differ.append(f"{n!r} ({', '.join(what)})")
+        if differ:
+            msg = (
+                f"cannot merge: image(s) {', '.join(differ[:3])} are counted on both sides with "
+                "the same confusion counts but different Boundary IoU counts or instances; an "
+                "image is counted once, and which side's to keep cannot be told. Check the image "
+                "names and instance ids, or merge states of disjoint images"
+            )
+            raise DuplicateImageError(msg)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Extras):

@@ -339,3 +339,31 @@ def test_a_width_beyond_any_image_is_refused_at_construction(width, capsys) -> N
     z[:, 2:] = 1
     widest = ConfusionMatrix(3, boundary="1048576px").update(z, z, key="a")
     assert widest.extras.boundary_total[1].tolist() == [8, 8, 0]  # every pixel is boundary
+
+
+def test_an_image_on_both_sides_with_other_boundary_counts_is_refused() -> None:
+    # the same confusion counts, another layout: Boundary IoU would depend on the merge order
+    g = np.full((8, 8), 1, np.uint8)
+    g[2:6, 1:7] = 2
+    p = g.copy()
+    p[2:6, 1:3] = 1
+    p[7, :] = 2
+    g2 = np.full((8, 8), 1, np.uint8)
+    g2[0:3, 0:8] = 2
+    p2 = g2.copy()
+    p2[0:3, 0:2] = 1
+    p2[0, 2:4] = 1
+    p2[7, :] = 2
+
+    def state(gt: np.ndarray, pred: np.ndarray, key: str) -> ConfusionMatrix:
+        cm = ConfusionMatrix(3, boundary="1px", per_image=True)
+        return cm.update(gt, pred, key=key, names=["img"])
+
+    x, y = state(g, p, "x"), state(g2, p2, "y")
+    assert ConfusionMatrix(3).update(g, p).counts.tolist() == (
+        ConfusionMatrix(3).update(g2, p2).counts.tolist()
+    )
+    for a, b in ((x, y), (y, x)):
+        with pytest.raises(segiou.errors.DuplicateImageError, match=r"'img' \(Boundary IoU"):
+            a + b
+    assert (x + state(g, p, "z")).n_images == 1

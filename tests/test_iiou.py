@@ -21,7 +21,7 @@ from numpy.testing import assert_array_equal
 
 import segiou
 from segiou import ConfusionMatrix
-from segiou.errors import InstanceIdError, UsageError
+from segiou.errors import DuplicateImageError, InstanceIdError, UsageError
 from segiou.io.png import find_pairs, ingest
 from segiou.io.sources import instance_files
 from segiou.labels import builtin_spec
@@ -489,3 +489,26 @@ def test_never_written_instance_chunks_follow_the_ground_truth_policy(
     assert cm.extras.absent == {"frankfurt_000000": 1}
     got, want = segiou.evaluate(cm, preset="cityscapes"), segiou.evaluate(mem, preset="cityscapes")
     assert got.instances["iiou"][13] == want.instances["iiou"][13] == pytest.approx(2 / 3)
+
+
+def test_an_image_on_both_sides_with_other_instances_is_refused() -> None:
+    # the same confusion counts, but the car's pixels are one instance on one side and two on
+    # the other: counting the image once would keep whichever side comes first
+    g = np.full((8, 8), 7, np.uint8)
+    g[2:6, 1:7] = 26
+    p = g.copy()
+    p[2:6, 1:3] = 7
+    one = np.where(g == 26, 26000, 7).astype(np.uint16)
+    two = one.copy()
+    two[:, 3:] = np.where(g[:, 3:] == 26, 26001, 7)
+
+    def state(inst: np.ndarray, key: str) -> ConfusionMatrix:
+        cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
+        return cm.update(g, p, key=key, names=["frankfurt_000000"], instances=inst)
+
+    for a, b in ((state(one, "a"), state(two, "b")), (state(two, "b"), state(one, "a"))):
+        with pytest.raises(DuplicateImageError, match=r"'frankfurt_000000' \(instance records"):
+            a.merge(b)
+    same = state(one, "a") + state(one.copy(), "b")  # identical in everything: counted once
+    assert same.n_images == 1
+    assert same.extras.instance_records().n == 1
