@@ -247,7 +247,7 @@ class ConfusionMatrix:
             :meth:`merge`). Default: the labels ``key`` (one image) or ``key/0``, ``key/1``,
             ...; without a key ``#<row>``.
         instances : array_like of int, optional
-            Instance ids of the ground truth, same shape (``label * 1000 + k`` above 1000, as
+            Instance ids of the ground truth, same shape (``label * 1000 + k`` from 1000, as
             Cityscapes' ``*_gtFine_instanceIds.png``): required when the accumulator was made
             with ``instances=True``, refused otherwise.
 

@@ -512,3 +512,48 @@ def test_an_image_on_both_sides_with_other_instances_is_refused() -> None:
     same = state(one, "a") + state(one.copy(), "b")  # identical in everything: counted once
     assert same.n_images == 1
     assert same.extras.instance_records().n == 1
+
+
+def _spec_file(tmp_path: Path, sizes: dict[str, float]) -> Path:
+    spec = {"name": "t", "classes": [{"name": "tree", "category": "nature"},
+                                     {"name": "car", "category": "vehicle"},
+                                     {"name": "ped", "category": "human"}],
+            "ignore": [255], "instance_sizes": sizes}  # fmt: skip
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_instance_zero_of_a_label_is_an_instance(tmp_path: Path) -> None:
+    # cityscapesScripts' json2instanceImg writes label * 1000 + k from k = 0: 1000 is the first
+    # car of class 1, 2000 the first pedestrian of class 2
+    g = np.zeros((4, 9), np.uint8)
+    g[:, 3:6] = 1
+    g[:, 6:] = 2
+    p = g.copy()
+    p[0, :] = 1
+    inst = np.repeat(np.array([0, 1000, 2000], np.uint16), 3)[None].repeat(4, 0)
+    cm = ConfusionMatrix(_spec_file(tmp_path, {"car": 10.0, "ped": 5.0}), instances=True)
+    r = segiou.evaluate(cm.update(g, p, key="a", instances=inst))
+    assert r.instances["instances"].tolist() == [0, 1, 1]
+    assert r.instances["iiou"][1:].tolist() == pytest.approx([0.625, 0.75])
+
+
+def test_class_0_cannot_have_instances_in_class_ids(tmp_path: Path) -> None:
+    # class 0's instances would be 0..999: plain label ids, never instances
+    with pytest.raises(UsageError, match=r"class 0 \('tree'\).*below 1000"):
+        ConfusionMatrix(_spec_file(tmp_path, {"tree": 8.0, "car": 10.0}), instances=True)
+
+
+def test_a_truncated_instance_map_is_refused() -> None:
+    g = np.full((8, 8), 7, np.uint8)
+    g[2:6, 2:6] = 26
+    inst = np.where(g == 26, 26001, 7).astype(np.uint16)
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+    with pytest.raises(segiou.errors.LabelDtypeError, match=r"uint8.*looks truncated"):
+        cm.update(g, g, key="a", instances=inst.astype(np.uint8))  # 26001 -> 145
+    with pytest.raises(InstanceIdError, match=r"value 145 at pixel \(2, 2\).*looks truncated"):
+        cm.update(g, g, key="b", instances=inst.astype(np.uint8).astype(np.uint16))
+    assert cm.n_pixels == 0
+    cm.update(g, g, key="c", instances=inst)
+    assert segiou.evaluate(cm, preset="cityscapes").instances["instances"][13] == 1
