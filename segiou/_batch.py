@@ -185,7 +185,8 @@ def count_extras(
         sums = [band.count(g[i], p[i], 0, g.shape[1], d) for i in range(n)]
         if per_image and tally.images is not None:
             gp, tp, pv = image_counts(tally.images, n)
-            bnd = np.stack([boundary_counts(s, gp[i], tp[i], pv[i]) for i, s in enumerate(sums)])
+            rows = [boundary_counts(s, gp[i], tp[i], pv[i]) for i, s in enumerate(sums)]
+            bnd = np.stack(rows) if rows else np.zeros((0, 3, k), dtype=np.int64)
         else:
             total = np.sum(sums, axis=0) if sums else np.zeros((8, k), dtype=np.int64)
             cm = tally.counts

@@ -20,10 +20,13 @@ from segiou._count import IGNORE, Lookup
 from segiou._typing import IntArray
 from segiou.errors import UsageError
 
-__all__ = ["DEFAULT_RATIO", "BandCounter", "BoundaryWidth", "boundary_counts"]
+__all__ = ["DEFAULT_RATIO", "MAX_PIXELS", "BandCounter", "BoundaryWidth", "boundary_counts"]
 
 #: The paper's width: 2% of the image diagonal (Cheng et al. 2021).
 DEFAULT_RATIO = 0.02
+#: The widest boundary in pixels: wider than any image side it could matter for (a boundary as
+#: wide as half the image's shorter side already covers the whole image).
+MAX_PIXELS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,8 @@ class BoundaryWidth:
         A share of the image diagonal: ``d = max(1, round(ratio * sqrt(H**2 + W**2)))`` pixels
         per image (Python's ``round``, as the paper's code), in ``(0, 1]``.
     pixels : int, optional
-        A fixed width in pixels (at least 1). Exactly one of the two is given.
+        A fixed width in pixels, 1 to :data:`MAX_PIXELS` (1,048,576). Exactly one of the two is
+        given.
 
     Raises
     ------
@@ -71,6 +75,13 @@ class BoundaryWidth:
             n = self.pixels
             if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
                 msg = f"boundary width {n!r} pixels must be a whole number of at least 1"
+                raise UsageError(msg)
+            if n > MAX_PIXELS:
+                msg = (
+                    f"boundary width {n:,} pixels is more than the {MAX_PIXELS:,} segiou "
+                    "allows (a boundary as wide as half an image's shorter side already covers "
+                    "the whole image); give a width such as '5px' or a ratio such as 0.02"
+                )
                 raise UsageError(msg)
             object.__setattr__(self, "pixels", int(n))
 
@@ -109,11 +120,13 @@ class BoundaryWidth:
         if isinstance(value, str):
             text = value.strip().lower()
             try:
-                if text.endswith("px"):
-                    return cls(ratio=None, pixels=int(text[:-2].strip()))
-                return cls(ratio=float(text))
+                number: int | float = int(text[:-2].strip()) if text.endswith("px") else float(text)
             except ValueError:
                 pass
+            else:  # a number: refused with the reason it is out of range
+                if isinstance(number, int):
+                    return cls(ratio=None, pixels=number)
+                return cls(ratio=number)
         msg = (
             f"boundary={value!r} is not a boundary width; give True (2% of the image "
             "diagonal), a ratio such as 0.01, or pixels such as '5px'"
@@ -137,6 +150,17 @@ class BoundaryWidth:
             return self.pixels
         assert self.ratio is not None
         return max(1, round(self.ratio * math.sqrt(height * height + width * width)))
+
+    def widths_for(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Return the widths in pixels the images of a batch of masks of ``shape`` get.
+
+        The last two axes are an image (a 1-D mask is one row, a scalar one pixel, as counting
+        reads them); a batch of no image gets none.
+        """
+        if not shape or 0 in shape[:-2]:
+            return () if shape else (self.pixels_for(1, 1),)
+        h, w = (1, 1, *shape)[-2:]
+        return (self.pixels_for(h, w),)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"ratio": r}`` or ``{"pixels": n}`` (JSON-safe)."""

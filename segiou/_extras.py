@@ -24,7 +24,7 @@ import numpy as np
 from segiou._boundary import BoundaryWidth
 from segiou._instances import InstanceTally
 from segiou._typing import IntArray
-from segiou.errors import CheckpointError, UsageError
+from segiou.errors import CheckpointError, DuplicateImageError, UsageError
 
 __all__ = ["Extras", "InstanceRecords"]
 
@@ -139,6 +139,52 @@ class Extras:
         return Extras(self.k, self.n_categories, self.boundary, self.instances, self.per_image)
 
     # -- adding -----------------------------------------------------------------------------
+    def check_add(
+        self,
+        n_images: int,
+        *,
+        boundary: IntArray | None = None,
+        instances: InstanceTally | None = None,
+        absent: Sequence[int] | None = None,
+        where: str = "update",
+    ) -> None:
+        """Refuse what :meth:`add` could not take, before anything of the batch is counted.
+
+        Raises
+        ------
+        UsageError
+            Boundary IoU counts, instances or absent chunks of the wrong shape for ``n_images``
+            images, ``K`` classes and ``G`` categories.
+        """
+        bad = []
+        if boundary is not None and (np.size(boundary) % (3 * self.k)
+                                     or np.ndim(boundary) not in (2, 3)):  # fmt: skip
+            bad.append(
+                f"Boundary IoU counts of shape {np.shape(boundary)} (expected (images, 3, K))"
+            )
+        if instances is not None:
+            fp = np.asarray(instances.fp)
+            rows = fp.shape[0] if fp.ndim == 2 else 1
+            if (
+                fp.ndim not in (1, 2)
+                or fp.size != rows * self.n_categories
+                or (fp.ndim == 2 and fp.shape[1] != self.n_categories)
+            ):
+                bad.append(f"category false positives of shape {fp.shape} (expected (images, "
+                           f"{self.n_categories}), one column per category of the spec)")  # fmt: skip
+            n = {np.size(getattr(instances, f)) for f in ("image", "id", "cls", "pixels", "tp",
+                                                          "cat_tp")}  # fmt: skip
+            if len(n) != 1 or (np.size(instances.cls) and np.max(instances.cls) >= self.k):
+                bad.append("instance records of different lengths or classes out of range")
+        if absent is not None and len(absent) != n_images:
+            bad.append(f"{len(absent)} absent-chunk counts for {n_images} image(s)")
+        if bad:
+            msg = (
+                f"{where}: the batch carries {'; '.join(bad)}; nothing of it was counted. Count "
+                "the batch with this accumulator's label spec and settings"
+            )
+            raise UsageError(msg)
+
     def add(
         self,
         labels: Sequence[str],
@@ -167,7 +213,11 @@ class Extras:
             self.records.append(InstanceRecords(img, instances.id, instances.cls,
                                                 instances.pixels, instances.tp,
                                                 instances.cat_tp))  # fmt: skip
-            fp = instances.fp.reshape(-1, self.n_categories)
+            fp = np.asarray(instances.fp, dtype=np.int64)
+            if self.n_categories:  # without categories a row is empty (reshape(-1, 0) fails)
+                fp = fp.reshape(-1, self.n_categories)
+            else:
+                fp = np.zeros((fp.shape[0] if fp.ndim == 2 else 1, 0), dtype=np.int64)
             self.category_fp += fp.sum(axis=0)
             if self.per_image and fp.shape[0] == len(labels):
                 for name, row in zip(labels, fp, strict=True):
@@ -190,6 +240,7 @@ class Extras:
         The images in ``drop`` must have per-image entries on the other side (per-image
         accumulators); their totals are taken off.
         """
+        self._check_shared(other, drop)
         out = self.copy_empty()
         out.boundary_total = self.boundary_total + other.boundary_total
         out.boundary_px = self.boundary_px | other.boundary_px
@@ -214,6 +265,50 @@ class Extras:
             if name not in drop:
                 out.absent[name] = out.absent.get(name, 0) + n
         return out
+
+    def _check_shared(self, other: Extras, names: set[str]) -> None:
+        """Refuse images counted on both sides whose Boundary IoU counts or instances differ.
+
+        Raises
+        ------
+        DuplicateImageError
+            Such an image (its confusion counts are equal, the rest is not: counting it once
+            would keep one side's by the merge order).
+        """
+        if not names:
+            return
+
+        def rows(d: dict[str, IntArray], n: str) -> list[int] | None:
+            return None if n not in d else d[n].ravel().tolist()
+
+        def records(r: InstanceRecords) -> dict[str, list[tuple[int, ...]]]:
+            out: dict[str, list[tuple[int, ...]]] = {}
+            for i in (i for i, n in enumerate(r.image) if n in names):
+                row = (int(r.id[i]), int(r.cls[i]), int(r.pixels[i]), int(r.tp[i]),
+                       int(r.cat_tp[i]))  # fmt: skip
+                out.setdefault(r.image[i], []).append(row)
+            return {n: sorted(v) for n, v in out.items()}
+
+        mine, theirs = records(self.instance_records()), records(other.instance_records())
+        differ = []
+        for n in sorted(names):
+            what = [w for w, a, b in (
+                ("Boundary IoU counts", rows(self.boundary_images, n),
+                 rows(other.boundary_images, n)),
+                ("instance records", mine.get(n, []), theirs.get(n, [])),
+                ("category false positives", rows(self.category_fp_images, n),
+                 rows(other.category_fp_images, n)),
+            ) if a != b]  # fmt: skip
+            if what:
+                differ.append(f"{n!r} ({', '.join(what)})")
+        if differ:
+            msg = (
+                f"cannot merge: image(s) {', '.join(differ[:3])} are counted on both sides with "
+                "the same confusion counts but different Boundary IoU counts or instances; an "
+                "image is counted once, and which side's to keep cannot be told. Check the image "
+                "names and instance ids, or merge states of disjoint images"
+            )
+            raise DuplicateImageError(msg)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Extras):
@@ -242,7 +337,11 @@ class Extras:
             }  # fmt: skip
         if self.instances:
             r = self.instance_records()
-            order = sorted(range(r.n), key=lambda i: (r.image[i], int(r.id[i])))
+            # every field in the key: records of unnamed images (labels such as #0 repeat across
+            # merged batches) tie on (image, id), and their order must not be the merge order
+            order = sorted(range(r.n), key=lambda i: (r.image[i], int(r.id[i]), int(r.cls[i]),
+                                                      int(r.pixels[i]), int(r.tp[i]),
+                                                      int(r.cat_tp[i])))  # fmt: skip
             out["instances"] = {
                 "records": {"image": [r.image[i] for i in order]}
                 | {f: a[order].tolist() for f, a in zip(_RECORD_FIELDS, (r.id, r.cls, r.pixels,
@@ -278,9 +377,10 @@ class Extras:
             px = _counts(used, (len(used) if isinstance(used, list) else -1,), source,
                          "boundary.pixels_used")  # fmt: skip
             out.boundary_px = set(px.tolist())
-            for name, rows in (b.get("images") or {}).items():
+            for name, rows in _images(b, per_image, source, "boundary.images").items():
                 out.boundary_images[str(name)] = _counts(rows, (3, k), source,
                                                          f"boundary.images[{name!r}]")  # fmt: skip
+            _check_boundary(out, source)
         if inst is not None:
             rec = inst.get("records") if isinstance(inst, Mapping) else None
             if not isinstance(rec, Mapping) or set(rec) != {"image", *_RECORD_FIELDS}:
@@ -294,20 +394,30 @@ class Extras:
                       for f in _RECORD_FIELDS]  # fmt: skip
             if (
                 (arrays[1] >= k).any()
+                or (arrays[2] < 1).any()
                 or (arrays[3] > arrays[2]).any()
                 or (arrays[4] > arrays[2]).any()
             ):
                 msg = (
-                    f"{source}: field 'instances.records' holds a class out of range or more "
-                    "predicted pixels than an instance has"
+                    f"{source}: field 'instances.records' holds a class out of range, an instance "
+                    "of no pixel or more predicted pixels than an instance has; the file was "
+                    "altered"
                 )
                 raise CheckpointError(msg)
             out.records = [InstanceRecords(tuple(names), *arrays)] if names else []
             out.category_fp = _counts(inst.get("category_fp"), (n_categories,), source,
                                       "instances.category_fp")  # fmt: skip
-            for name, row in (inst.get("images") or {}).items():
+            for name, row in _images(inst, per_image, source, "instances.images").items():
                 out.category_fp_images[str(name)] = _counts(row, (n_categories,), source,
                                                             "instances.images")  # fmt: skip
+            if out.category_fp_images and not np.array_equal(
+                np.sum(list(out.category_fp_images.values()), axis=0), out.category_fp
+            ):
+                msg = (
+                    f"{source}: field 'instances.images' does not add up to "
+                    "'instances.category_fp'; the file was altered or is corrupt"
+                )
+                raise CheckpointError(msg)
         if not isinstance(absent, Mapping):
             msg = f"{source}: field 'absent_chunks' must map image names to chunk counts"
             raise CheckpointError(msg)
@@ -317,6 +427,46 @@ class Extras:
                 raise CheckpointError(msg)
             out.absent[str(name)] = n
         return out
+
+
+def _images(d: Mapping[str, Any], per_image: bool, source: str, name: str) -> Mapping[str, Any]:
+    """Return the per-image entries ``d["images"]``: an object of image name -> rows, or null."""
+    x = d.get("images")
+    if x is None:
+        return {}
+    if not isinstance(x, Mapping):
+        msg = (
+            f"{source}: field {name!r} is {str(x)[:40]!r}; expected an object of image name -> "
+            "counts, or null; the file was altered"
+        )
+        raise CheckpointError(msg)
+    if x and not per_image:
+        msg = (
+            f"{source}: field {name!r} holds per-image entries but 'per_image' is false (such a "
+            "state has null there); the file was altered"
+        )
+        raise CheckpointError(msg)
+    return x
+
+
+def _check_boundary(e: Extras, source: str) -> None:
+    """Intersections within both boundaries; per-image rows that add up to the totals."""
+    for name, rows in [("boundary.counts", e.boundary_total),
+                       *((f"boundary.images[{n!r}]", r) for n, r in e.boundary_images.items())]:  # fmt: skip
+        if (rows[0] > np.minimum(rows[1], rows[2])).any():
+            msg = (
+                f"{source}: field {name!r} has a Boundary IoU intersection larger than a "
+                "boundary (|G_d & P_d| > |G_d| or |P_d|); the file was altered"
+            )
+            raise CheckpointError(msg)
+    if e.boundary_images and not np.array_equal(
+        np.sum(list(e.boundary_images.values()), axis=0), e.boundary_total
+    ):
+        msg = (
+            f"{source}: field 'boundary.images' does not add up to 'boundary.counts'; the file "
+            "was altered or is corrupt"
+        )
+        raise CheckpointError(msg)
 
 
 def _counts(x: object, shape: tuple[int, ...], source: str, name: str) -> IntArray:

@@ -1,12 +1,13 @@
 """Layer 1: the Numba kernel of instance-level IoU (iIoU): per instance, pixels and true positives.
 
 Per ground-truth instance: its pixels, and how many of them the prediction gave its class and its
-instance category. Instance ids follow Cityscapes' ``*_gtFine_instanceIds.png``: a value above 1000 is the instance
-``value % 1000`` of the label ``value // 1000``; other values are no instance. ``ilut[label -
+instance category. Instance ids follow Cityscapes' ``*_gtFine_instanceIds.png`` (cityscapesScripts'
+``json2instanceImg``): a value of 1000 or more is the instance ``value % 1000`` of the label
+``value // 1000``; a value below 1000 is a plain label id, no instance. ``ilut[label -
 ilo]`` is the label's class (``>= 0``), ``-1`` for a label that is not evaluated (its instances
 are skipped, as cityscapesScripts skips labels ignored in evaluation), ``-2`` for a label the
 spec does not know and ``-3`` for a class without an average instance size (both reported by
-the caller). ``tab[value - 1001]`` gets ``(pixels, predicted as its class, predicted in its
+the caller; a plain value is reported only when its label is unknown). ``tab[value - 1000]`` gets ``(pixels, predicted as its class, predicted in its
 instance category)``. The kernel also counts, per instance category, pixels with valid ground
 truth outside that category whose prediction is a value of no class that belongs to the category
 (cityscapesScripts' category iIoU counts such a prediction, e.g. Cityscapes "caravan", as a false
@@ -19,7 +20,7 @@ import numpy as np
 
 from segiou._jit import kernel
 
-#: Instance values above this are instances (``label * 1000 + k``).
+#: Instance values from this on are instances (``label * 1000 + k``, ``k >= 0``).
 FIRST = 1000
 
 
@@ -30,8 +31,8 @@ def count_instances(inst, g, p, ilut, ilo, gcode, glo, pcode, plo, pcat, ccat, i
     ``gcode``/``pcode`` give the code of a ground-truth / predicted value (class, ``k`` ignored
     or void, ``k + 1`` unexpected outside the tables); ``pcat`` the instance category of a
     predicted value (``-1``: none); ``ccat``/``icat`` each class's category / instance category.
-    Returns the flat index of the first instance pixel whose label is unknown or has no
-    instance size (``ilut`` ``-2`` / ``-3``), else ``-1``.
+    Returns the flat index of the first pixel whose label is unknown (``ilut`` ``-2``: a plain
+    value or an instance) or, for an instance, has no instance size (``-3``), else ``-1``.
     """
     rows, width = inst.shape
     ni = np.uint64(ilut.size)
@@ -44,16 +45,20 @@ def count_instances(inst, g, p, ilut, ilo, gcode, glo, pcode, plo, pcat, ccat, i
             u = np.uint64(np.int64(p[y, x]) - plo)
             pc = np.int64(pcode[u]) if u < npn else k + 1
             pk = np.int64(pcat[u]) if u < npn else -1
-            if v > FIRST:
+            if v >= FIRST:
                 ul = np.uint64(v // FIRST - ilo)
                 c = np.int64(ilut[ul]) if ul < ni else -2
                 if c >= 0:
-                    j = v - (FIRST + 1)
+                    j = v - FIRST
                     tab[j, 0] += 1
                     tab[j, 1] += pc == c
                     ic = icat[c]
                     tab[j, 2] += ic >= 0 and pk == ic
                 elif c < -1 and bad < 0:
+                    bad = y * width + x
+            elif bad < 0:  # a plain label id: it must be one of the spec
+                ul = np.uint64(v - ilo)
+                if ul >= ni or ilut[ul] == -2:
                     bad = y * width + x
             if pc == k and pk >= 0:
                 ug = np.uint64(np.int64(g[y, x]) - glo)

@@ -23,7 +23,7 @@ from segiou.labels import IdSpace, LabelSpec
 
 __all__ = ["InstanceCounter", "InstanceTally", "instance_categories"]
 
-#: Largest per-image table of instance values (rows ``value - 1001``) a counter allocates.
+#: Largest per-image table of instance values (rows ``value - 1000``) a counter allocates.
 _MAX_SPAN = 1 << 22
 
 
@@ -122,10 +122,18 @@ class InstanceCounter:
         labels = {v: (c if c == IGNORE or c in sized else -3) for v, c in
                   spec.gt_map(self.label_ids).items()}  # fmt: skip
         self.ilut, self.ilo = _table(labels, -2)
-        span = (self.ilo + self.ilut.size) * ik.FIRST - (ik.FIRST + 1)
+        if self.label_ids == "class" and 0 in sized:
+            msg = (
+                f"label spec {spec.name!r}: class 0 ({spec.classes[0]!r}) has an average instance "
+                "size, but its instance values would be 0 * 1000 + k = k, below 1000, which are "
+                "plain label ids without instances (the Cityscapes instanceIds rule); give the "
+                "spec raw ids (labelIds from 1) or move the class to an index of 1 or more"
+            )
+            raise UsageError(msg)
+        span = (self.ilo + self.ilut.size) * ik.FIRST - ik.FIRST
         if span > _MAX_SPAN:
             msg = (
-                f"label spec {spec.name!r}: instance values reach {span + ik.FIRST:,}, more "
+                f"label spec {spec.name!r}: instance values reach {span + ik.FIRST - 1:,}, more "
                 f"than the {_MAX_SPAN:,} an instance table holds; renumber the label ids"
             )
             raise UsageError(msg)
@@ -185,6 +193,14 @@ class InstanceCounter:
                 f"{where}: instance ids have dtype {inst.dtype}; expected integers (uint16, int32)"
             )
             raise LabelDtypeError(msg)
+        if inst.dtype.itemsize == 1:
+            msg = (
+                f"{where}: instance ids have dtype {inst.dtype}, which cannot hold an instance "
+                "(label * 1000 + k, 1000 or more): the map looks truncated (a 16-bit "
+                "*_gtFine_instanceIds.png read as 8 bits?); give the instance ids as read, "
+                "uint16 or wider"
+            )
+            raise LabelDtypeError(msg)
         if self._tab is None:
             self._tab = np.zeros((self.span, 3), dtype=np.int64)
         bad = ik.count_instances(inst, g, p, self.ilut, self.ilo, self.gcode, self.glo,
@@ -195,7 +211,13 @@ class InstanceCounter:
             v = int(inst[y, x])
             label = v // ik.FIRST
             c = self.spec.gt_map(self.label_ids).get(label)
-            if c is None:
+            if v < ik.FIRST:
+                what = (
+                    f"a value below 1000 is a plain label id (no instance), but {v} is no "
+                    f"{self.label_ids} id of the spec {self.spec.name!r}: the map looks truncated "
+                    "or is no instance map"
+                )
+            elif c is None:
                 what = f"its label {label} is no {self.label_ids} id of the spec {self.spec.name!r}"
             else:
                 what = (
@@ -236,7 +258,7 @@ class InstanceCounter:
         rows = np.flatnonzero(self._tab[:, 0])
         part = self._tab[rows].copy()
         self._tab[rows] = 0
-        ids = rows.astype(np.int64) + ik.FIRST + 1
+        ids = rows.astype(np.int64) + ik.FIRST
         labels = ids // ik.FIRST
         cls = self.ilut[labels - self.ilo]
         return InstanceTally(np.full(ids.size, image, dtype=np.int64), ids, cls, part[:, 0],

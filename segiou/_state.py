@@ -7,7 +7,9 @@ refuses a state that breaks any invariant, naming the field: every count an exac
 ``0 .. 2**63 - 1`` (checked before any numpy conversion), a pixel total that fits in int64,
 keys a list of distinct strings, no unexpected counts in a ``raise``-mode state, per-image rows
 that add up to the totals, and no unknown fields. Version 1 kept per-image TP/FP/FN rows only;
-version 2 keeps each image's sparse confusion entries (:mod:`segiou.images`).
+version 2 keeps each image's sparse confusion entries (:mod:`segiou.images`). A state with
+version-1 rows is written as version 1, or as version 3 with those rows when it also holds
+version-3 fields (a version-1 state merged with one that met absent chunks); both load back.
 """
 
 from __future__ import annotations
@@ -436,10 +438,14 @@ def _load(d: Any) -> StateParts:
                 "without per-image rows has 'image_rows': null); the file was altered"
             )
             raise _fail(msg)
+        _check_records(p)
         return p
-    p.rows = _rows_v1(r, k, p.n_images) if version == 1 else _rows_v2(r, k, p.n_images)
+    # a version-1 state merged with one that met absent chunks is version 3 with version-1 rows
+    legacy = version == 1 or (version == VERSION_EXTRAS and isinstance(r, Mapping) and "tp" in r)
+    p.rows = _rows_v1(r, k, p.n_images) if legacy else _rows_v2(r, k, p.n_images)
     _check_rows_add_up(p)
     _check_extras(p)
+    _check_records(p)
     return p
 
 
@@ -454,3 +460,49 @@ def _check_extras(p: StateParts) -> None:
         if stray := sorted(set(names) - named)[:3]:
             msg = f"field {what!r} names image(s) {stray} that have no per-image row; altered"
             raise _fail(msg)
+
+
+def _check_records(p: StateParts) -> None:
+    """Instance records: no more pixels than their images hold, each (named image, id) once."""
+    if p.extras is None or not p.extras.instances:
+        return
+    rec = p.extras.instance_records()
+    if not rec.n:
+        return
+    r = p.rows
+    if r is None or r.legacy is not None:  # no per-image pixels: the state's total bounds them
+        if int(rec.pixels.sum(dtype=object)) > p.pixels:
+            msg = (
+                f"field 'instances.records' holds {int(rec.pixels.sum(dtype=object)):,} instance "
+                f"pixels, more than the state's {p.pixels:,}; the file was altered"
+            )
+            raise _fail(msg)
+        return
+    row_of = {n: i for i, n in enumerate(r.names)}
+    if stray := sorted(set(rec.image) - set(row_of))[:3]:
+        msg = (
+            f"field 'instances.records' names image(s) {stray} that have no per-image row; the "
+            "file was altered"
+        )
+        raise _fail(msg)
+    idx = np.array([row_of[n] for n in rec.image], dtype=np.int64)
+    held = np.zeros(r.n, dtype=np.int64)
+    np.add.at(held, r.image, r.count)
+    used = np.zeros(r.n, dtype=np.int64)
+    np.add.at(used, idx, rec.pixels)
+    if (over := np.flatnonzero(used > held)).size:
+        i = int(over[0])
+        msg = (
+            f"field 'instances.records' gives image {r.names[i]!r} {int(used[i]):,} instance "
+            f"pixels, more than the {int(held[i]):,} pixels it has; the file was altered"
+        )
+        raise _fail(msg)
+    named = np.array([r.given[i] for i in idx.tolist()], dtype=bool)
+    pairs = list(zip(idx[named].tolist(), rec.id[named].tolist(), strict=True))
+    if len(set(pairs)) != len(pairs):
+        dup = next(pr for pr in pairs if pairs.count(pr) > 1)
+        msg = (
+            f"field 'instances.records' records instance {dup[1]} of image "
+            f"{r.names[dup[0]]!r} more than once; an instance is recorded once; altered"
+        )
+        raise _fail(msg)

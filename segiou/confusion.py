@@ -247,7 +247,7 @@ class ConfusionMatrix:
             :meth:`merge`). Default: the labels ``key`` (one image) or ``key/0``, ``key/1``,
             ...; without a key ``#<row>``. Refused without per-image rows (``per_image=False``).
         instances : array_like of int, optional
-            Instance ids of the ground truth, same shape (``label * 1000 + k`` above 1000, as
+            Instance ids of the ground truth, same shape (``label * 1000 + k`` from 1000, as
             Cityscapes' ``*_gtFine_instanceIds.png``): required when the accumulator was made
             with ``instances=True``, refused otherwise.
 
@@ -291,7 +291,7 @@ class ConfusionMatrix:
             bnd, inst = count_extras(gt, pred, instances, tally, boundary=self.boundary,
                                      counters=self._counters, per_image=self.per_image,
                                      where=where)  # fmt: skip
-            d = () if self.boundary is None else (self.boundary.pixels_for(*gt.shape[-2:]),)
+            d = () if self.boundary is None else self.boundary.widths_for(gt.shape)
             self.add_tally(tally, key=k, names=names, n_images=n_images_of(gt.shape),
                            boundary=bnd, instances=inst, widths=d)  # fmt: skip
         finally:
@@ -379,6 +379,8 @@ class ConfusionMatrix:
             total = self._pixels + tally.n_pixels
             if total > _state.INT64_MAX:
                 raise overflow_error(self._pixels, tally.n_pixels)
+            self.extras.check_add(n_images, boundary=boundary, instances=instances, absent=absent,
+                                  where=key or "update")  # fmt: skip
             self.counts += tally.counts
             self.void += tally.void
             self.n_ignored += tally.n_ignored

@@ -287,3 +287,83 @@ def test_a_tampered_boundary_state_is_refused() -> None:
     two["version"] = 2  # the fields of version 3 are unknown to version 2
     with pytest.raises(segiou.errors.CheckpointError, match="unknown field"):
         ConfusionMatrix.from_dict(two)
+
+
+@pytest.mark.parametrize(
+    ("what", "mutate", "field"),
+    [
+        ("intersection > |G_d|", lambda d: d["boundary"]["counts"][0].__setitem__(
+            1, d["boundary"]["counts"][1][1] + 1), "boundary.counts"),
+        ("rows that do not add up", lambda d: d["boundary"]["images"]["a"][1].__setitem__(
+            1, d["boundary"]["images"]["a"][1][1] + 7), "boundary.images"),
+        ("images as a list", lambda d: d["boundary"].__setitem__("images", ["a"]),
+         "boundary.images"),
+    ],
+)  # fmt: skip
+def test_boundary_invariants_of_a_saved_state_are_checked(what, mutate, field) -> None:
+    gt, pred = adversarial()
+    cm = ConfusionMatrix(4, ignore_index=255, boundary="2px", per_image=True)
+    cm.update(gt, pred, key="a", names=["a"])
+    bad = json.loads(json.dumps(cm.to_dict()))
+    mutate(bad)
+    with pytest.raises(segiou.errors.CheckpointError, match=rf"s\.json: .*field '{field}"):
+        ConfusionMatrix.from_dict(bad, source="s.json")
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+def test_a_row_batch_is_one_row_image_and_an_empty_batch_counts_nothing(per_image) -> None:
+    row = np.array([0, 0, 1, 1, 1, 2, 2], np.uint8)
+    pred = np.array([0, 1, 1, 1, 2, 2, 2], np.uint8)
+    one = ConfusionMatrix(3, boundary="1px", per_image=per_image).update(row, pred, key="a")
+    two_d = ConfusionMatrix(3, boundary="1px", per_image=per_image)
+    two_d.update(row[None], pred[None], key="a")
+    assert_array_equal(one.extras.boundary_total, two_d.extras.boundary_total)
+    assert segiou.evaluate(one).boundary["miou"] == segiou.evaluate(two_d).boundary["miou"]
+    z = np.zeros((0, 4, 4), np.uint8)
+    empty = ConfusionMatrix(3, boundary=True, per_image=per_image).update(z, z, key="e")
+    assert (empty.n_images, empty.n_pixels, int(empty.extras.boundary_total.sum())) == (0, 0, 0)
+    assert empty.extras.boundary_px == set()
+
+
+@pytest.mark.parametrize("width", ["99999999999999999999px", "9223372036854775807px",
+                                   "1048577px", {"pixels": 2**40}])  # fmt: skip
+def test_a_width_beyond_any_image_is_refused_at_construction(width, capsys) -> None:
+    with pytest.raises(UsageError, match="more than the 1,048,576"):
+        ConfusionMatrix(3, boundary=width)
+    if isinstance(width, str):
+        with pytest.raises(SystemExit) as info:
+            main(["eval", "--gt", "g.zarr", "--pred", "p.zarr", "--boundary", width])
+        assert info.value.code == 2
+        assert "more than the 1,048,576" in capsys.readouterr().err
+    z = np.zeros((4, 4), np.uint8)
+    z[:, 2:] = 1
+    widest = ConfusionMatrix(3, boundary="1048576px").update(z, z, key="a")
+    assert widest.extras.boundary_total[1].tolist() == [8, 8, 0]  # every pixel is boundary
+
+
+def test_an_image_on_both_sides_with_other_boundary_counts_is_refused() -> None:
+    # the same confusion counts, another layout: Boundary IoU would depend on the merge order
+    g = np.full((8, 8), 1, np.uint8)
+    g[2:6, 1:7] = 2
+    p = g.copy()
+    p[2:6, 1:3] = 1
+    p[7, :] = 2
+    g2 = np.full((8, 8), 1, np.uint8)
+    g2[0:3, 0:8] = 2
+    p2 = g2.copy()
+    p2[0:3, 0:2] = 1
+    p2[0, 2:4] = 1
+    p2[7, :] = 2
+
+    def state(gt: np.ndarray, pred: np.ndarray, key: str) -> ConfusionMatrix:
+        cm = ConfusionMatrix(3, boundary="1px", per_image=True)
+        return cm.update(gt, pred, key=key, names=["img"])
+
+    x, y = state(g, p, "x"), state(g2, p2, "y")
+    assert ConfusionMatrix(3).update(g, p).counts.tolist() == (
+        ConfusionMatrix(3).update(g2, p2).counts.tolist()
+    )
+    for a, b in ((x, y), (y, x)):
+        with pytest.raises(segiou.errors.DuplicateImageError, match=r"'img' \(Boundary IoU"):
+            a + b
+    assert (x + state(g, p, "z")).n_images == 1

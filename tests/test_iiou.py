@@ -21,7 +21,7 @@ from numpy.testing import assert_array_equal
 
 import segiou
 from segiou import ConfusionMatrix
-from segiou.errors import InstanceIdError, UsageError
+from segiou.errors import DuplicateImageError, InstanceIdError, UsageError
 from segiou.io.png import find_pairs, ingest
 from segiou.io.sources import instance_files
 from segiou.labels import builtin_spec
@@ -385,3 +385,192 @@ def test_quality_tables_show_control_characters_in_names_escaped() -> None:
     assert "\x07" not in text
     assert "car\\x1b[8m" in text
     assert "\x1b" not in lines[0]
+
+
+def _car_state() -> dict:
+    g = np.full((8, 8), 7, np.uint8)
+    g[2:6, 2:6] = 26
+    p = g.copy()
+    p[2:4, 2:6] = 7
+    inst = np.where(g == 26, 26000, 7).astype(np.uint16)
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
+    cm.update(g, p, key="k", names=["img"], instances=inst)
+    return json.loads(json.dumps(cm.to_dict()))
+
+
+def _double(d: dict) -> None:
+    for f, v in d["instances"]["records"].items():
+        d["instances"]["records"][f] = v * 2
+
+
+@pytest.mark.parametrize(
+    ("mutate", "says"),
+    [
+        (lambda d: d["instances"]["records"]["pixels"].__setitem__(0, 10**6), "more than the 64"),
+        (_double, "more than once"),
+        (lambda d: d["instances"]["records"].__setitem__("image", ["stray"]), "no per-image row"),
+        (lambda d: d["instances"]["records"]["pixels"].__setitem__(0, 0), "no pixel"),
+        (lambda d: d["instances"].__setitem__("images", ["img"]), "image name -> counts"),
+        (lambda d: d["instances"]["images"]["img"].__setitem__(0, 1), "add up"),
+    ],
+)
+def test_instance_invariants_of_a_saved_state_are_checked(mutate, says) -> None:
+    d = _car_state()
+    ConfusionMatrix.from_dict(d)  # untouched: loads
+    mutate(d)
+    with pytest.raises(segiou.errors.CheckpointError, match=rf"s\.json: .*instances.*{says}"):
+        ConfusionMatrix.from_dict(d, source="s.json")
+
+
+def test_merge_order_never_shows_without_per_image_rows() -> None:
+    # every record is labelled '#0' without per-image rows: a + b and b + a must still be one
+    # state, saved as the same JSON
+    def part(car: int, ped: int, key: str, miss: int = 1) -> ConfusionMatrix:
+        g = np.full((4, 6), 7, np.uint8)
+        g[:, :3] = 26
+        g[:2, 3:] = 24
+        inst = np.where(g == 26, 26000 + car, np.where(g == 24, 24000 + ped, 7)).astype(np.int32)
+        p = g.copy()
+        p[0, :miss] = 7
+        cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+        return cm.update(g, p, key=key, instances=inst)
+
+    a, b = part(1, 1, "a", miss=2), part(1, 1, "b").merge(part(2, 1, "c", miss=0))
+    assert a + b == b + a
+    assert json.dumps((a + b).to_dict()) == json.dumps((b + a).to_dict())
+
+
+def test_a_spec_without_categories_has_class_iiou_only(tmp_path: Path) -> None:
+    spec = {"name": "t", "classes": [{"name": "road"}, {"name": "car"}], "ignore": [255],
+            "instance_sizes": {"car": 10.0}}  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    cm = ConfusionMatrix(tmp_path / "spec.json", instances=True, per_image=True)
+    g = np.zeros((4, 4), np.uint8)
+    g[1:3, 1:3] = 1
+    p = g.copy()
+    p[1, 1] = 0
+    cm.update(g, p, key="a", instances=np.where(g == 1, 1001, 0).astype(np.uint16))
+    r = segiou.evaluate(cm)
+    assert r.instances["miiou"] == pytest.approx(0.75)  # tp 3 * 10/4, fn 1 * 10/4
+    assert r.instances["category_iiou"].size == 0
+    assert ConfusionMatrix.from_dict(cm.to_dict()) == cm
+
+
+def test_a_batch_whose_instances_do_not_fit_counts_nothing() -> None:
+    from segiou._count import count_pairs
+    from segiou._instances import InstanceTally
+
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+    g = np.full((1, 2, 2), 26, np.uint8)
+    t = count_pairs(g, g, cm._lookup, where="t", on_unexpected="raise", per_image=False)
+    n_cat = cm.extras.n_categories
+    with pytest.raises(UsageError, match="nothing of it was counted"):
+        cm.add_tally(
+            t, key="k", names=None, n_images=1, instances=InstanceTally.empty(1, n_cat + 1)
+        )
+    assert (cm.n_pixels, cm.keys, cm.n_images) == (0, set(), 0)
+    cm.add_tally(t, key="k", names=None, n_images=1, instances=InstanceTally.empty(1, n_cat))
+    assert cm.n_pixels == 4
+
+
+@pytest.mark.parametrize("policy", ["auto", "fill", "error"])
+def test_never_written_instance_chunks_follow_the_ground_truth_policy(
+    tmp_path: Path, policy: str
+) -> None:
+    # zarr with its defaults leaves out every chunk equal to the fill value, in the ground
+    # truth and in the instance ids beside it alike
+    zarr = pytest.importorskip("zarr")
+    gt = np.full((1, 8, 8), 7, np.uint8)
+    gt[0, :4, :4] = 0  # a chunk of unlabeled (0, the fill value): never written
+    gt[0, 5:8, 5:8] = 26
+    inst = gt.astype(np.uint16)
+    inst[0, 5:8, 5:8] = 26000
+    pred = gt.copy()
+    pred[0, 5, 5:8] = 7
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    for name, a in (("gt", gt), ("pred", pred), ("instances", inst)):
+        arr = root.create_array(name, shape=a.shape, chunks=(1, 4, 4), dtype=a.dtype, fill_value=0)
+        arr[:] = a
+        arr.attrs["segiou"] = {"names": ["frankfurt_000000"]}
+    run = {"labels": "cityscapes", "gt_ids": "raw", "scheduler": "synchronous"}
+    if policy == "error":
+        with pytest.raises(segiou.errors.MissingChunkError, match="'gt'"):
+            count_stores(tmp_path / "s.zarr" / "gt", tmp_path / "s.zarr" / "pred",
+                         missing_gt_chunks=policy, **run)  # fmt: skip
+        return
+    cm = count_stores(tmp_path / "s.zarr" / "gt", tmp_path / "s.zarr" / "pred",
+                      missing_gt_chunks=policy, **run)  # fmt: skip
+    mem = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+    mem.update(gt, pred, key="m", instances=inst)
+    assert cm.instances
+    assert cm.extras.absent == {"frankfurt_000000": 1}
+    got, want = segiou.evaluate(cm, preset="cityscapes"), segiou.evaluate(mem, preset="cityscapes")
+    assert got.instances["iiou"][13] == want.instances["iiou"][13] == pytest.approx(2 / 3)
+
+
+def test_an_image_on_both_sides_with_other_instances_is_refused() -> None:
+    # the same confusion counts, but the car's pixels are one instance on one side and two on
+    # the other: counting the image once would keep whichever side comes first
+    g = np.full((8, 8), 7, np.uint8)
+    g[2:6, 1:7] = 26
+    p = g.copy()
+    p[2:6, 1:3] = 7
+    one = np.where(g == 26, 26000, 7).astype(np.uint16)
+    two = one.copy()
+    two[:, 3:] = np.where(g[:, 3:] == 26, 26001, 7)
+
+    def state(inst: np.ndarray, key: str) -> ConfusionMatrix:
+        cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
+        return cm.update(g, p, key=key, names=["frankfurt_000000"], instances=inst)
+
+    for a, b in ((state(one, "a"), state(two, "b")), (state(two, "b"), state(one, "a"))):
+        with pytest.raises(DuplicateImageError, match=r"'frankfurt_000000' \(instance records"):
+            a.merge(b)
+    same = state(one, "a") + state(one.copy(), "b")  # identical in everything: counted once
+    assert same.n_images == 1
+    assert same.extras.instance_records().n == 1
+
+
+def _spec_file(tmp_path: Path, sizes: dict[str, float]) -> Path:
+    spec = {"name": "t", "classes": [{"name": "tree", "category": "nature"},
+                                     {"name": "car", "category": "vehicle"},
+                                     {"name": "ped", "category": "human"}],
+            "ignore": [255], "instance_sizes": sizes}  # fmt: skip
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_instance_zero_of_a_label_is_an_instance(tmp_path: Path) -> None:
+    # cityscapesScripts' json2instanceImg writes label * 1000 + k from k = 0: 1000 is the first
+    # car of class 1, 2000 the first pedestrian of class 2
+    g = np.zeros((4, 9), np.uint8)
+    g[:, 3:6] = 1
+    g[:, 6:] = 2
+    p = g.copy()
+    p[0, :] = 1
+    inst = np.repeat(np.array([0, 1000, 2000], np.uint16), 3)[None].repeat(4, 0)
+    cm = ConfusionMatrix(_spec_file(tmp_path, {"car": 10.0, "ped": 5.0}), instances=True)
+    r = segiou.evaluate(cm.update(g, p, key="a", instances=inst))
+    assert r.instances["instances"].tolist() == [0, 1, 1]
+    assert r.instances["iiou"][1:].tolist() == pytest.approx([0.625, 0.75])
+
+
+def test_class_0_cannot_have_instances_in_class_ids(tmp_path: Path) -> None:
+    # class 0's instances would be 0..999: plain label ids, never instances
+    with pytest.raises(UsageError, match=r"class 0 \('tree'\).*below 1000"):
+        ConfusionMatrix(_spec_file(tmp_path, {"tree": 8.0, "car": 10.0}), instances=True)
+
+
+def test_a_truncated_instance_map_is_refused() -> None:
+    g = np.full((8, 8), 7, np.uint8)
+    g[2:6, 2:6] = 26
+    inst = np.where(g == 26, 26001, 7).astype(np.uint16)
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True)
+    with pytest.raises(segiou.errors.LabelDtypeError, match=r"uint8.*looks truncated"):
+        cm.update(g, g, key="a", instances=inst.astype(np.uint8))  # 26001 -> 145
+    with pytest.raises(InstanceIdError, match=r"value 145 at pixel \(2, 2\).*looks truncated"):
+        cm.update(g, g, key="b", instances=inst.astype(np.uint8).astype(np.uint16))
+    assert cm.n_pixels == 0
+    cm.update(g, g, key="c", instances=inst)
+    assert segiou.evaluate(cm, preset="cityscapes").instances["instances"][13] == 1

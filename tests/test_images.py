@@ -151,6 +151,24 @@ def test_version_1_rows_cannot_vouch_for_a_shared_image():
         v1.merge(other)
 
 
+def test_version_1_state_merged_with_absent_chunks_loads_what_it_saved(tmp_path):
+    from pathlib import Path
+
+    from segiou._count import count_pairs
+
+    v1 = ConfusionMatrix.load(Path(__file__).parent / "data" / "confusion_v1_per_image.json")
+    other = ConfusionMatrix(v1.spec, gt_ids="raw", on_unexpected="count", per_image=True)
+    g = np.full((1, 3, 6), 7, np.uint8)
+    tally = count_pairs(g, g, other._lookup, where="t", on_unexpected="count", per_image=True)
+    other.add_tally(tally, key="store", names=["munich_000000"], n_images=1, absent=[1])
+    merged = v1 + other
+    merged.save(tmp_path / "m.json")
+    back = ConfusionMatrix.load(tmp_path / "m.json")
+    assert back == merged
+    assert back.extras.absent == {"munich_000000": 1}
+    assert back.to_dict()["image_rows"] == merged.to_dict()["image_rows"]
+
+
 def _v2_state() -> dict:
     cm = _cm()
     cm.update(*_batch(11, n=2), key="k", names=["a", "b"])

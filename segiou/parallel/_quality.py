@@ -137,7 +137,9 @@ class UnitQuality:
             iarr, n = image_array(job.instances, i)
             ic = self.icaches.get(iarr.path)
             if ic is None:
-                ic = self.icaches[iarr.path] = ChunkCache(iarr, "error", job.instances, i)
+                # the ground truth's policy: tools that skip its all-fill chunks skip these too
+                policy = job.missing_gt_chunks
+                ic = self.icaches[iarr.path] = ChunkCache(iarr, policy, job.instances, i)
             g = read_region(gcache, gn, y0, y1, 0, w)
             self.inst.add(_native(read_region(ic, n, y0, y1, 0, w)), _native(g),
                           _native(pred(y0, y1, g)), where=job.gt.names[i],
