@@ -339,3 +339,32 @@ def test_local_cluster_that_cannot_start_is_a_usage_error(monkeypatch):
     needle = r"cannot start a local dask cluster \(OSError: no room"
     with pytest.raises(UsageError, match=needle), scheduler_context("local-cluster"):
         pass
+
+
+def test_a_result_the_cluster_forgot_is_counted_again_from_scratch(client, stores, monkeypatch,
+                                                                    caplog):  # fmt: skip
+    # dask may cancel the final future ("already forgotten") after a worker died: the graph is
+    # counted again, whole, and only the new result is used
+    from concurrent.futures import CancelledError
+
+    import segiou.parallel._engine as engine
+
+    g, p, *_, ref = stores
+    client.wait_for_workers(2, timeout=60)
+    real, calls = engine.compute, []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        out = real(*args, **kwargs)  # the first attempt runs, then is lost
+        if len(calls) == 1:
+            msg = "('segiou-sum-x', 0) cancelled for reason: already forgotten"
+            raise CancelledError(msg)
+        return out
+
+    monkeypatch.setattr(engine, "compute", flaky)
+    with caplog.at_level("WARNING", logger="segiou.parallel"):
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client,
+                           task_seconds=1e-3, ns_per_px=100.0)  # fmt: skip
+    assert len(calls) == 2
+    _assert_same(cm, ref)
+    assert "counting again from scratch" in caplog.text
