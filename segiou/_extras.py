@@ -410,14 +410,8 @@ class Extras:
             for name, row in _images(inst, per_image, source, "instances.images").items():
                 out.category_fp_images[str(name)] = _counts(row, (n_categories,), source,
                                                             "instances.images")  # fmt: skip
-            if out.category_fp_images and not np.array_equal(
-                np.sum(list(out.category_fp_images.values()), axis=0), out.category_fp
-            ):
-                msg = (
-                    f"{source}: field 'instances.images' does not add up to "
-                    "'instances.category_fp'; the file was altered or is corrupt"
-                )
-                raise CheckpointError(msg)
+            _check_sum(out.category_fp_images, out.category_fp, "instances.images",
+                       "instances.category_fp", source)  # fmt: skip
         if not isinstance(absent, Mapping):
             msg = f"{source}: field 'absent_chunks' must map image names to chunk counts"
             raise CheckpointError(msg)
@@ -459,12 +453,16 @@ def _check_boundary(e: Extras, source: str) -> None:
                 "boundary (|G_d & P_d| > |G_d| or |P_d|); the file was altered"
             )
             raise CheckpointError(msg)
-    if e.boundary_images and not np.array_equal(
-        np.sum(list(e.boundary_images.values()), axis=0), e.boundary_total
-    ):
+    _check_sum(e.boundary_images, e.boundary_total, "boundary.images", "boundary.counts", source)
+
+
+def _check_sum(images: Mapping[str, IntArray], total: IntArray, name: str, total_name: str,
+               source: str) -> None:  # fmt: skip
+    """Per-image rows, when a state keeps them, add up to the state's total."""
+    if images and not np.array_equal(np.sum(list(images.values()), axis=0), total):
         msg = (
-            f"{source}: field 'boundary.images' does not add up to 'boundary.counts'; the file "
-            "was altered or is corrupt"
+            f"{source}: field {name!r} does not add up to {total_name!r}; the file was altered "
+            "or is corrupt"
         )
         raise CheckpointError(msg)
 

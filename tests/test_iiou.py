@@ -299,6 +299,14 @@ def test_an_image_counted_on_both_sides_is_counted_once(folders: tuple[Path, dic
     assert ConfusionMatrix.from_dict(merged.to_dict()) == merged
 
 
+def _with_boundary_and_instances(data: dict) -> ConfusionMatrix:
+    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, boundary="3px",
+                         per_image=True)  # fmt: skip
+    for g, p, i, n in zip(data["gt"], data["pred"], data["inst"], data["names"], strict=True):
+        cm.update(g, p, key=n, names=[n], instances=i)
+    return cm
+
+
 def test_result_documents_keep_iiou_boundary_and_absent_chunks(
     folders: tuple[Path, dict, dict],
 ) -> None:
@@ -307,10 +315,7 @@ def test_result_documents_keep_iiou_boundary_and_absent_chunks(
     from segiou.results import Result
 
     _, data, ref = folders
-    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, boundary="3px",
-                         per_image=True)  # fmt: skip
-    for g, p, i, n in zip(data["gt"], data["pred"], data["inst"], data["names"], strict=True):
-        cm.update(g, p, key=n, names=[n], instances=i)
+    cm = _with_boundary_and_instances(data)
     result = segiou.evaluate(cm, preset="cityscapes")
     doc = json.loads(result.to_json())
     back = Result.from_dict(doc)
@@ -336,10 +341,7 @@ def test_every_report_format_shows_iiou_and_boundary_iou(
     from segiou.report.quality import quality_sections
 
     _, data, _ = folders
-    cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, boundary="3px",
-                         per_image=True)  # fmt: skip
-    for g, p, i, n in zip(data["gt"], data["pred"], data["inst"], data["names"], strict=True):
-        cm.update(g, p, key=n, names=[n], instances=i)
+    cm = _with_boundary_and_instances(data)
     result = segiou.evaluate(cm, preset="cityscapes")
     report = Report.from_state(cm, preset="cityscapes")
     tables, _ = quality_sections(result.to_dict())
