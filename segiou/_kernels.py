@@ -505,8 +505,9 @@ def fold_small_clear(t, k, copies, counts, void):
 # ``(N, H, W)`` ground truth. Row by row: the running maximum of the C channels of the row's W
 # pixels (ties keep the lowest channel, as ``numpy.argmax``; channel 0 starts it), then each
 # pixel's (gt code, channel code) cell is incremented. No ``N x H x W`` label array is made: a
-# row's best values and channels live in two W-long buffers. A NaN score stops the count: the
-# kernel returns the flat row index ``n * H + h`` of the first row holding one (-1: none).
+# row's best values and channels live in two W-long buffers. A NaN score stops the count (of
+# that span): the kernels return the flat row index ``n * H + h`` of a row holding one (-1:
+# none); the caller names the first NaN of the scores itself.
 # float16 and bfloat16 come as their uint16 bits, compared through an order-preserving integer
 # key (``0x8000 + magnitude`` for positives, ``0x8000 - magnitude`` for negatives, so that
 # -0 == +0); a magnitude above ``nan_bits`` (the exponent all ones, a mantissa) is NaN.
@@ -603,18 +604,8 @@ def _scores_rows_half(g, s, r0, r1, nan_bits, glut, glo, gunexp, ccode, mask, ta
 
 
 @kernel
-def _first_bad(bad):
-    """Return the smallest non-negative entry of ``bad``, or -1."""
-    first = -1
-    for b in bad:
-        if b >= 0 and (first < 0 or b < first):
-            first = b
-    return first
-
-
-@kernel
 def count_scores_float(g, s, glut, glo, gunexp, ccode, mask, tabs, per_image):
-    """Count all rows of float scores on the calling thread into ``tabs[0]``: first NaN row or -1."""
+    """Count all rows of float scores on the calling thread into ``tabs[0]``: a NaN row or -1."""
     rows = g.shape[0] * g.shape[1]
     return _scores_rows_float(g, s, 0, rows, glut, glo, gunexp, ccode, mask, tabs[0], per_image)
 
@@ -628,12 +619,12 @@ def count_scores_float_parallel(g, s, glut, glo, gunexp, ccode, mask, tabs, per_
     for w in nb.prange(workers):
         bad[w] = _scores_rows_float(g, s, rows * w // workers, rows * (w + 1) // workers, glut,
                                     glo, gunexp, ccode, mask, tabs[w], per_image)  # fmt: skip
-    return _first_bad(bad)
+    return bad.max()  # a NaN row of any span (the caller finds the first NaN itself)
 
 
 @kernel
 def count_scores_half(g, s, nan_bits, glut, glo, gunexp, ccode, mask, tabs, per_image):
-    """Count all rows of float16/bfloat16 bits on the calling thread: first NaN row or -1."""
+    """Count all rows of float16/bfloat16 bits on the calling thread: a NaN row or -1."""
     rows = g.shape[0] * g.shape[1]
     return _scores_rows_half(g, s, 0, rows, nan_bits, glut, glo, gunexp, ccode, mask, tabs[0],
                              per_image)  # fmt: skip
@@ -648,4 +639,4 @@ def count_scores_half_parallel(g, s, nan_bits, glut, glo, gunexp, ccode, mask, t
     for w in nb.prange(workers):
         bad[w] = _scores_rows_half(g, s, rows * w // workers, rows * (w + 1) // workers, nan_bits,
                                    glut, glo, gunexp, ccode, mask, tabs[w], per_image)  # fmt: skip
-    return _first_bad(bad)
+    return bad.max()  # a NaN row of any span (the caller finds the first NaN itself)

@@ -173,7 +173,7 @@ def count_scores(
     full = np.zeros((n if per_image else 1, width, width), dtype=np.int64)
     if s4.size and g.dtype != np.uint64:
         g3 = g.reshape(n, h, w)
-        workers = 1 if s4.size < _PARALLEL_MIN_VALUES else (threads or _num_threads())
+        workers = threads or (1 if s4.size < _PARALLEL_MIN_VALUES else _num_threads())
         workers = max(1, min(int(workers), n * h))
         tabs = np.zeros((workers, full.shape[0], lk.table_size), dtype=np.int64)
         args = (lk.glut, lk.glo, lk.gunexp, ccode, lk.copies - 1, tabs, per_image)
