@@ -65,6 +65,19 @@ def bf16_bits(s: np.ndarray) -> np.ndarray:
     return (s.view(np.uint32) >> 16).astype(np.uint16)
 
 
+@nb.njit(parallel=True, nogil=True, cache=True)
+def _read_both(g: np.ndarray, p: np.ndarray) -> int:
+    s = 0
+    for i in nb.prange(g.size):
+        s += np.int64(g[i]) ^ np.int64(p[i])
+    return s
+
+
+def read_floor(gt: np.ndarray, pred: np.ndarray) -> int:
+    """Merely read both arrays once (all threads): the memory-bound floor."""
+    return int(_read_both(gt.reshape(-1), pred.reshape(-1)))
+
+
 @dataclass
 class Row:
     name: str
@@ -80,9 +93,13 @@ def _ratio_row(name, t, num, den, unit, scale, target, good_fn) -> Row:  # type:
     return Row(name, value, r, target, good_fn(r))
 
 
-def run_targets(big: bool = True, rounds: int = 7) -> list[Row]:
-    """Measure every target; ``big=False`` shrinks the data (a smoke run)."""
+def run_targets(big: bool = True, rounds: int = 7, floors: list[str] | None = None) -> list[Row]:
+    """Measure every target; ``big=False`` shrinks the data (a smoke run).
+
+    ``floors`` collects the read-floor lines of the wider dtypes (no target).
+    """
     rows: list[Row] = []
+    floors = [] if floors is None else floors
     cm = ConfusionMatrix(K, ignore_index=255)
     update = cm.update
     # 1. fixed cost: 64 x 64 tiles, one per call
@@ -92,7 +109,17 @@ def run_targets(big: bool = True, rounds: int = 7) -> list[Row]:
         {"segiou": per_image(update, g, p), "numpy": per_image(bincount_idiom, g, p)}, rounds
     )
     us = statistics.median(t["segiou"]) / n * 1e6
-    rows.append(Row("64x64 one per call: us per call", f"{us:8.2f} us", us, "<= 5 us", us <= 5.0))
+    rows.append(
+        Row("64x64 tiles one per call: us per call", f"{us:8.2f} us", us, "<= 5 us", us <= 5.0)
+    )
+    z = np.zeros_like(g)  # constant tiles: the fixed cost (Python, kernel calls, fold) alone
+    t0 = interleaved_seconds({"segiou": per_image(update, z, z)}, rounds)
+    us0 = statistics.median(t0["segiou"]) / n * 1e6
+    rows.append(
+        Row(
+            "64x64 constant one per call (fixed cost)", f"{us0:8.2f} us", us0, "<= 5 us", us0 <= 5.0
+        )
+    )
     rows.append(
         _ratio_row(
             "64x64 one per call: x numpy idiom",
@@ -153,13 +180,17 @@ def run_targets(big: bool = True, rounds: int = 7) -> list[Row]:
             lambda r: r <= 1.15,
         )
     )
-    # 4. argmax outputs: wider predictions against the uint8 path, same masks
+    # 4. argmax outputs: wider predictions against the uint8 path, same masks (and the time of
+    # merely reading both arrays on all threads: wider arrays are more bytes to read)
     for gd, pd in (("uint8", "int64"), ("int64", "int64"), ("uint8", "int32")):
         g2, p2 = g.astype(gd), p.astype(pd)
         t = interleaved_seconds(
-            {"wide": lambda: update(g2, p2), "u8": lambda: update(g, p)},  # noqa: B023
+            {"wide": lambda: update(g2, p2), "u8": lambda: update(g, p),  # noqa: B023
+             "floor": lambda: read_floor(g2, p2)},  # noqa: B023
             rounds,
-        )
+        )  # fmt: skip
+        floors.append(f"{gd}/{pd} read floor {statistics.median(t['floor']) / px * 1e9:.3f} ns/px, "
+                      f"segiou {median_ratio(t['wide'], t['floor']):.2f}x it")  # fmt: skip
         rows.append(
             _ratio_row(
                 f"{n}x{h}x{w} {gd}/{pd} / uint8",
@@ -232,13 +263,16 @@ NEW_PATHS = (
 
 def main() -> int:
     print(f"numba threads: {nb.get_num_threads()}")
-    rows = run_targets()
+    floors: list[str] = []
+    rows = run_targets(floors=floors)
     ok = True
     for r in rows:
         ok &= r.good
         print(
             f"{r.name:58s} {r.value:48s} ratio {r.ratio:7.2f} (target {r.target}) {'PASS' if r.good else 'FAIL'}"
         )
+    for line in floors:
+        print(f"  {line} (no target)")
     ct = first_call_seconds(FIRST_CALL)
     good = ct["warm"] <= 0.6
     ok &= good
@@ -255,7 +289,7 @@ def test_targets_run_and_count_right(request: pytest.FixtureRequest) -> None:
     """Every row runs (small data unless benchmarking), and each path counts what its baseline does."""
     small = bool(request.config.getoption("benchmark_disable", default=True))
     rows = run_targets(big=not small, rounds=1)
-    assert len(rows) == 12
+    assert len(rows) == 13
     g, p = cityscapes_like(2, 64, 96, seed=5)
     one = ConfusionMatrix(K, ignore_index=255).update(g, p)
     many = ConfusionMatrix(K, ignore_index=255)
