@@ -447,8 +447,8 @@ def _tables(
     ``workers`` threads (default: :func:`_default_workers`), each with its own table.
     """
     width = lk.num_classes + 2
-    if (not per_image and g.size < _WORD_PATH_MIN_PIXELS and g.dtype.itemsize == p.dtype.itemsize == 1
-            and g.flags.c_contiguous and p.flags.c_contiguous):  # fmt: skip
+    if (not per_image and g.size < _WORD_PATH_MIN_PIXELS and g.dtype.itemsize == 1
+            and p.dtype.itemsize == 1 and g.flags.c_contiguous and p.flags.c_contiguous):  # fmt: skip
         small = np.zeros(lk.table_size, dtype=np.int64)
         _kernels.count_small(g, p, *lk.small_offsets(g.dtype, p.dtype), lk.copies - 1, small)
         folded: IntArray = small.reshape(1, width, width, lk.copies).sum(axis=3)

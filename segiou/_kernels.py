@@ -375,8 +375,9 @@ def count_narrow_span(g, p, i0, i1, gcode, pcode, luts, mask, t, raw):
     Block by block: both sides narrowed into byte buffers while their range is checked; a block
     whose values all lie in 0..255 is counted as 8-bit words, into the raw table ``raw`` if it
     has any bins (large calls: :func:`count_words_span`) else into ``t``
-    (:func:`count_words_small_span`); any other block pixel by pixel through ``luts`` = ``(glut, glo, gunexp, plut, plo, punexp)`` of
-    the generic kernel (unexpected values land in the unexpected code).
+    (:func:`count_words_small_span`); any other block pixel by pixel through ``luts``, the
+    ``(glut, glo, gunexp, plut, plo, punexp)`` of the generic kernel (unexpected values land in
+    the unexpected code).
     """
     glut, glo, gunexp, plut, plo, punexp = luts
     gsize = np.uint64(glut.size)
