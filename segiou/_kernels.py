@@ -154,11 +154,7 @@ def count_parallel(g, p, glut, glo, gunexp, plut, plo, punexp, mask, tabs, per_i
 RAW_COPIES = 8
 RAW_BINS = 65536
 #: One raw table: ``RAW_BINS * RAW_COPIES`` interleaved counters, then ``RAW_BINS`` single ones.
-RAW_SEEN = RAW_BINS * (RAW_COPIES + 1)
-#: Then 256 "ground-truth value seen" flags, an "every value" flag and a "flags kept" flag:
-#: :func:`fold_raw_clear` reads only the rows of values seen (a 1024 x 2048 mask uses ~20 of
-#: 256), not all 4.5 MiB, when the counting kept the flags (:func:`count_words_span` does).
-RAW_SIZE = RAW_SEEN + 258
+RAW_SIZE = RAW_BINS * (RAW_COPIES + 1)
 BLOCK_WORDS = 2048
 SAMPLE_PIXELS = 256
 _BYTE = np.uint64(0xFF)
@@ -228,18 +224,6 @@ def _repeats(gb, pb):
 
 
 @kernel
-def _mark_seen(gs, gb, t):
-    """Flag the ground-truth values of words ``gs`` (bytes ``gb``) as seen in raw table ``t``."""
-    for q in range(gs.size):
-        gw = gs[q]
-        g0 = gw & _BYTE
-        t[RAW_SEEN + np.int64(g0)] = 1
-        if gw != g0 * _ONES:  # rare in real masks: every byte
-            for k in range(1, 8):
-                t[RAW_SEEN + np.int64(gb[q * 8 + k])] = 1
-
-
-@kernel
 def count_words_span(g8, p8, g64, p64, w0, w1, t):
     """Count words ``[w0, w1)`` (pixels ``8*w0 .. 8*w1``) of two 8-bit masks into raw ``t``."""
     gs = g64[w0:w1]
@@ -247,7 +231,6 @@ def count_words_span(g8, p8, g64, p64, w0, w1, t):
     gb = g8[w0 * 8 : w1 * 8]
     pb = p8[w0 * 8 : w1 * 8]
     t1 = t[RAW_BINS * RAW_COPIES :]
-    t[RAW_SEEN + 257] = 1  # the seen flags are kept
     n = gs.size
     q0 = 0
     while q0 < n:
@@ -256,10 +239,8 @@ def count_words_span(g8, p8, g64, p64, w0, w1, t):
         b1 = q1 * 8
         s1 = min(b0 + SAMPLE_PIXELS, b1)
         if 4 * _repeats(gb[b0:s1], pb[b0:s1]) < s1 - b0:  # under 1 in 4 repeats: noisy
-            t[RAW_SEEN + 256] = 1  # noise holds any value: the fold reads every row
             _count_bytes_single(gb[b0:b1], pb[b0:b1], t1)
         else:
-            _mark_seen(gs[q0:q1], gb[b0:b1], t)
             _count_words_copies(gs[q0:q1], ps[q0:q1], gb[b0:b1], pb[b0:b1], t)
         q0 = q1
 
@@ -283,9 +264,8 @@ def count_words_parallel(g8, p8, g64, p64, tabs):
 
 @kernel
 def count_bytes(g, p, t):
-    """Count a (short) tail of 8-bit pixels into raw table ``t``, copy 0 (values flagged)."""
+    """Count a (short) tail of 8-bit pixels into raw table ``t``, copy 0."""
     for k in range(g.size):
-        t[RAW_SEEN + np.int64(g[k])] = 1
         t[((np.int64(g[k]) << 8) | np.int64(p[k])) * RAW_COPIES] += 1
 
 
@@ -302,16 +282,12 @@ def _any_nonzero(a):
 def fold_raw_clear(tab, gcode, pcode, out):
     """Add every raw bin ``(g, p)`` of ``tab`` into ``out[gcode[g], pcode[p]]``; zero ``tab``.
 
-    Only the rows of ground-truth values flagged as seen are read when the counting kept the
-    flags (else every row); a row (its 256 bins in both regions) is scanned first and skipped
-    when empty. Masks use few of the 256 values: the fold of a 4.5 MiB table reads ~0.3 MiB.
+    A ground-truth value's row (its 256 bins in both regions) is scanned first and skipped when
+    empty: masks use few of the 256 values, so most of the table is only read, once.
     """
     single = RAW_BINS * RAW_COPIES
     row = 256 * RAW_COPIES
-    every = tab[RAW_SEEN + 257] == 0 or tab[RAW_SEEN + 256] != 0  # no flags, or noise
     for gv in range(256):
-        if not (every or tab[RAW_SEEN + gv]):
-            continue
         copies = tab[gv * row : (gv + 1) * row]
         ones = tab[single + gv * 256 : single + (gv + 1) * 256]
         if not (_any_nonzero(copies) or _any_nonzero(ones)):
@@ -327,16 +303,16 @@ def fold_raw_clear(tab, gcode, pcode, out):
                 ones[pv] = 0
                 for c in range(RAW_COPIES):
                     copies[base + c] = 0
-    tab[RAW_SEEN:] = 0
 
 
-# --- narrowing path: contiguous masks of wider dtypes (argmax output) -------------------------
-# int64/int32 predictions straight out of ``argmax`` hold small class ids. Block by block, both
-# masks are narrowed into two byte buffers while their range is checked (all in 0..255: one OR
-# of the values, a vectorised pass); such blocks are counted as 8-bit words, with no narrowed
-# copy of the masks. A block holding any other value (negative, 256, 2**40, a raw id of a wide
-# spec) is counted pixel by pixel through the full lookup tables: valid ids are counted,
-# unexpected ones land in the unexpected code and the caller reports them with their true value.
+# --- narrowing path: contiguous masks of wider dtypes (argmax output), read 8 pixels at a time --
+# int64/int32 predictions straight out of ``argmax`` hold small class ids. 8 pixels of each
+# side are read and packed into one 8-bit word while their range is checked (all in 0..255:
+# one OR of the values); such groups are counted as the 8-bit words of
+# :func:`count_words_small_span`, straight into the small code table, with no narrowed copy of
+# the masks. A group holding any other value (negative, 256, 2**40, a raw id of a wide spec)
+# is counted pixel by pixel through the full lookup tables: valid ids are counted, unexpected
+# ones land in the unexpected code and the caller reports them with their true value.
 
 
 @kernel

@@ -290,7 +290,7 @@ plans = st.lists(st.tuples(st.sampled_from(KINDS), lengths), min_size=1, max_siz
 def test_layout_assumptions():
     # The boundary tests below are built around these sizes (see segiou/_kernels.py).
     assert (ROW, SAMPLE, BLOCK_WORDS, _kernels.RAW_COPIES) == (64, 256, 2048, 8)
-    assert _kernels.RAW_SIZE == 65536 * 9 + 258  # bins, then the seen flags
+    assert _kernels.RAW_SIZE == 65536 * 9
     assert Labels(179).lookup().copies == 8
     assert Labels(180).lookup().copies == 1
 
