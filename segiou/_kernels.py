@@ -305,14 +305,13 @@ def fold_raw_clear(tab, gcode, pcode, out):
                     copies[base + c] = 0
 
 
-# --- narrowing path: contiguous masks of wider dtypes (argmax output), read 8 pixels at a time --
-# int64/int32 predictions straight out of ``argmax`` hold small class ids. 8 pixels of each
-# side are read and packed into one 8-bit word while their range is checked (all in 0..255:
-# one OR of the values); such groups are counted as the 8-bit words of
-# :func:`count_words_small_span`, straight into the small code table, with no narrowed copy of
-# the masks. A group holding any other value (negative, 256, 2**40, a raw id of a wide spec)
-# is counted pixel by pixel through the full lookup tables: valid ids are counted, unexpected
-# ones land in the unexpected code and the caller reports them with their true value.
+# --- narrowing path: contiguous masks of wider dtypes (argmax output) -------------------------
+# int64/int32 predictions straight out of ``argmax`` hold small class ids. Block by block, both
+# masks are narrowed into two byte buffers while their range is checked (all in 0..255: one OR
+# of the values, a vectorised pass); such blocks are counted as 8-bit words, with no narrowed
+# copy of the masks. A block holding any other value (negative, 256, 2**40, a raw id of a wide
+# spec) is counted pixel by pixel through the full lookup tables: valid ids are counted,
+# unexpected ones land in the unexpected code and the caller reports them with their true value.
 
 
 @kernel
