@@ -474,11 +474,11 @@ def _tables(
         else:
             _run_parallel(_kernels.count_words_parallel, (g8, p8, g64, p64, raw))
         _kernels.count_bytes(g8[n64 * 8 :], p8[n64 * 8 :], raw[0])
-        out = np.zeros((1, width, width), dtype=np.int64)
-        for tab in raw:
-            _kernels.fold_raw_clear(tab, lk.gbytes(g.dtype), lk.pbytes(p.dtype), out[0])
+        outs = np.zeros((workers, width, width), dtype=np.int64)  # each thread folds its table
+        fold = _kernels.fold_raw_parallel if workers > 1 else _kernels.fold_raw_serial
+        _run_parallel(fold, (raw, lk.gbytes(g.dtype), lk.pbytes(p.dtype), outs))
         _scratch.raw_tables_dirty = False
-        return out
+        return outs.sum(axis=0, keepdims=True)  # type: ignore[no-any-return]
     g3, p3 = _as_3d(g), _as_3d(p)
     n_img = g3.shape[0]
     group = (

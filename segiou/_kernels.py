@@ -305,6 +305,20 @@ def fold_raw_clear(tab, gcode, pcode, out):
                     copies[base + c] = 0
 
 
+@kernel
+def fold_raw_serial(tabs, gcode, pcode, outs):
+    """Fold each raw table ``tabs[w]`` into ``outs[w]`` on the calling thread."""
+    for w in range(tabs.shape[0]):
+        fold_raw_clear(tabs[w], gcode, pcode, outs[w])
+
+
+@parallel_kernel
+def fold_raw_parallel(tabs, gcode, pcode, outs):
+    """Fold each raw table ``tabs[w]`` into ``outs[w]`` on its own thread (see fold_raw_clear)."""
+    for w in nb.prange(tabs.shape[0]):
+        fold_raw_clear(tabs[w], gcode, pcode, outs[w])
+
+
 # --- narrowing path: contiguous masks of wider dtypes (argmax output) -------------------------
 # int64/int32 predictions straight out of ``argmax`` hold small class ids. Block by block, both
 # masks are narrowed into two byte buffers while their range is checked (all in 0..255: one OR
