@@ -17,7 +17,7 @@ from segiou._count import Lookup, Tally, as_labels
 from segiou._instances import InstanceCounter, InstanceTally
 from segiou._resources import check_memory
 from segiou._typing import IntArray
-from segiou.errors import CountOverflowError, ShapeMismatchError
+from segiou.errors import CountOverflowError, IncompatibleMatrixError, ShapeMismatchError
 from segiou.images import ImageRows
 from segiou.labels import IdSpace, LabelSpec
 
@@ -25,11 +25,13 @@ __all__ = [
     "Counters",
     "add_into",
     "check_fits",
+    "check_mergeable",
     "count_extras",
     "n_images_of",
     "overflow_error",
     "row_multiset",
     "spec_lookup",
+    "states_equal",
 ]
 
 
@@ -43,6 +45,37 @@ def check_fits(k: int, threads: int | None) -> None:
     need = 8 * (k * k + (k + 2) ** 2 * (workers + 2))
     check_memory(need, f"an accumulator of {k:,} classes ({workers} kernel thread(s))",
                  "Check the number of classes, or pass threads=1")  # fmt: skip
+
+
+def check_mergeable(
+    mine: Mapping[str, Any], theirs: Mapping[str, Any], a: LabelSpec, b: LabelSpec
+) -> None:
+    """Refuse to merge two states whose settings (``_config`` of each) or label specs differ.
+
+    Raises
+    ------
+    IncompatibleMatrixError
+        A setting or the label spec differs; both values (or the spec differences) are named.
+    """
+    for name in ("gt_ids", "pred_ids", "per_image", "on_unexpected", "boundary", "instances"):
+        if mine[name] != theirs[name]:
+            msg = (
+                f"cannot merge: {name} is {mine[name]!r} here but {theirs[name]!r} in the "
+                "other state; count both with the same settings"
+            )
+            raise IncompatibleMatrixError(msg)
+    if mine["labels"] != theirs["labels"]:
+        diffs = [
+            f"{f}: {getattr(a, f)!r:.80} vs {getattr(b, f)!r:.80}"
+            for f in ("name", "classes", "ignore", "categories", "raw")
+            if getattr(a, f) != getattr(b, f)
+        ]
+        msg = (
+            f"cannot merge states with different label specs ({a.num_classes} classes "
+            f"{a.name!r} vs {b.num_classes} classes {b.name!r}); differences: "
+            + "; ".join(diffs or ["colours or category membership"])
+        )
+        raise IncompatibleMatrixError(msg)
 
 
 def n_images_of(shape: tuple[int, ...]) -> int:
@@ -65,6 +98,19 @@ def overflow_error(have: int, adding: int) -> CountOverflowError:
         "largest exact count; nothing was added. Split the evaluation into several states"
     )
     return CountOverflowError(msg)
+
+
+def states_equal(
+    a: dict[str, Any], b: dict[str, Any], rows_a: ImageRows | None, rows_b: ImageRows | None
+) -> bool:
+    """Whether two states (``to_dict`` output, changed here) are equal, rows as multisets."""
+    # a version-1 state's rows hold TP/FP/FN only: compare both sides in that form then
+    dense = a["version"] == 1 or b["version"] == 1
+    for d, rows in ((a, rows_a), (b, rows_b)):
+        d.pop("writer")
+        d.pop("version")
+        d["image_rows"] = None if rows is None else row_multiset(rows, dense)
+    return a == b
 
 
 def row_multiset(rows: ImageRows, dense: bool) -> list[tuple[Any, ...]]:
@@ -173,6 +219,8 @@ def count_extras(
     InstanceIdError, LabelDtypeError
         Instance values that are no instance of the spec, or not integers.
     """
+    if boundary is None and instances is None:
+        return None, None
     g2 = as_labels(gt, "gt", where)
     g = _images(g2)
     p = _images(as_labels(pred, "pred", where))

@@ -19,6 +19,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -329,6 +330,24 @@ def _check_rows_add_up(p: StateParts) -> None:
 def _spec(text: str) -> LabelSpec:
     """Parse a state's label spec once per distinct spec (the states of one run share it)."""
     return LabelSpec.from_dict(json.loads(text), source="field 'labels'")
+
+
+def read_json(path: Path) -> Any:
+    """Parse a state file (JSON).
+
+    Raises
+    ------
+    CheckpointError
+        The file does not exist, cannot be read or is not JSON (the message names it).
+    """
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        msg = f"checkpoint {str(path)!r} does not exist"
+        raise CheckpointError(msg) from err
+    except (OSError, ValueError) as err:
+        msg = f"checkpoint {str(path)!r} is not readable JSON: {err}"
+        raise CheckpointError(msg) from err
 
 
 def load(d: Any, source: str = "state") -> StateParts:

@@ -12,7 +12,13 @@ import numpy as np
 
 from segiou._typing import LabelArray
 
-__all__ = ["IGNORE", "describe_unexpected", "expected_values", "format_unexpected"]
+__all__ = [
+    "IGNORE",
+    "describe_unexpected",
+    "expected_values",
+    "format_unexpected",
+    "span_message",
+]
 
 #: Map target meaning "ignored" (ground truth) or "void" (prediction).
 IGNORE = -1
@@ -52,3 +58,27 @@ def expected_values(mapping: Mapping[int, int], k: int, kind: str) -> str:
     span = f"{cls[0]}..{cls[-1]}" if cls and cls[-1] - cls[0] + 1 == len(cls) else str(cls)
     text = f"{len(cls)} id(s) {span} for the {k} classes"
     return text + (f" or {kind} {ign}" if ign else "")
+
+
+def span_message(mapping: Mapping[int, int], lo: int, hi: int, side: str, max_lut: int) -> str:
+    """Why ids spanning ``lo..hi`` are refused, and what to do, for class-space and raw ids."""
+    classes = sorted(r for r, c in mapping.items() if c != IGNORE)
+    ignored = sorted(r for r, c in mapping.items() if c == IGNORE)
+    limit = f"a lookup table spans the smallest to the largest id, at most {max_lut:,} values"
+    if classes and all(mapping[r] == r for r in classes):
+        # class space: the class ids are compact, so an ignore value is what lies far away
+        clo, chi = classes[0], classes[-1]
+        far = [v for v in ignored if max(chi, v) - min(clo, v) + 1 > max_lut] or ignored
+        shown = ", ".join(map(str, far))
+        what = f"ignore value {shown} is" if len(far) == 1 else f"ignore values {shown} are"
+        return (
+            f"{side} {what} too far from the class ids {clo}..{chi}: "
+            f"together they span {lo}..{hi} ({hi - lo + 1:,} values), but {limit}. Use an "
+            "ignore value near the class ids instead (for example 255 or -1): map it in the "
+            f"masks first (np.where(mask == {far[0]}, 255, mask)) and pass that value as "
+            "ignore_index (or list it in the spec's ignore values)"
+        )
+    return (
+        f"{side} raw label ids of the spec span {lo}..{hi} ({hi - lo + 1:,} values), but "
+        f"{limit}; renumber the raw ids of the label spec (and the masks) into a compact range"
+    )

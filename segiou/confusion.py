@@ -21,22 +21,24 @@ from segiou._batch import (
     Counters,
     add_into,
     check_fits,
+    check_mergeable,
     count_extras,
     n_images_of,
     overflow_error,
-    row_multiset,
     spec_lookup,
+    states_equal,
 )
 from segiou._boundary import BoundaryWidth
-from segiou._count import OnUnexpected, Tally, count_pairs, to_numpy
+from segiou._count import OnUnexpected, Tally, to_numpy
 from segiou._extras import Extras
 from segiou._instances import InstanceTally
+from segiou._scores import count_batch
+from segiou._stream import StreamCounter
 from segiou._typing import CountMatrix, IntArray
 from segiou.errors import (
     CheckpointError,
     DuplicateBatchError,
     DuplicateImageError,
-    IncompatibleMatrixError,
     NotAStateError,
     UsageError,
 )
@@ -158,6 +160,8 @@ class ConfusionMatrix:
         self.extras = Extras(k, len(spec.categories), BoundaryWidth.parse(boundary),
                              bool(instances), self.per_image)  # fmt: skip
         self._counters = Counters(spec, self._lookup, self.gt_ids, self.pred_ids, bool(instances))
+        plain = not (self.per_image or boundary or instances)
+        self._stream = StreamCounter(self._lookup) if plain else None  # the short way
 
     @property
     def boundary(self) -> BoundaryWidth | None:
@@ -229,8 +233,10 @@ class ConfusionMatrix:
         key: str | int | None = None,
         names: Sequence[str] | None = None,
         instances: object | None = None,
+        scores_axis: int | None = None,
+        scores_dtype: str | None = None,
     ) -> Self:
-        """Count one batch: ground truth and prediction of the same shape.
+        """Count one batch: ground truth and prediction of the same shape (or class scores).
 
         Parameters
         ----------
@@ -238,7 +244,8 @@ class ConfusionMatrix:
             Label masks of any rank (``H x W``, ``N x H x W``, ...); any strides, any byte
             order (big-endian masks, e.g. ``>u2``, are copied into native byte order first).
             numpy arrays, PyTorch CPU tensors and other DLPack or ``__array__`` objects are
-            read without a copy; a CUDA tensor is refused (pass ``.cpu()``).
+            read without a copy; a CUDA tensor is refused (pass ``.cpu()``). With
+            ``scores_axis``, ``pred`` holds class scores instead (see below).
         key : str or int, optional
             Batch id. A key counted before (here or in a merged state) is refused.
         names : sequence of str, optional
@@ -250,6 +257,15 @@ class ConfusionMatrix:
             Instance ids of the ground truth, same shape (``label * 1000 + k`` from 1000, as
             Cityscapes' ``*_gtFine_instanceIds.png``): required when the accumulator was made
             with ``instances=True``, refused otherwise.
+        scores_axis : int, optional
+            ``pred`` holds class scores (logits or probabilities) along this axis, e.g. ``1``
+            for ``N x C x H x W``: counted as ``update(gt, np.argmax(pred, axis=scores_axis))``
+            (ties to the lowest channel; channel ``c`` is the prediction value ``c``), with the
+            argmax fused into the counting pass: no ``N x H x W`` array is made. float32,
+            float64, float16 and ml_dtypes' bfloat16; scores containing NaN are refused.
+        scores_dtype : {"bfloat16", "float16"}, optional
+            How to read scores given as ``uint16``/``int16`` bits, e.g. a PyTorch bfloat16
+            tensor as ``t.view(torch.int16)``.
 
         Returns
         -------
@@ -268,7 +284,14 @@ class ConfusionMatrix:
             The pixel total would pass ``2**63 - 1``; nothing is counted.
         ShapeMismatchError, LabelDtypeError, LabelRangeError
             Bad masks; the message names the batch, what was found and what to do.
+        ScoresError
+            Scores containing NaN (the first position is named).
         """
+        if (self._stream is not None and key is None and names is None and instances is None
+                and scores_axis is None and scores_dtype is None):  # fmt: skip
+            t = self._stream.count(gt, pred)  # None: not a small plain 8-bit batch
+            if t is not None and self._add_small(t, gt):  # type: ignore[arg-type]
+                return self
         k = None if key is None else str(key)
         where = "update" if k is None else f"batch {k!r}"
         self.extras.check(instances is not None, where, batch=True)
@@ -285,9 +308,10 @@ class ConfusionMatrix:
             if k is not None:
                 self._pending.add(k)
         try:
-            tally = count_pairs(gt, pred, self._lookup, where=where,
-                                on_unexpected=self.on_unexpected, per_image=self.per_image,
-                                threads=self.threads)  # fmt: skip
+            tally, pred = count_batch(gt, pred, self._lookup, scores_axis, scores_dtype,
+                                      where=where, on_unexpected=self.on_unexpected,
+                                      per_image=self.per_image, threads=self.threads,
+                                      labels=self.boundary is not None or self.instances)  # fmt: skip
             bnd, inst = count_extras(gt, pred, instances, tally, boundary=self.boundary,
                                      counters=self._counters, per_image=self.per_image,
                                      where=where)  # fmt: skip
@@ -299,6 +323,17 @@ class ConfusionMatrix:
                 with self._lock:
                     self._pending.discard(k)
         return self
+
+    def _add_small(self, t: IntArray, gt: np.ndarray) -> bool:
+        """Add a table :class:`StreamCounter` counted; ``False``: count ``gt`` the general way."""
+        with self._lock:
+            fits = self._pixels + gt.size <= _state.INT64_MAX
+            ignored = self._stream.add(t, self.counts, self.void, fits)  # type: ignore[union-attr]
+            if ignored is not None:
+                self.n_ignored += ignored
+                self._pixels += gt.size
+                self.n_images += n_images_of(gt.shape)
+        return ignored is not None
 
     def add_tally(
         self,
@@ -416,28 +451,9 @@ class ConfusionMatrix:
         if not isinstance(other, ConfusionMatrix):
             msg = f"cannot merge a ConfusionMatrix with {type(other).__name__}"  # type: ignore[unreachable]
             raise NotAStateError(msg)
-        mine, theirs = self._config(), other._config()
-        mine["on_unexpected"], theirs["on_unexpected"] = self.on_unexpected, other.on_unexpected
-        for name in ("gt_ids", "pred_ids", "per_image", "on_unexpected", "boundary", "instances"):
-            if mine[name] != theirs[name]:
-                msg = (
-                    f"cannot merge: {name} is {mine[name]!r} here but {theirs[name]!r} in the "
-                    "other state; count both with the same settings"
-                )
-                raise IncompatibleMatrixError(msg)
-        if mine["labels"] != theirs["labels"]:
-            a, b = self.spec, other.spec
-            diffs = [
-                f"{f}: {getattr(a, f)!r:.80} vs {getattr(b, f)!r:.80}"
-                for f in ("name", "classes", "ignore", "categories", "raw")
-                if getattr(a, f) != getattr(b, f)
-            ]
-            msg = (
-                f"cannot merge states with different label specs ({a.num_classes} classes "
-                f"{a.name!r} vs {b.num_classes} classes {b.name!r}); differences: "
-                + "; ".join(diffs or ["colours or category membership"])
-            )
-            raise IncompatibleMatrixError(msg)
+        check_mergeable(self._config() | {"on_unexpected": self.on_unexpected},
+                        other._config() | {"on_unexpected": other.on_unexpected},
+                        self.spec, other.spec)  # fmt: skip
 
     def merge(self, other: ConfusionMatrix) -> ConfusionMatrix:
         """Return a new accumulator holding both states.
@@ -543,15 +559,9 @@ class ConfusionMatrix:
         """
         if not isinstance(other, ConfusionMatrix):
             return NotImplemented
-        a, b = self.to_dict(), other.to_dict()
-        # a version-1 state's rows hold TP/FP/FN only: compare both sides in that form then
-        dense = a["version"] == 1 or b["version"] == 1
-        for d, cm in ((a, self), (b, other)):
-            d.pop("writer")
-            d.pop("version")
-            rows = ImageRows.concat(cm._rows, cm.num_classes)
-            d["image_rows"] = row_multiset(rows, dense) if cm.per_image else None
-        return a == b
+        rows = [ImageRows.concat(cm._rows, cm.num_classes) if cm.per_image else None
+                for cm in (self, other)]  # fmt: skip
+        return states_equal(self.to_dict(), other.to_dict(), *rows)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -680,16 +690,7 @@ class ConfusionMatrix:
         CheckpointError
             Unreadable, not JSON, or not a valid segiou state (the message names the file).
         """
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError as err:
-            msg = f"checkpoint {str(p)!r} does not exist"
-            raise CheckpointError(msg) from err
-        except (OSError, ValueError) as err:
-            msg = f"checkpoint {str(p)!r} is not readable JSON: {err}"
-            raise CheckpointError(msg) from err
-        return cls.from_dict(data, source=str(p))
+        return cls.from_dict(_state.read_json(Path(path)), source=str(path))
 
     def __getstate__(self) -> dict[str, Any]:
         return {"state": self.to_dict(), "threads": self.threads}

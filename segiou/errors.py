@@ -37,6 +37,7 @@ __all__ = [
     "RefusedError",
     "ResourceError",
     "ResultDocumentError",
+    "ScoresError",
     "SegiouError",
     "SegiouWarning",
     "ServiceStorageError",
@@ -61,6 +62,10 @@ class LabelRangeError(SegiouError, ValueError):
 
 class InstanceIdError(SegiouError, ValueError):
     """An instance id names a label the spec does not know, or a class without an instance size."""
+
+
+class ScoresError(SegiouError, ValueError):
+    """Class scores that cannot be read as predictions (NaN, an unknown encoding)."""
 
 
 class LabelDeviceError(SegiouError, TypeError):

@@ -575,9 +575,9 @@ def _deceptive_blocks(n_blocks: int, tail: int, dtype: str, seed: int):
 
 @pytest.mark.parametrize(("dtype", "labels"), [("uint8", SMALL), ("int8", SMALL)])
 def test_word_path_deceptive_samples_large(dtype, labels):
-    # Over 2**18 pixels: the word path without patching, one thread, two (spans that start in
+    # Over 2**20 pixels: the word path without patching, one thread, two (spans that start in
     # the middle of a block) and the default.
-    g, p = _deceptive_blocks(16, 8 * 1000 + 5, dtype, seed=1)
+    g, p = _deceptive_blocks(64, 8 * 1000 + 5, dtype, seed=1)
     assert g.size >= _count._WORD_PATH_MIN_PIXELS
     assert _word_path(g, p)
     kinds = _block_kinds(g, p)
@@ -786,8 +786,8 @@ def test_per_image_tables_counted_in_groups():
 def test_per_image_large_aligned_bytes():
     # Aligned 8-bit masks over the word path's size threshold: per_image counts them on the
     # generic kernel, whose rows here switch strategy; totals and rows equal the oracle.
-    g, p = _deceptive_blocks(17, 0, "uint8", seed=2)
-    g, p = g.reshape(4, 272, 256), p.reshape(4, 272, 256)
+    g, p = _deceptive_blocks(68, 0, "uint8", seed=2)
+    g, p = g.reshape(4, 272, 1024), p.reshape(4, 272, 1024)
     assert _word_path(g, p)  # the word path without per_image
     kinds = _row_kinds(g, p)
     assert set(kinds) == {True, False}

@@ -1,0 +1,309 @@
+"""Streaming benchmark (issue 14): batches as training and evaluation loops send them.
+
+Two ways to run it:
+
+* ``python benchmarks/bench_stream.py`` prints one row per target of the issue: segiou's time,
+  its baseline measured in the same run (interleaved rounds, median of per-round ratios), the
+  ratio, the target and PASS/FAIL; then the first-call times (warm and cold cache) and what
+  the new kernels add to compiling.
+* ``pytest benchmarks/bench_stream.py --benchmark-disable`` (CI) runs every case once on small
+  data and checks that each counts what its baseline counts, so the file keeps working.
+
+Every call is ``update()`` of an accumulator built once (19 classes + ignore 255), on
+Cityscapes-like masks (:func:`segiou.testing.synthetic.cityscapes_like`). Baselines: the numpy
+``bincount`` idiom, the same images in one call, the uint8 masks (for wider predictions),
+``np.argmax(scores, axis=1)`` alone (for class scores).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+import pytest
+from _timing import first_call_seconds, interleaved_seconds, median_ratio
+
+from segiou import ConfusionMatrix
+from segiou.testing.synthetic import cityscapes_like
+
+K = 19
+
+
+def bincount_idiom(gt: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """The common numpy idiom (FCN / mmsegmentation style)."""
+    k = (gt >= 0) & (gt < K)
+    return np.bincount(K * gt[k].astype(np.int64) + pred[k], minlength=K * K)
+
+
+def per_image(fn: Callable[[np.ndarray, np.ndarray], object], gt, pred) -> Callable[[], None]:
+    """Call ``fn`` once per image of the batch."""
+
+    def run() -> None:
+        for i in range(gt.shape[0]):
+            fn(gt[i], pred[i])
+
+    return run
+
+
+def scores_for(pred: np.ndarray, seed: int = 0) -> np.ndarray:
+    """``N x K x H x W`` float32 logits whose argmax is mostly ``pred`` (noise elsewhere)."""
+    rng = np.random.default_rng(seed)
+    n, h, w = pred.shape
+    s = rng.standard_normal((n, K, h, w), dtype=np.float32)
+    onehot = np.zeros_like(s)
+    np.put_along_axis(onehot, np.minimum(pred, K - 1)[:, None].astype(np.int64), 3.0, axis=1)
+    return s + onehot
+
+
+def bf16_bits(s: np.ndarray) -> np.ndarray:
+    """bfloat16 bits (truncated) of float32 scores, as a PyTorch bfloat16 tensor's int16 view."""
+    return (s.view(np.uint32) >> 16).astype(np.uint16)
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def _read_both(g: np.ndarray, p: np.ndarray) -> int:
+    s = 0
+    for i in nb.prange(g.size):
+        s += np.int64(g[i]) ^ np.int64(p[i])
+    return s
+
+
+def read_floor(gt: np.ndarray, pred: np.ndarray) -> int:
+    """Merely read both arrays once (all threads): the memory-bound floor."""
+    return int(_read_both(gt.reshape(-1), pred.reshape(-1)))
+
+
+@dataclass
+class Row:
+    name: str
+    value: str
+    ratio: float
+    target: str
+    good: bool
+
+
+def _ratio_row(name, t, num, den, unit, scale, target, good_fn) -> Row:  # type: ignore[no-untyped-def]
+    r = median_ratio(t[num], t[den])
+    value = f"{statistics.median(t[num]) * scale:8.3f} {unit} vs {statistics.median(t[den]) * scale:8.3f}"
+    return Row(name, value, r, target, good_fn(r))
+
+
+def run_targets(big: bool = True, rounds: int = 7, floors: list[str] | None = None) -> list[Row]:
+    """Measure every target; ``big=False`` shrinks the data (a smoke run).
+
+    ``floors`` collects the read-floor lines of the wider dtypes (no target).
+    """
+    rows: list[Row] = []
+    floors = [] if floors is None else floors
+    cm = ConfusionMatrix(K, ignore_index=255)
+    update = cm.update
+    # 1. fixed cost: 64 x 64 tiles, one per call
+    n = 512 if big else 16
+    g, p = cityscapes_like(n, 64, 64, seed=1)
+    t = interleaved_seconds(
+        {"segiou": per_image(update, g, p), "numpy": per_image(bincount_idiom, g, p)}, rounds
+    )
+    us = statistics.median(t["segiou"]) / n * 1e6
+    rows.append(
+        Row("64x64 tiles one per call: us per call", f"{us:8.2f} us", us, "<= 5 us", us <= 5.0)
+    )
+    z = np.zeros_like(g)  # constant tiles: the fixed cost (Python, kernel calls, fold) alone
+    t0 = interleaved_seconds({"segiou": per_image(update, z, z)}, rounds)
+    us0 = statistics.median(t0["segiou"]) / n * 1e6
+    rows.append(
+        Row(
+            "64x64 constant one per call (fixed cost)", f"{us0:8.2f} us", us0, "<= 5 us", us0 <= 5.0
+        )
+    )
+    rows.append(
+        _ratio_row(
+            "64x64 one per call: x numpy idiom",
+            t,
+            "numpy",
+            "segiou",
+            "us/call",
+            1e6 / n,
+            ">= 3x",
+            lambda r: r >= 3.0,
+        )
+    )
+    # 2. 512 x 512, one per call
+    n = 32 if big else 2
+    g, p = cityscapes_like(n, 512, 512, seed=2)
+    px = g.size
+    t = interleaved_seconds({"per": per_image(update, g, p), "batch": lambda: update(g, p),
+                             "numpy": per_image(bincount_idiom, g, p)}, rounds)  # fmt: skip
+    rows.append(
+        _ratio_row(
+            "512x512 one per call / one call",
+            t,
+            "per",
+            "batch",
+            "ns/px",
+            1e9 / px,
+            "<= 1.5x",
+            lambda r: r <= 1.5,
+        )
+    )
+    rows.append(
+        _ratio_row(
+            "512x512 one per call: x numpy idiom",
+            t,
+            "numpy",
+            "per",
+            "ns/px",
+            1e9 / px,
+            ">= 12x",
+            lambda r: r >= 12.0,
+        )
+    )
+    # 3. 1024 x 2048, one per call
+    n = 8 if big else 2
+    h, w = (1024, 2048) if big else (256, 512)
+    g, p = cityscapes_like(n, h, w, seed=3)
+    px = g.size
+    t = interleaved_seconds({"per": per_image(update, g, p), "batch": lambda: update(g, p)}, rounds)
+    rows.append(
+        _ratio_row(
+            f"{h}x{w} one per call / one call",
+            t,
+            "per",
+            "batch",
+            "ns/px",
+            1e9 / px,
+            "<= 1.15x",
+            lambda r: r <= 1.15,
+        )
+    )
+    # 4. argmax outputs: wider predictions against the uint8 path, same masks (and the time of
+    # merely reading both arrays on all threads: wider arrays are more bytes to read)
+    for gd, pd in (("uint8", "int64"), ("int64", "int64"), ("uint8", "int32")):
+        g2, p2 = g.astype(gd), p.astype(pd)
+        t = interleaved_seconds(
+            {"wide": lambda: update(g2, p2), "u8": lambda: update(g, p),  # noqa: B023
+             "floor": lambda: read_floor(g2, p2)},  # noqa: B023
+            rounds,
+        )  # fmt: skip
+        floors.append(f"{gd}/{pd} read floor {statistics.median(t['floor']) / px * 1e9:.3f} ns/px, "
+                      f"segiou {median_ratio(t['wide'], t['floor']):.2f}x it")  # fmt: skip
+        rows.append(
+            _ratio_row(
+                f"{n}x{h}x{w} {gd}/{pd} / uint8",
+                t,
+                "wide",
+                "u8",
+                "ns/px",
+                1e9 / px,
+                "<= 1.5x",
+                lambda r: r <= 1.5,
+            )
+        )
+    # 5. class scores, argmax fused: against np.argmax alone
+    n = 4 if big else 1
+    g, p = cityscapes_like(n, 512, 512, seed=4) if big else cityscapes_like(n, 64, 96, seed=4)
+    s32 = scores_for(p)
+    cases = {"float32": (s32, None, s32), "float16": (s32.astype(np.float16), None, s32.astype(np.float16)),
+             "bfloat16 bits": (bf16_bits(s32), "bfloat16", s32)}  # fmt: skip
+    for name, (s, sd, base) in cases.items():
+        t = interleaved_seconds({"fused": lambda: update(g, s, scores_axis=1, scores_dtype=sd),  # noqa: B023
+                                 "argmax": lambda: np.argmax(base, axis=1)}, rounds)  # noqa: B023  # fmt: skip
+        per = statistics.median(t["fused"]) / s.size * 1e9
+        row = _ratio_row(
+            f"scores {name} {s.shape}: fused / np.argmax",
+            t,
+            "fused",
+            "argmax",
+            "ms",
+            1e3,
+            "<= 1.2x",
+            lambda r: r <= 1.2,
+        )
+        row.value += f" ({per:.3f} ns per class per px)"
+        rows.append(row)
+    # memory: fused against argmax + counting
+    peaks = {}
+    for label, fn in (("fused", lambda: update(g, s32, scores_axis=1)),
+                      ("argmax+count", lambda: update(g, np.argmax(s32, axis=1)))):  # fmt: skip
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        fn()
+        peaks[label] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    ok = peaks["fused"] < g.size
+    rows.append(Row("scores: peak traced memory fused vs argmax+count",
+                    f"{peaks['fused'] / 2**20:8.2f} MiB vs {peaks['argmax+count'] / 2**20:8.2f} MiB",
+                    peaks["fused"] / max(peaks["argmax+count"], 1), "< 1 B/px, no N x H x W int64", ok))  # fmt: skip
+    return rows
+
+
+FIRST_CALL = (
+    "import time, numpy as np; t0 = time.perf_counter(); import segiou; "
+    "g = np.zeros((1024, 1024), np.uint8); "
+    "segiou.ConfusionMatrix(19, ignore_index=255).update(g, g); "
+    "segiou.ConfusionMatrix(19, ignore_index=255, threads=1).update(g[:8], g[:8]); "
+    "print(time.perf_counter() - t0)"
+)
+#: The new paths, each first called on its own (compile or cache load) after the above.
+NEW_PATHS = (
+    "import time, numpy as np, segiou; cm = segiou.ConfusionMatrix(19, ignore_index=255); "
+    "g = np.zeros((2, 64, 64), np.uint8); cm.update(g, g); out = []; "
+    "t0 = time.perf_counter(); cm.update(g[0], g[0]); out.append(time.perf_counter() - t0); "
+    "t0 = time.perf_counter(); cm.update(g, g.astype(np.int64)); out.append(time.perf_counter() - t0); "
+    "s = np.zeros((2, 19, 64, 64), np.float32); "
+    "t0 = time.perf_counter(); cm.update(g, s, scores_axis=1); out.append(time.perf_counter() - t0); "
+    "t0 = time.perf_counter(); cm.update(g, s.astype(np.float16), scores_axis=1); out.append(time.perf_counter() - t0); "
+    "print(sum(out))"
+)
+
+
+def main() -> int:
+    print(f"numba threads: {nb.get_num_threads()}")
+    floors: list[str] = []
+    rows = run_targets(floors=floors)
+    ok = True
+    for r in rows:
+        ok &= r.good
+        print(
+            f"{r.name:58s} {r.value:48s} ratio {r.ratio:7.2f} (target {r.target}) {'PASS' if r.good else 'FAIL'}"
+        )
+    for line in floors:
+        print(f"  {line} (no target)")
+    ct = first_call_seconds(FIRST_CALL)
+    good = ct["warm"] <= 0.6
+    ok &= good
+    print(f"first call incl. import: cold cache {ct['cold']:.2f} s, warm cache {ct['warm']:.2f} s "
+          f"(target warm <= 0.6 s) {'PASS' if good else 'FAIL'}")  # fmt: skip
+    nt = first_call_seconds(NEW_PATHS)
+    print(f"new paths' first calls (short way, int64 narrowing, float32 and float16 scores): "
+          f"cold cache {nt['cold']:.2f} s (compile), warm cache {nt['warm']:.3f} s")  # fmt: skip
+    return 0 if ok else 1
+
+
+# -- pytest (CI: --benchmark-disable, small data) -----------------------------------------------
+def test_targets_run_and_count_right(request: pytest.FixtureRequest) -> None:
+    """Every row runs (small data unless benchmarking), and each path counts what its baseline does."""
+    small = bool(request.config.getoption("benchmark_disable", default=True))
+    rows = run_targets(big=not small, rounds=1)
+    assert len(rows) == 13
+    g, p = cityscapes_like(2, 64, 96, seed=5)
+    one = ConfusionMatrix(K, ignore_index=255).update(g, p)
+    many = ConfusionMatrix(K, ignore_index=255)
+    for i in range(2):
+        many.update(g[i], p[i])
+    assert one == many
+    assert ConfusionMatrix(K, ignore_index=255).update(g, p.astype(np.int64)) == one
+    s = scores_for(p)
+    fused = ConfusionMatrix(K, ignore_index=255).update(g, s, scores_axis=1)
+    assert fused == ConfusionMatrix(K, ignore_index=255).update(g, np.argmax(s, axis=1))
+    void_free = (g < K) & (p < K)  # the idiom adds void (255) predictions into other cells
+    ref = np.bincount(K * g[void_free].astype(np.int64) + p[void_free], minlength=K * K)
+    np.testing.assert_array_equal(one.counts.ravel(), ref)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,415 @@
+"""Streaming calls (issue 14): the short way of ``update``, wide dtypes narrowed while read,
+class scores with a fused argmax. Every path against the plain oracle of ``reference``.
+"""
+
+from __future__ import annotations
+
+import threading
+import tracemalloc
+from unittest import mock
+
+import numpy as np
+import pytest
+import reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from segiou import ConfusionMatrix, LabelSpec, RawLabel, _count, _kernels, _stream
+from segiou.errors import (
+    CountOverflowError,
+    LabelDtypeError,
+    LabelRangeError,
+    ScoresError,
+    ShapeMismatchError,
+    UsageError,
+)
+from segiou.testing.strategies import aligned_empty, byte_pairs
+
+BLOCK = _kernels.NARROW_BLOCK
+
+
+def _cm(k: int, ignore=(255,), **kw) -> ConfusionMatrix:
+    return ConfusionMatrix(k, ignore_index=list(ignore), on_unexpected="count", **kw)
+
+
+def _assert_ref(cm: ConfusionMatrix, gt, pred, k: int, ignore=(255,)) -> None:
+    reference.assert_same_counts(cm, reference.confusion(gt, pred, k, ignore=ignore))
+    total = int(cm.counts.sum() + cm.void.sum()) + cm.n_ignored + cm.n_unexpected
+    assert total == cm.n_pixels == np.asarray(gt).size
+
+
+def _at_offset(a: np.ndarray, offset: int) -> np.ndarray:
+    out = aligned_empty(a.size, a.dtype, offset=offset * a.dtype.itemsize)
+    out[...] = a.reshape(-1)
+    return out.reshape(a.shape)
+
+
+class _Spy:
+    """Records whether :meth:`StreamCounter.count` took the short way (patched in by ``on``)."""
+
+    def __init__(self) -> None:
+        self.taken: list[bool] = []
+        orig = _stream.StreamCounter.count
+
+        def count(counter, gt, pred):  # type: ignore[no-untyped-def]
+            t = orig(counter, gt, pred)
+            self.taken.append(t is not None)
+            return t
+
+        self.on = mock.patch.object(_stream.StreamCounter, "count", count)
+
+
+# --- the short way: small 8-bit pairs, two kernel calls ---------------------------------------
+
+
+def _word_patterns(seed: int, n_words: int, vals: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Words with no change, one change at each position (either side, both) and many changes."""
+    rng = np.random.default_rng(seed)
+    gs, ps = [], []
+    g_last, p_last = vals[0], vals[-1]
+    for q in range(n_words):
+        kind = q % 11
+        g = np.full(8, g_last)
+        p = np.full(8, p_last)
+        if kind < 7:  # one change of pair before pixel kind + 1
+            side = rng.integers(3)
+            if side != 1:
+                g[kind + 1 :] = rng.choice(vals)
+            if side != 0:
+                p[kind + 1 :] = rng.choice(vals)
+        elif kind == 7:  # changes everywhere
+            g, p = rng.choice(vals, 8), rng.choice(vals, 8)
+        elif kind == 8:  # a new constant pair
+            g[:], p[:] = rng.choice(vals), rng.choice(vals)
+        gs.append(g)
+        ps.append(p)
+        g_last, p_last = int(g[-1]), int(p[-1])
+    return np.concatenate(gs), np.concatenate(ps)
+
+
+@pytest.mark.parametrize("k", [5, 19, 256])  # 256: 1 copy per cell (copy indices masked)
+@pytest.mark.parametrize("tail", [0, 1, 7])
+def test_short_way_word_patterns(k, tail):
+    vals = list(range(256)) if k == 256 else [0, 1, 2, 4, k - 1, 255, 7 + k, 200]
+    g, p = _word_patterns(k + tail, 900, vals)
+    if tail:  # the last word cut short: single bytes after the last whole word
+        g, p = g[: g.size - 8 + tail], p[: p.size - 8 + tail]
+    for go, po in [(0, 0), (3, 3), (1, 6), (7, 0)]:  # same and different word offsets
+        gt, pred = _at_offset(g.astype(np.uint8), go), _at_offset(p.astype(np.uint8), po)
+        spy = _Spy()
+        cm = _cm(k, ignore=() if k == 256 else (255,))
+        with spy.on:
+            cm.update(gt, pred)
+        assert spy.taken == [True]
+        _assert_ref(cm, gt, pred, k, ignore=() if k == 256 else (255,))
+
+
+@settings(deadline=None)
+@given(pair=byte_pairs(max_size=300), offsets=st.tuples(st.integers(0, 7), st.integers(0, 7)))
+def test_short_way_equals_reference(pair, offsets):
+    # uint8 / int8 / bool pairs at any word offset, unexpected values included: the short way
+    # counts what it can, hands anything unexpected to the general way, which reports it.
+    gt, pred = _at_offset(pair.gt, offsets[0]), _at_offset(pair.pred, offsets[1])
+    cm = _cm(pair.num_classes, pair.ignore)
+    spy = _Spy()
+    with spy.on:
+        cm.update(gt, pred)
+        cm.update(gt, pred)  # the per-thread table was left zeroed
+    ref = reference.confusion(pair.gt, pair.pred, pair.num_classes, ignore=pair.ignore)
+    ref = reference.add(ref, ref)
+    reference.assert_same_counts(cm, ref)
+    assert cm.n_pixels == 2 * gt.size
+    assert cm.n_images == 2
+    if gt.dtype != np.bool_ and pred.dtype != np.bool_:
+        assert spy.taken == [True, True]
+
+
+def test_short_way_many_calls_equal_one_batch():
+    rng = np.random.default_rng(3)
+    g = rng.integers(0, 20, (40, 24, 40)).astype(np.uint8)
+    g[g == 19] = 255
+    p = np.where(rng.random(g.shape) < 0.8, g, rng.integers(0, 19, g.shape)).astype(np.uint8)
+    one, many = _cm(19), _cm(19)
+    one.update(g, p)
+    for i in range(len(g)):
+        many.update(g[i], p[i])
+    assert one.n_images == many.n_images == 40
+    assert one == many
+    _assert_ref(many, g, p, 19)
+
+
+def test_short_way_unexpected_raises_and_leaves_nothing():
+    cm = ConfusionMatrix(19, ignore_index=255)
+    g = np.zeros((16, 16), np.uint8)
+    p = np.ones((16, 16), np.uint8)
+    p[3, 5] = 40
+    with pytest.raises(LabelRangeError, match=r"40 \(1 px, first at \(3, 5\)\)"):
+        cm.update(g, p)
+    assert cm.n_pixels == 0
+    assert not cm.counts.any()
+    cm.update(g, np.ones_like(p))  # the table of the refused call does not leak in
+    assert cm.counts[0, 1] == 256
+    assert cm.n_pixels == 256
+
+
+def test_short_way_overflow_refused_whole():
+    cm = _cm(3)
+    cm._pixels = 2**63 - 10
+    g = np.zeros((4, 4), np.uint8)
+    with pytest.raises(CountOverflowError):
+        cm.update(g, g)
+    assert not cm.counts.any()
+    cm._pixels = 0
+    cm.update(g, g)
+    assert cm.counts[0, 0] == 16
+
+
+def test_short_way_threads():
+    g = np.random.default_rng(1).integers(0, 5, (64, 32, 32)).astype(np.uint8)
+    cm = _cm(5)
+
+    def work(i0: int) -> None:
+        for i in range(i0, 64, 4):
+            cm.update(g[i], g[i][::-1].copy())
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ref = reference.confusion(g, g[:, ::-1], 5, ignore=(255,))
+    reference.assert_same_counts(cm, ref)
+
+
+# --- wide dtypes narrowed while read ----------------------------------------------------------
+
+WIDE = ["int64", "int32", "int16", "uint16", "uint32"]
+#: Values just outside the 8-bit range, negative and huge, per dtype (clipped to what it holds).
+ODD = [-1, -2, 256, 257, 1000, 2**31 - 1, -(2**31), 2**40, -(2**63), 2**63 - 1, 65535]
+
+
+def _odd_for(dtype: str) -> list[int]:
+    info = np.iinfo(dtype)
+    return [v for v in ODD if info.min <= v <= info.max]
+
+
+@settings(deadline=None)
+@given(
+    gdtype=st.sampled_from(["uint8", "int64", "int32", "bool"]),
+    pdtype=st.sampled_from(WIDE),
+    n=st.sampled_from([1, 7, 8, 9, 100, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 13]),
+    seed=st.integers(0, 2**32 - 1),
+    n_odd=st.integers(0, 3),
+    threads=st.sampled_from([1, 2]),
+)
+def test_narrow_equals_reference(gdtype, pdtype, n, seed, n_odd, threads):
+    rng = np.random.default_rng(seed)
+    k = 2 if gdtype == "bool" else 19
+    runs = np.repeat(rng.integers(0, k, n // 50 + 1), 50)[:n]
+    g = np.where(rng.random(n) < 0.05, 255 if k == 19 else 1, runs)
+    p = np.where(rng.random(n) < 0.1, rng.integers(0, k, n), runs)
+    for _ in range(n_odd):  # unexpected values somewhere: their blocks go pixel by pixel
+        p[rng.integers(n)] = rng.choice(_odd_for(pdtype))
+        if gdtype != "bool":
+            g[rng.integers(n)] = rng.choice(_odd_for(gdtype) or [77])
+    gt = (g & 1).astype(bool) if gdtype == "bool" else g.astype(gdtype)
+    pred = p.astype(pdtype)
+    cm = _cm(k, threads=threads)
+    cm.update(gt, pred)
+    _assert_ref(cm, gt, pred, k)
+
+
+@pytest.mark.parametrize("pdtype", ["int64", "int32"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_narrow_large_raw_tables(pdtype, threads):
+    # >= 2**20 pixels: narrowed blocks go to the raw tables; a few blocks hold wide values.
+    rng = np.random.default_rng(7)
+    n = (1 << 20) + 2 * BLOCK + 3
+    g = np.repeat(rng.integers(0, 19, n // 300 + 1), 300)[:n].astype(np.uint8)
+    p = np.where(rng.random(n) < 0.02, rng.integers(0, 19, n), g).astype(pdtype)
+    g[rng.random(n) < 0.01] = 255
+    # the last block (3 pixels, no whole word) holds class ids only: narrowed, byte tail
+    p[[5, BLOCK, 3 * BLOCK - 1, n - BLOCK]] = [-1, 256, 2**31 - 1, 999]
+    assert g.size >= _count._WORD_PATH_MIN_PIXELS
+    assert n % BLOCK == 3
+    cm = _cm(19, threads=threads)
+    cm.update(g.reshape(1, -1), p.reshape(1, -1))
+    _assert_ref(cm, g, p, 19)
+
+
+def test_narrow_reports_true_values():
+    g = np.zeros((3, 40, 40), np.uint8)
+    p = np.zeros((3, 40, 40), np.int64)
+    p[0, 1, 2], p[1, 3, 4], p[2, 39, 39] = -1, 256, 2**40
+    with pytest.raises(LabelRangeError) as err:
+        ConfusionMatrix(19, ignore_index=255).update(g, p)
+    msg = str(err.value)
+    for text in ("-1 (1 px, first at (0, 1, 2))", "256 (1 px, first at (1, 3, 4))",
+                 "1099511627776 (1 px, first at (2, 39, 39))"):  # fmt: skip
+        assert text in msg
+
+
+@pytest.mark.parametrize("how", ["rev", "step", "F"])
+def test_wide_views_take_the_generic_kernel(how):
+    rng = np.random.default_rng(2)
+    g = rng.integers(0, 19, (2, 30, 50)).astype(np.uint8)
+    p = rng.integers(-1, 260, (2, 30, 50)).astype(np.int64)
+    view = {"rev": p[:, ::-1, ::-1], "step": np.repeat(p, 2, axis=2)[:, :, ::2],
+            "F": np.asfortranarray(p)}[how]  # fmt: skip
+    cm = _cm(19)
+    cm.update(g, view)
+    _assert_ref(cm, g, view, 19)
+
+
+def test_narrow_makes_no_full_size_copy():
+    g = np.zeros((1, 1024, 1024), np.uint8)
+    p = np.ones((1, 1024, 1024), np.int64)
+    cm = ConfusionMatrix(19, ignore_index=255)
+    cm.update(g, p)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        cm.update(g, p)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < g.size // 8  # a narrowed copy would be >= 1 MiB
+    assert cm.counts[0, 1] == 2 * g.size
+
+
+# --- class scores -----------------------------------------------------------------------------
+
+
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    """bfloat16 bits of float32 values (truncated) and the float32 values they stand for."""
+    return (np.ascontiguousarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+#: Few distinct values: ties everywhere, signed zeros, infinities.
+TIE_VALUES = [-np.inf, -2.0, -0.0, 0.0, 0.5, 1.0, 3.0, np.inf]
+
+
+@settings(deadline=None)
+@given(
+    dtype=st.sampled_from(["float32", "float64", "float16", "bfloat16"]),
+    shape=st.tuples(
+        st.integers(1, 3), st.integers(1, 6), st.integers(1, 5), st.sampled_from([1, 7, 8, 9, 33])
+    ),
+    data=st.data(),
+    per_image=st.booleans(),
+    threads=st.sampled_from([1, 2]),
+)
+def test_scores_equal_argmax(dtype, shape, data, per_image, threads):
+    n, c, h, w = shape
+    s = data.draw(hnp.arrays(np.float64, shape, elements=st.sampled_from(TIE_VALUES)))
+    k = data.draw(st.integers(max(1, c - 1), c + 1))  # a channel beyond the classes at times
+    g = data.draw(hnp.arrays(np.int64, (n, h, w), elements=st.sampled_from([0, k - 1, 255, 77])))
+    gt = g.astype(np.uint8)
+    if dtype == "bfloat16":
+        bits = _bf16_bits(s.astype(np.float32))
+        want = np.argmax(_bf16_values(bits), axis=1)
+        kw = {"scores": bits.view(np.int16) if data.draw(st.booleans()) else bits,
+              "scores_dtype": "bfloat16"}  # fmt: skip
+    else:
+        arr = s.astype(dtype)
+        want = np.argmax(arr, axis=1)
+        kw = {"scores": arr, "scores_dtype": None}
+    fused = _cm(k, per_image=per_image, threads=threads)
+    fused.update(gt, kw["scores"], scores_axis=1, scores_dtype=kw["scores_dtype"])
+    plain = _cm(k, per_image=per_image, threads=threads).update(gt, want)
+    assert fused == plain
+    _assert_ref(fused, gt, want, k)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("where", [(0, 0, 0, 0), (1, 2, 3, 4), (1, 4, 5, 7)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scores_nan_refused_with_position(dtype, where, threads):
+    rng = np.random.default_rng(0)
+    s = rng.standard_normal((2, 5, 6, 8)).astype(np.float32)
+    s[where] = np.nan
+    s[1, 4, 5, 7] = np.nan  # a later NaN too: the first one is named
+    scores, sd = (_bf16_bits(s), "bfloat16") if dtype == "bfloat16" else (s.astype(dtype), None)
+    cm = _cm(5, threads=threads)
+    with pytest.raises(ScoresError, match=rf"first at index \({', '.join(map(str, where))}\)"):
+        cm.update(np.zeros((2, 6, 8), np.uint8), scores, scores_axis=1, scores_dtype=sd)
+    assert cm.n_pixels == 0
+
+
+def test_scores_large_parallel_equal_argmax():
+    rng = np.random.default_rng(5)
+    s = rng.standard_normal((3, 19, 130, 257)).astype(np.float32)
+    s[:, 7] = s[:, 3]  # ties between two channels everywhere
+    g = rng.integers(0, 20, (3, 130, 257)).astype(np.uint8)
+    g[g == 19] = 255
+    for threads in (1, 2, None):
+        fused = _cm(19, threads=threads).update(g, s, scores_axis=1)
+        _assert_ref(fused, g, np.argmax(s, axis=1), 19)
+
+
+@pytest.mark.parametrize(
+    ("gshape", "sshape", "axis"),
+    [((4, 6), (3, 4, 6), 0), ((2, 4, 6), (2, 4, 6, 3), -1), ((2, 4, 6), (3, 2, 4, 6), 0),
+     ((9,), (9, 3), 1), ((2, 2, 4, 6), (2, 2, 3, 4, 6), 2)],
+)  # fmt: skip
+def test_scores_axes(gshape, sshape, axis):
+    rng = np.random.default_rng(1)
+    s = rng.integers(0, 3, sshape).astype(np.float32)  # ties
+    g = rng.integers(0, 3, gshape).astype(np.int32)
+    fused = _cm(3).update(g, s, scores_axis=axis)
+    _assert_ref(fused, g, np.argmax(s, axis=axis), 3)
+
+
+def test_scores_with_boundary_instances_and_raw_ids():
+    rng = np.random.default_rng(4)
+    s = rng.standard_normal((2, 4, 20, 24)).astype(np.float32)
+    g = rng.integers(0, 4, (2, 20, 24)).astype(np.uint8)
+    a = ConfusionMatrix(4, boundary="2px", per_image=True).update(g, s, scores_axis=1, key="a")
+    b = ConfusionMatrix(4, boundary="2px", per_image=True).update(g, s.argmax(1), key="a")
+    assert a == b
+    spec = LabelSpec("r", ["x", "y"], raw=[RawLabel(1, "one", 0), RawLabel(3, "three", 1)])
+    a = ConfusionMatrix(spec, gt_ids="raw", on_unexpected="count")
+    a.update(np.ones((20, 24), np.uint8), s[0], scores_axis=0)  # channel c is raw id c
+    want = s[0].argmax(0)
+    assert a.counts[0].tolist() == [int((want == 1).sum()), int((want == 3).sum())]
+    assert a.unexpected_pred == {v: int((want == v).sum()) for v in (0, 2) if (want == v).any()}
+
+
+def test_scores_refusals():
+    g = np.zeros((2, 4, 5), np.uint8)
+    s = np.zeros((2, 3, 4, 5), np.float32)
+    cm = ConfusionMatrix(3)
+    with pytest.raises(ShapeMismatchError, match="scores of shape"):
+        cm.update(g, s, scores_axis=2)
+    with pytest.raises(UsageError, match="out of range"):
+        cm.update(g, s, scores_axis=4)
+    with pytest.raises(LabelDtypeError, match="scores have dtype int64"):
+        cm.update(g, s.astype(np.int64), scores_axis=1)
+    with pytest.raises(UsageError, match="without scores_axis"):
+        cm.update(g, s, scores_dtype="bfloat16")
+    with pytest.raises(UsageError, match="unknown"):
+        cm.update(g, s.view(np.uint16)[..., ::2], scores_axis=1, scores_dtype="bf16")
+    with pytest.raises(UsageError, match="reads 16-bit score bits"):
+        cm.update(g, s, scores_axis=1, scores_dtype="float16")
+    assert cm.n_pixels == 0
+
+
+def test_scores_make_no_label_array():
+    rng = np.random.default_rng(0)
+    s = rng.standard_normal((2, 19, 256, 256)).astype(np.float32)
+    g = np.zeros((2, 256, 256), np.uint8)
+    cm = ConfusionMatrix(19, ignore_index=255)
+    cm.update(g, s, scores_axis=1)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        cm.update(g, s, scores_axis=1)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < g.size  # an int64 argmax array would be 8 bytes a pixel
