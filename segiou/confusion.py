@@ -440,12 +440,8 @@ class ConfusionMatrix:
 
     # -- merging ------------------------------------------------------------------------------
     def _config(self) -> dict[str, Any]:
-        return {
-            "labels": self.spec.to_dict(),
-            "gt_ids": self.gt_ids,
-            "pred_ids": self.pred_ids,
-            "per_image": self.per_image,
-        } | self.extras.settings()
+        return {"labels": self.spec.to_dict(), "gt_ids": self.gt_ids, "pred_ids": self.pred_ids,
+                "per_image": self.per_image} | self.extras.settings()  # fmt: skip
 
     def _check_compatible(self, other: ConfusionMatrix) -> None:
         if not isinstance(other, ConfusionMatrix):
