@@ -40,7 +40,9 @@ def bincount_idiom(gt: np.ndarray, pred: np.ndarray) -> np.ndarray:
     return np.bincount(K * gt[k].astype(np.int64) + pred[k], minlength=K * K)
 
 
-@nb.njit(parallel=True, nogil=True, cache=True)
+# Not cache=True: pytest imports this file as 'benchmarks.<name>' (import-mode importlib),
+# the script as '__main__', and a cache entry written by one cannot be loaded by the other.
+@nb.njit(parallel=True, nogil=True)
 def _read_both(g: np.ndarray, p: np.ndarray) -> int:
     s = 0
     for i in nb.prange(g.size):
@@ -53,13 +55,13 @@ def read_floor(gt: np.ndarray, pred: np.ndarray) -> int:
     return int(_read_both(gt.reshape(-1), pred.reshape(-1)))
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True)
 def _increment_span(codes: np.ndarray, t: np.ndarray) -> None:
     for i in range(codes.size):
         t[codes[i]] += 1
 
 
-@nb.njit(parallel=True, nogil=True, cache=True)
+@nb.njit(parallel=True, nogil=True)
 def _increment_each(codes: np.ndarray, tabs: np.ndarray) -> None:
     # The loop body is a function of its own: written inline in the prange body, Numba's code
     # for it ran ~2x slower per thread (measured), which would understate the bound.

@@ -65,7 +65,9 @@ def bf16_bits(s: np.ndarray) -> np.ndarray:
     return (s.view(np.uint32) >> 16).astype(np.uint16)
 
 
-@nb.njit(parallel=True, nogil=True, cache=True)
+# Not cache=True: pytest imports this file as 'benchmarks.<name>' (import-mode importlib),
+# the script as '__main__', and a cache entry written by one cannot be loaded by the other.
+@nb.njit(parallel=True, nogil=True)
 def _read_both(g: np.ndarray, p: np.ndarray) -> int:
     s = 0
     for i in nb.prange(g.size):
