@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from segiou import _kernels
+from segiou._jit import run_parallel
 from segiou._typing import CountMatrix, IntArray, LabelArray
 from segiou._unexpected import (
     IGNORE,
@@ -68,10 +69,8 @@ _WORD_PARALLEL_MIN_PIXELS = 1 << 20
 _WORD_PATH_MIN_PIXELS = 1 << 20
 
 _U8 = np.dtype(np.uint8)
-_layer_lock = threading.Lock()
 #: Per-thread scratch tables of the 8-bit word path.
 _scratch = threading.local()
-_layer_threadsafe = False
 
 
 def _lut(
@@ -351,19 +350,6 @@ def _as_3d(a: LabelArray) -> LabelArray:
     return a.reshape(n, a.shape[-2], a.shape[-1])  # copies only if the strides demand it
 
 
-def _run_parallel(fn: object, args: tuple[object, ...]) -> None:
-    """Call a ``parallel=True`` kernel, serialised while the threading layer may be unsafe."""
-    global _layer_threadsafe
-    if _layer_threadsafe:
-        fn(*args)  # type: ignore[operator]
-        return
-    with _layer_lock:  # numba's workqueue layer aborts on concurrent calls
-        fn(*args)  # type: ignore[operator]
-        import numba
-
-        _layer_threadsafe = numba.threading_layer() != "workqueue"  # type: ignore[attr-defined]
-
-
 def _byte_codes(mapping: Mapping[int, int], num_classes: int, signed: bool) -> IntArray:
     """Code (class, K = ignore/void, K+1 = unexpected) of each of the 256 byte values."""
     values = np.arange(256, dtype=np.int64)
@@ -431,7 +417,7 @@ def _narrow_tables(g: LabelArray, p: LabelArray, lk: Lookup, workers: int) -> In
     if workers == 1:
         _kernels.count_narrow_serial(*nargs)
     else:
-        _run_parallel(_kernels.count_narrow_parallel, nargs)
+        run_parallel(_kernels.count_narrow_parallel, *nargs)
     out: IntArray = tabs.reshape(workers, 1, width, width, lk.copies).sum(axis=(0, 4))
     for tab in raw if big else ():
         _kernels.fold_raw_clear(tab, lk.gbytes(_U8), lk.pbytes(_U8), out[0])
@@ -472,11 +458,11 @@ def _tables(
         if workers == 1:
             _kernels.count_words_serial(g8, p8, g64, p64, raw)
         else:
-            _run_parallel(_kernels.count_words_parallel, (g8, p8, g64, p64, raw))
+            run_parallel(_kernels.count_words_parallel, g8, p8, g64, p64, raw)
         _kernels.count_bytes(g8[n64 * 8 :], p8[n64 * 8 :], raw[0])
         outs = np.zeros((workers, width, width), dtype=np.int64)  # each thread folds its table
         fold = _kernels.fold_raw_parallel if workers > 1 else _kernels.fold_raw_serial
-        _run_parallel(fold, (raw, lk.gbytes(g.dtype), lk.pbytes(p.dtype), outs))
+        run_parallel(fold, raw, lk.gbytes(g.dtype), lk.pbytes(p.dtype), outs)
         _scratch.raw_tables_dirty = False
         return outs.sum(axis=0, keepdims=True)  # type: ignore[no-any-return]
     g3, p3 = _as_3d(g), _as_3d(p)
@@ -498,7 +484,7 @@ def _tables(
         if workers == 1:
             _kernels.count_serial(*args)
         else:
-            _run_parallel(_kernels.count_parallel, args)
+            run_parallel(_kernels.count_parallel, *args)
         folded = tabs.reshape(workers, n_out, width, width, lk.copies).sum(axis=(0, 4))
         if per_image:
             out[s : s + n_out] = folded

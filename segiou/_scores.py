@@ -30,6 +30,7 @@ import numpy as np
 
 from segiou import _kernels
 from segiou._count import Lookup, OnUnexpected, Tally, as_labels, count_pairs, to_numpy
+from segiou._jit import run_parallel
 from segiou._typing import IntArray
 from segiou.errors import LabelDtypeError, ScoresError, ShapeMismatchError, UsageError
 from segiou.images import ImageRows
@@ -181,10 +182,10 @@ def count_scores(
             fn = (
                 _kernels.count_scores_float_parallel if workers > 1 else _kernels.count_scores_float
             )
-            bad = int(fn(g3, s4, *args))
+            bad = int(run_parallel(fn, g3, s4, *args))
         else:
             hn = _kernels.count_scores_half_parallel if workers > 1 else _kernels.count_scores_half
-            bad = int(hn(g3, s4, nan_bits, *args))
+            bad = int(run_parallel(hn, g3, s4, nan_bits, *args))
         if bad >= 0:
             pos = _nan_position(s, nan_bits)
             msg = (

@@ -837,3 +837,24 @@ def test_distant_raw_ids_message():
     with pytest.raises(LabelSpecError, match=r"raw label ids of the spec span 0\.\.10000000"):
         ConfusionMatrix(spec, gt_ids="raw")
     ConfusionMatrix(spec)  # class ids are compact: fine
+
+
+@pytest.mark.parametrize("env", [{"NUMBA_NUM_THREADS": "1"}, {}])
+def test_a_first_call_on_one_thread_in_a_fresh_process(env: dict[str, str]) -> None:
+    # the 8-bit path on one thread, before any parallel region ran: Numba has no threading layer
+    # to name yet (it raised "Threading layer is not initialized" from the serial fold)
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, segiou\n"
+        "g = (np.arange(1024 * 2048) % 19).astype(np.uint8).reshape(1, 1024, 2048)\n"
+        "cm = segiou.ConfusionMatrix(19, threads=1).update(g, g)\n"
+        "assert cm.counts.trace() == g.size, cm.counts.trace()\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=os.environ | env, timeout=300, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"
