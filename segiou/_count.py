@@ -413,15 +413,17 @@ def _narrow_tables(g: LabelArray, p: LabelArray, lk: Lookup, workers: int) -> In
     luts = (lk.glut, lk.glo, lk.gunexp, lk.plut, lk.plo, lk.punexp)
     go, po = lk.small_offsets(_U8, _U8)
     nargs = (g.reshape(-1), p.reshape(-1), go, po, luts, lk.copies - 1, tabs, raw)
-    _scratch.raw_tables_dirty = big
+    if big:  # until folded (an interrupted call leaves counts); a small call touches no table
+        _scratch.raw_tables_dirty = True
     if workers == 1:
         _kernels.count_narrow_serial(*nargs)
     else:
         run_parallel(_kernels.count_narrow_parallel, *nargs)
     out: IntArray = tabs.reshape(workers, 1, width, width, lk.copies).sum(axis=(0, 4))
-    for tab in raw if big else ():
-        _kernels.fold_raw_clear(tab, lk.gbytes(_U8), lk.pbytes(_U8), out[0])
-    _scratch.raw_tables_dirty = False
+    if big:
+        for tab in raw:
+            _kernels.fold_raw_clear(tab, lk.gbytes(_U8), lk.pbytes(_U8), out[0])
+        _scratch.raw_tables_dirty = False
     return out
 
 

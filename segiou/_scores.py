@@ -37,6 +37,9 @@ from segiou.images import ImageRows
 
 __all__ = ["HALF_NAN_BITS", "count_batch", "count_scores", "read_scores"]
 
+#: Memory for the per-thread per-image tables of one kernel call (as for label masks).
+_BUDGET = 64 << 20
+
 #: Magnitudes (sign bit cleared) above which 16-bit floats are NaN: exponent all ones and a
 #: non-zero mantissa.
 HALF_NAN_BITS = {"float16": 0x7C00, "bfloat16": 0x7F80}
@@ -89,6 +92,13 @@ def read_scores(scores: object, dtype: str | None, where: str) -> tuple[np.ndarr
 
 def _nchw(s: np.ndarray, axis: int, shape: tuple[int, ...], where: str) -> np.ndarray:
     """View scores as ``(N, C, H, W)`` for ground truth of ``shape`` (the channel axis out)."""
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        msg = (
+            f"{where}: scores_axis={axis!r} is not an axis; give the channel axis of the scores "
+            "as an integer, e.g. scores_axis=1 for N x C x H x W"
+        )
+        raise UsageError(msg)
+    axis = int(axis)
     if not -s.ndim <= axis < s.ndim:
         msg = (
             f"{where}: scores_axis={axis} is out of range for scores of shape {s.shape}; give "
@@ -176,25 +186,33 @@ def count_scores(
         g3 = g.reshape(n, h, w)
         workers = threads or (1 if s4.size < _PARALLEL_MIN_VALUES else _num_threads())
         workers = max(1, min(int(workers), n * h))
-        tabs = np.zeros((workers, full.shape[0], lk.table_size), dtype=np.int64)
-        args = (lk.glut, lk.glo, lk.gunexp, ccode, lk.copies - 1, tabs, per_image)
-        if nan_bits < 0:
-            fn = (
-                _kernels.count_scores_float_parallel if workers > 1 else _kernels.count_scores_float
-            )
-            bad = int(run_parallel(fn, g3, s4, *args))
-        else:
-            hn = _kernels.count_scores_half_parallel if workers > 1 else _kernels.count_scores_half
-            bad = int(run_parallel(hn, g3, s4, nan_bits, *args))
-        if bad >= 0:
-            pos = _nan_position(s, nan_bits)
-            msg = (
-                f"{where}: the scores hold NaN, first at index {pos} of the scores (shape "
-                f"{s.shape}); a NaN score has no argmax worth counting. Nothing was counted: "
-                "fix the model output (np.isnan(scores).any() finds them)"
-            )
-            raise ScoresError(msg)
-        full = tabs.reshape(workers, -1, width, width, lk.copies).sum(axis=(0, 4))
+        # per-image tables for at most a budget's worth of images at a time, as for labels
+        group = n if not per_image else max(1, min(n, _BUDGET // (8 * workers * lk.table_size)))
+        for i in range(0, n, group):
+            gi, si = g3[i : i + group], s4[i : i + group]
+            tabs = np.zeros((workers, gi.shape[0] if per_image else 1, lk.table_size), np.int64)
+            args = (lk.glut, lk.glo, lk.gunexp, ccode, lk.copies - 1, tabs, per_image)
+            if nan_bits < 0:
+                fn = (_kernels.count_scores_float_parallel if workers > 1
+                      else _kernels.count_scores_float)  # fmt: skip
+                bad = int(run_parallel(fn, gi, si, *args))
+            else:
+                hn = (_kernels.count_scores_half_parallel if workers > 1
+                      else _kernels.count_scores_half)  # fmt: skip
+                bad = int(run_parallel(hn, gi, si, nan_bits, *args))
+            if bad >= 0:
+                pos = _nan_position(s, nan_bits)
+                msg = (
+                    f"{where}: the scores hold NaN, first at index {pos} of the scores (shape "
+                    f"{s.shape}); a NaN score has no argmax worth counting. Nothing was "
+                    "counted: fix the model output (np.isnan(scores).any() finds them)"
+                )
+                raise ScoresError(msg)
+            folded = tabs.reshape(workers, -1, width, width, lk.copies).sum(axis=(0, 4))
+            if per_image:
+                full[i : i + group] = folded
+            else:
+                full[0] += folded[0]
         odd = bool(full[:, k + 1, :].sum() or full[:, :k, k + 1].sum())
     else:
         odd = g.dtype == np.uint64  # kernels read int64: the label path handles 2**63 and up

@@ -60,9 +60,13 @@ class StreamCounter:
         if (offs is None or gt.shape != pred.shape or not 0 < gt.size < _MAX_PIXELS
                 or not (gt.flags.c_contiguous and pred.flags.c_contiguous)):  # fmt: skip
             return None
-        t: IntArray | None = getattr(self._local, "table", None)
+        local = self._local
+        t: IntArray | None = getattr(local, "table", None)
         if t is None:
-            t = self._local.table = np.zeros(self.size, dtype=np.int64)
+            t = local.table = np.zeros(self.size, dtype=np.int64)
+        elif local.dirty:  # a call interrupted between count and add (Ctrl-C) left its pixels
+            t[:] = 0
+        local.dirty = True  # until add() or clear() has emptied it
         _kernels.count_small(gt, pred, offs[0], offs[1], self.copies - 1, t)
         return t
 
@@ -76,11 +80,12 @@ class StreamCounter:
         if fits:
             ignored, unexpected = _kernels.fold_small_clear(t, self.k, self.copies, counts, void)
             if not unexpected:
+                self._local.dirty = False
                 return int(ignored)
         self.clear(t)
         return None
 
-    @staticmethod
-    def clear(t: IntArray) -> None:
+    def clear(self, t: IntArray) -> None:
         """Zero a table :meth:`count` filled but that is not to be added."""
         t[:] = 0
+        self._local.dirty = False

@@ -413,3 +413,77 @@ def test_scores_make_no_label_array():
     finally:
         tracemalloc.stop()
     assert peak < g.size  # an int64 argmax array would be 8 bytes a pixel
+
+
+# -- an update interrupted (Ctrl-C arrives at the next bytecode after a kernel returns) ----------
+def _interrupt_after(module: object, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = getattr(module, name)
+
+    def interrupted(*args: object) -> object:
+        real(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, name, interrupted)
+
+
+def test_an_interrupted_short_way_update_is_never_counted_later(monkeypatch) -> None:
+    cm = ConfusionMatrix(3)
+    with monkeypatch.context() as m:
+        _interrupt_after(_stream._kernels, "count_small", m)
+        with pytest.raises(KeyboardInterrupt):
+            cm.update(np.zeros((8, 8), np.uint8), np.zeros((8, 8), np.uint8))
+    assert cm.n_pixels == 0
+    cm.update(np.ones((2, 2), np.uint8), np.ones((2, 2), np.uint8))
+    assert cm.counts[0, 0] == 0  # the 64 pixels of the interrupted batch are gone
+    assert cm.counts[1, 1] == 4
+
+
+def test_an_interrupted_large_update_is_never_counted_after_a_small_wide_one(
+    monkeypatch,
+) -> None:
+    n = 1 << 20
+    cm = ConfusionMatrix(3)
+    with monkeypatch.context() as m:
+        _interrupt_after(_count._kernels, "count_bytes", m)
+        with pytest.raises(KeyboardInterrupt):
+            cm.update(np.zeros(n, np.uint8), np.zeros(n, np.uint8))
+    cm.update(np.array([[1, 2]], np.int32), np.array([[1, 2]], np.int32))  # small, wide dtypes
+    cm.update(np.ones(n, np.uint8), np.ones(n, np.uint8))
+    assert cm.counts[0, 0] == 0  # the interrupted million pixels were not counted
+    assert cm.counts[1, 1] == n + 1
+    assert cm.counts[2, 2] == 1
+
+
+@pytest.mark.parametrize("axis", [1.0, "1", True, None])
+def test_a_scores_axis_that_is_not_an_integer_is_refused(axis: object) -> None:
+    g = np.zeros((1, 4, 4), np.uint8)
+    s = np.zeros((1, 3, 4, 4), np.float32)
+    cm = ConfusionMatrix(3)
+    if axis is None:  # without scores_axis, float "labels" are refused as labels
+        with pytest.raises(LabelDtypeError):
+            cm.update(g, s)
+        return
+    with pytest.raises(UsageError, match="scores_axis"):
+        cm.update(g, s, scores_axis=axis)  # type: ignore[arg-type]
+    assert cm.n_pixels == 0
+
+
+def test_per_image_scores_tables_stay_within_the_budget() -> None:
+    # 150 classes: one image's table holds 152 * 152 counters; 600 images of 8 x 8 would need
+    # ~110 MB of tables at once per thread, the budget is 64 MiB
+    rng = np.random.default_rng(0)
+    g = rng.integers(0, 150, (600, 8, 8)).astype(np.uint8)
+    s = rng.random((600, 150, 8, 8), dtype=np.float32)
+    am = s.argmax(axis=1)
+    tracemalloc.start()
+    want = ConfusionMatrix(150, per_image=True).update(g, am, key="a")
+    _, labels_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    tracemalloc.start()
+    got = ConfusionMatrix(150, per_image=True).update(g, s, key="a", scores_axis=1)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert got == want
+    # both keep each image's dense (K+2)^2 table (110 MB here) while counting; the scores'
+    # kernel tables stay within the same 64 MiB budget as the labels' (it was 1 GB)
+    assert peak < labels_peak + (32 << 20), (peak / 2**20, labels_peak / 2**20)
