@@ -16,13 +16,15 @@ from segiou._boundary import BandCounter, BoundaryWidth, boundary_counts
 from segiou._count import Lookup, Tally, as_labels
 from segiou._instances import InstanceCounter, InstanceTally
 from segiou._resources import check_memory
-from segiou._typing import IntArray
+from segiou._typing import CountMatrix, IntArray
+from segiou._word_kernels import fold_unfolded
 from segiou.errors import CountOverflowError, IncompatibleMatrixError, ShapeMismatchError
 from segiou.images import ImageRows
 from segiou.labels import IdSpace, LabelSpec
 
 __all__ = [
     "Counters",
+    "Totals",
     "add_into",
     "check_fits",
     "check_mergeable",
@@ -83,6 +85,84 @@ def n_images_of(shape: tuple[int, ...]) -> int:
     if len(shape) <= 2:
         return 1
     return int(np.prod(shape[:-2]))
+
+
+class Totals:
+    """An accumulator's counts and pixel totals, and the small calls not yet folded into them.
+
+    ``_totals`` is ``[ignored, pixels, images, unfolded]`` in one int64 array: kernels add to
+    it together with the counts, so that an update is whole whenever a kernel has returned
+    (Ctrl-C arrives between bytecodes). Small plain batches are counted into the word table
+    ``_unfolded`` (:mod:`segiou._stream`); reading :attr:`counts`, :attr:`void` or
+    :attr:`n_ignored` folds it first (``_totals[3]`` says whether it holds pixels).
+    """
+
+    _totals: IntArray
+    _counts: CountMatrix
+    _void: IntArray
+    _unfolded: IntArray | None
+    _lock: Any  # threading.RLock (a factory in the stubs)
+
+    def _fold(self) -> None:
+        if self._totals[3]:
+            with self._lock:
+                if self._totals[3]:
+                    fold_unfolded(self._unfolded, self._counts, self._void, self._totals)
+
+    @property
+    def counts(self) -> CountMatrix:
+        """``counts[t, p]``: pixels of true class ``t`` predicted as class ``p`` (int64)."""
+        self._fold()
+        return self._counts
+
+    @counts.setter
+    def counts(self, value: CountMatrix) -> None:
+        self._fold()
+        self._counts = value
+
+    @property
+    def void(self) -> IntArray:
+        """``void[t]``: pixels of true class ``t`` predicted as an ignore (void) value."""
+        self._fold()
+        return self._void
+
+    @void.setter
+    def void(self, value: IntArray) -> None:
+        self._fold()
+        self._void = value
+
+    @property
+    def n_pixels(self) -> int:
+        """Every pixel seen: counted + void + ignored + unexpected (exact, at most 2**63 - 1)."""
+        return int(self._totals[1])
+
+    @property
+    def _pixels(self) -> int:
+        return int(self._totals[1])
+
+    @_pixels.setter
+    def _pixels(self, value: int) -> None:
+        self._totals[1] = value
+
+    @property
+    def n_ignored(self) -> int:
+        """Pixels of ignored ground truth (any prediction)."""
+        self._fold()
+        return int(self._totals[0])
+
+    @n_ignored.setter
+    def n_ignored(self, value: int) -> None:
+        self._fold()
+        self._totals[0] = value
+
+    @property
+    def n_images(self) -> int:
+        """Images counted (leading axes of each batch; ``H x W`` is one)."""
+        return int(self._totals[2])
+
+    @n_images.setter
+    def n_images(self, value: int) -> None:
+        self._totals[2] = value
 
 
 def add_into(acc: dict[int, int], new: Mapping[int, int]) -> None:

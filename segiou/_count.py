@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from segiou import _kernels
+from segiou import _word_kernels as _words
 from segiou._jit import run_parallel
 from segiou._typing import CountMatrix, IntArray, LabelArray
 from segiou._unexpected import (
@@ -56,20 +57,12 @@ _COPIES = 8
 _MAX_INTERLEAVED_CELLS = 32768
 #: Memory allowed for the per-thread tables of one kernel call.
 _TABLE_BUDGET_BYTES = 64 << 20
-#: Below this many pixels one thread is faster than waking the pool.
+#: Below this many pixels one thread is faster than waking the pool (measured: a 512 x 512
+#: image, 2**18 pixels, counts 1.4-1.5x faster on two threads; 64 x 64 tiles on one).
 _PARALLEL_MIN_PIXELS = 1 << 16
-#: The same for the 8-bit word path, where every extra thread also folds a raw table
-#: (measured: 512 x 512 is 1.3x faster on one thread, 1024 x 1024 1.1x faster on two).
-_WORD_PARALLEL_MIN_PIXELS = 1 << 20
-#: Below this many pixels contiguous 8-bit masks are counted word by word straight into the
-#: small code table (``count_small``, one thread), from it on into the 65536-bin raw tables,
-#: whose fold (55-75 us each) only pays off on large calls (measured, coherent masks, one
-#: thread: 64 x 64 3.5 -> 1.0 ns/px, 512 x 512 0.37 -> 0.22, 1024 x 1024 equal; iid labels
-#: favour the raw tables from 512 x 512 on, but real masks are not iid).
-_WORD_PATH_MIN_PIXELS = 1 << 20
 
 _U8 = np.dtype(np.uint8)
-#: Per-thread scratch tables of the 8-bit word path.
+#: Per-thread scratch tables of the word path (left zeroed by every kernel that fills them).
 _scratch = threading.local()
 
 
@@ -154,32 +147,47 @@ class Lookup:
         out: Lookup = cache[key]
         return out
 
-    def gbytes(self, dtype: np.dtype) -> IntArray:
-        """Code of each byte value of an 8-bit ground-truth dtype (for :func:`fold_raw_clear`)."""
-        return self._bytes("gt", dtype.kind == "i")
+    def word_codes(self, gdtype: np.dtype, pdtype: np.dtype) -> tuple[IntArray, IntArray]:
+        """Offsets in a word-path table of each byte value of 8-bit masks of these dtypes.
 
-    def pbytes(self, dtype: np.dtype) -> IntArray:
-        """Code of each byte value of an 8-bit prediction dtype (for :func:`fold_raw_clear`)."""
-        return self._bytes("pred", dtype.kind == "i")
-
-    def _bytes(self, side: str, signed: bool) -> IntArray:
-        cache = self.__dict__.setdefault("_byte_cache", {})
-        key = (side, signed)
+        ``(gcode, pcode)``, ``uint64``: ``code(b) * (K+2) * COPIES`` and ``code(b) * COPIES``
+        for byte ``b`` read as the dtype's value (signed for int8; a wider dtype narrowed to
+        bytes reads them unsigned). Cached.
+        """
+        cache = self.__dict__.setdefault("_word_cache", {})
+        key = (
+            gdtype.kind == "i" and gdtype.itemsize == 1,
+            pdtype.kind == "i" and pdtype.itemsize == 1,
+        )
         if key not in cache:
-            mapping = self.gt_map if side == "gt" else self.pred_map
-            cache[key] = _byte_codes(mapping, self.num_classes, signed)
-        codes: IntArray = cache[key]
+            k, c = self.num_classes, _words.COPIES
+            g = _byte_codes(self.gt_map, k, key[0]) * ((k + 2) * c)
+            p = _byte_codes(self.pred_map, k, key[1]) * c
+            cache[key] = (g.astype(np.uint64), p.astype(np.uint64))
+        codes: tuple[IntArray, IntArray] = cache[key]
         return codes
 
-    def small_offsets(self, gdtype: np.dtype, pdtype: np.dtype) -> tuple[IntArray, IntArray]:
-        """Offsets in the small table of each byte value of 8-bit masks (for ``count_small``)."""
-        scale = (self.num_classes + 2) * self.copies
-        return self.gbytes(gdtype) * scale, self.pbytes(pdtype) * self.copies
+    def word_luts(self) -> tuple[IntArray, int, int, IntArray, int, int]:
+        """Return the generic kernel's lookup tables scaled for a word-path table (``COPIES``)."""
+        if self.copies == _words.COPIES:
+            return self.glut, self.glo, self.gunexp, self.plut, self.plo, self.punexp
+        cache = self.__dict__.setdefault("_word_luts", [])
+        if not cache:
+            k, c = self.num_classes, _words.COPIES
+            cache.append((*_lut(self.gt_map, k, (k + 2) * c, "ground-truth"),
+                          *_lut(self.pred_map, k, c, "prediction")))  # fmt: skip
+        luts: tuple[IntArray, int, int, IntArray, int, int] = cache[0]
+        return luts
 
     @property
     def table_size(self) -> int:
-        """Number of int64 counters in one flat table."""
+        """Number of int64 counters in one flat table of the generic kernel."""
         return (self.num_classes + 2) ** 2 * self.copies
+
+    @property
+    def word_table_size(self) -> int:
+        """Number of int64 counters in one flat table of the word path."""
+        return (self.num_classes + 2) ** 2 * _words.COPIES
 
 
 def _bool_bytes(mapping: Mapping[int, int]) -> dict[int, int]:
@@ -363,68 +371,70 @@ def _byte_codes(mapping: Mapping[int, int], num_classes: int, signed: bool) -> I
     return codes
 
 
-def _word_views(g: LabelArray, p: LabelArray) -> tuple[LabelArray, LabelArray] | None:
-    """Flat 8-bit views of both masks if the 8-pixel word path can read them without a copy."""
-    if g.dtype.itemsize != 1 or p.dtype.itemsize != 1 or g.size < _WORD_PATH_MIN_PIXELS:
-        return None
-    if not (g.flags.c_contiguous and p.flags.c_contiguous):
-        return None
-    if g.ctypes.data % 8 or p.ctypes.data % 8:
-        return None
-    return g.reshape(-1).view(np.uint8), p.reshape(-1).view(np.uint8)
+def word_tables(workers: int, size: int) -> IntArray:
+    """Return this thread's zeroed word-path tables: ``workers`` flat tables of ``size`` counters.
 
-
-def _raw_tables(workers: int) -> IntArray:
-    """Return this thread's zeroed raw tables of the 8-bit word path, one per kernel worker.
-
-    Kept across calls: :func:`_kernels.fold_raw_clear` zeroes what it folds, so a call pays
-    neither for allocating nor for zeroing ``workers`` x 4.5 MiB (measured ~5% of a 32 Mpx
-    batch). Per thread, so that concurrent ``update`` calls never share a table.
-    Not :func:`_raw_scratch`: an :class:`ImageCounter` keeps pixels in that one between calls.
+    Kept across calls and across accumulators: every kernel that counts into them folds and
+    zeroes them before it returns (an interrupted call is never inside a kernel).
     """
-    tabs: IntArray | None = getattr(_scratch, "raw_tables", None)
+    cache: dict[int, IntArray] | None = getattr(_scratch, "word_tables", None)
+    if cache is None:
+        cache = _scratch.word_tables = {}
+    tabs = cache.get(size)
     if tabs is None or tabs.shape[0] < workers:
-        tabs = np.zeros((workers, _kernels.RAW_SIZE), dtype=np.int64)
-        _scratch.raw_tables = tabs
-    elif getattr(_scratch, "raw_tables_dirty", False):
-        tabs[:] = 0
+        cache.clear()  # one table size at a time: an accumulator's (the last one) is reused
+        tabs = cache[size] = np.zeros((workers, size), dtype=np.int64)
     return tabs[:workers]
 
 
-def _default_workers(pixels: int, words: bool) -> int:
+def _default_workers(pixels: int) -> int:
     """All of Numba's threads for inputs large enough to gain from them, else 1."""
-    if pixels < (_WORD_PARALLEL_MIN_PIXELS if words else _PARALLEL_MIN_PIXELS):
+    if pixels < _PARALLEL_MIN_PIXELS:
         return 1
     import numba
 
     return int(numba.get_num_threads())
 
 
-def _narrow_tables(g: LabelArray, p: LabelArray, lk: Lookup, workers: int) -> IntArray:
-    """Count contiguous masks of wider dtypes (argmax output) narrowed to 8-bit words while read.
+def word_path(g: LabelArray, p: LabelArray) -> bool:
+    """Whether two masks of this layout and dtype go through the word kernels.
 
-    Large calls count the words into the raw tables (folded once), small ones straight into
-    the small code tables, as for 8-bit masks.
+    Both C-contiguous, and not both 8 bytes wide (``int64``/``int64`` is memory-bound either
+    way: narrowing both sides measured no faster than the generic kernel).
     """
-    width = lk.num_classes + 2
-    tabs = np.zeros((workers, lk.table_size), dtype=np.int64)
-    big = g.size >= _WORD_PATH_MIN_PIXELS
-    raw = _raw_tables(workers) if big else np.zeros((workers, 0), dtype=np.int64)
-    luts = (lk.glut, lk.glo, lk.gunexp, lk.plut, lk.plo, lk.punexp)
-    go, po = lk.small_offsets(_U8, _U8)
-    nargs = (g.reshape(-1), p.reshape(-1), go, po, luts, lk.copies - 1, tabs, raw)
-    if big:  # until folded (an interrupted call leaves counts); a small call touches no table
-        _scratch.raw_tables_dirty = True
-    if workers == 1:
-        _kernels.count_narrow_serial(*nargs)
-    else:
-        run_parallel(_kernels.count_narrow_parallel, *nargs)
-    out: IntArray = tabs.reshape(workers, 1, width, width, lk.copies).sum(axis=(0, 4))
-    if big:
-        for tab in raw:
-            _kernels.fold_raw_clear(tab, lk.gbytes(_U8), lk.pbytes(_U8), out[0])
-        _scratch.raw_tables_dirty = False
-    return out
+    return (
+        g.flags.c_contiguous and p.flags.c_contiguous and g.dtype.itemsize + p.dtype.itemsize < 16
+    )
+
+
+def _word_args(
+    g: LabelArray, p: LabelArray, lk: Lookup
+) -> tuple[LabelArray, LabelArray, tuple[IntArray, IntArray]]:
+    """Flat masks for the word kernels (8-bit sides as ``uint8``) and their byte codes."""
+    gf, pf = g.reshape(-1), p.reshape(-1)
+    gd = g.dtype if g.dtype.itemsize == 1 else _U8  # a wider side is narrowed: unsigned bytes
+    pd = p.dtype if p.dtype.itemsize == 1 else _U8
+    if g.dtype.itemsize == 1:
+        gf = gf.view(np.uint8)  # int8: the codes are indexed by the unsigned byte
+    if p.dtype.itemsize == 1:
+        pf = pf.view(np.uint8)
+    return gf, pf, lk.word_codes(gd, pd)
+
+
+def count_words_into(g: LabelArray, p: LabelArray, lk: Lookup, workers: int, out: IntArray) -> None:
+    """Count contiguous masks (see :func:`word_path`) with the word kernels, into ``out``.
+
+    ``out`` is a ``(K+2) x (K+2)`` code table (added to). 8-bit masks are read in place; wider
+    ones narrowed block by block (values outside ``0..255`` through the lookup tables).
+    """
+    gf, pf, (gcode, pcode) = _word_args(g, p, lk)
+    tabs = word_tables(workers, lk.word_table_size)
+    if g.dtype.itemsize == 1 and p.dtype.itemsize == 1:
+        u8 = _words.count_u8_serial if workers == 1 else _words.count_u8_parallel
+        run_parallel(u8, gf, pf, gcode, pcode, tabs, out)
+        return
+    wide = _words.count_wide_serial if workers == 1 else _words.count_wide_parallel
+    run_parallel(wide, gf, pf, gcode, pcode, lk.word_luts(), tabs, out)
 
 
 def _tables(
@@ -435,38 +445,12 @@ def _tables(
     ``workers`` threads (default: :func:`_default_workers`), each with its own table.
     """
     width = lk.num_classes + 2
-    if (not per_image and g.size < _WORD_PATH_MIN_PIXELS and g.dtype.itemsize == 1
-            and p.dtype.itemsize == 1 and g.flags.c_contiguous and p.flags.c_contiguous):  # fmt: skip
-        small = np.zeros(lk.table_size, dtype=np.int64)
-        _kernels.count_small(g, p, *lk.small_offsets(g.dtype, p.dtype), lk.copies - 1, small)
-        folded: IntArray = small.reshape(1, width, width, lk.copies).sum(axis=3)
-        return folded
-    sizes = (g.dtype.itemsize, p.dtype.itemsize)
-    if (not per_image and max(sizes) > 1 and sum(sizes) < 16 and g.flags.c_contiguous
-            and p.flags.c_contiguous):  # fmt: skip
-        # not int64/int64: narrowing both 8-byte sides cost ~12% over the generic kernel
-        return _narrow_tables(
-            g, p, lk, _default_workers(g.size, False) if workers is None else workers
-        )
-    words = None if per_image else _word_views(g, p)
     if workers is None:
-        workers = _default_workers(g.size, words is not None)
-    if words is not None:
-        g8, p8 = words
-        n64 = g8.size // 8
-        raw = _raw_tables(workers)
-        g64, p64 = g8[: n64 * 8].view(np.uint64), p8[: n64 * 8].view(np.uint64)
-        _scratch.raw_tables_dirty = True  # until folded (an interrupted call leaves counts)
-        if workers == 1:
-            _kernels.count_words_serial(g8, p8, g64, p64, raw)
-        else:
-            run_parallel(_kernels.count_words_parallel, g8, p8, g64, p64, raw)
-        _kernels.count_bytes(g8[n64 * 8 :], p8[n64 * 8 :], raw[0])
-        outs = np.zeros((workers, width, width), dtype=np.int64)  # each thread folds its table
-        fold = _kernels.fold_raw_parallel if workers > 1 else _kernels.fold_raw_serial
-        run_parallel(fold, raw, lk.gbytes(g.dtype), lk.pbytes(p.dtype), outs)
-        _scratch.raw_tables_dirty = False
-        return outs.sum(axis=0, keepdims=True)  # type: ignore[no-any-return]
+        workers = _default_workers(g.size)
+    if not per_image and word_path(g, p):
+        out = np.zeros((1, width, width), dtype=np.int64)
+        count_words_into(g, p, lk, workers, out[0])
+        return out
     g3, p3 = _as_3d(g), _as_3d(p)
     n_img = g3.shape[0]
     group = (
@@ -610,30 +594,22 @@ def count_pairs(
     return Tally.from_table(total, k, unexpected_gt, unexpected_pred, images)
 
 
-def _raw_scratch() -> IntArray:
-    """Return this thread's reusable raw table for the 8-bit word path (kept zeroed between images)."""
-    tab = getattr(_scratch, "raw", None)
-    if tab is None:
-        tab = np.zeros(_kernels.RAW_SIZE, dtype=np.int64)
-        _scratch.raw = tab
-    return tab
-
-
 class ImageCounter:
     """Single-threaded counting of one image at a time, chunk by chunk (for the Dask engine).
 
     Chunks of an image are added with :meth:`add`; :meth:`finish` folds them into the image's
-    ``(K+2) x (K+2)`` code table and resets the counter. 8-bit contiguous chunks use the word
-    path into a per-thread raw table folded once per image; other chunks use the generic kernel.
-    The caller runs one counter per thread (Dask tasks are single-threaded; cores are Dask's).
+    ``(K+2) x (K+2)`` code table and resets the counter. Contiguous chunks go through the word
+    kernels into the counter's own word table (folded once per image), other chunks through
+    the generic kernel. The caller runs one counter per thread (Dask tasks are single-threaded;
+    cores are Dask's).
     """
 
     def __init__(self, lookup: Lookup) -> None:
         self.lookup = lookup
         width = lookup.num_classes + 2
         self._small = np.zeros((1, 1, lookup.table_size), dtype=np.int64)
+        self._words = np.zeros((1, lookup.word_table_size), dtype=np.int64)
         self._out = np.zeros((width, width), dtype=np.int64)
-        self._raw_used: tuple[np.dtype, np.dtype] | None = None
 
     def add(self, g: LabelArray, p: LabelArray) -> None:
         """Count one pair of equally shaped chunks (no validation beyond dtype and shape).
@@ -642,44 +618,23 @@ class ImageCounter:
         """
         g8 = _native(g) if g.dtype != np.bool_ else g.view(np.uint8)
         p8 = _native(p) if p.dtype != np.bool_ else p.view(np.uint8)
-        if (g8.dtype.itemsize == 1 and p8.dtype.itemsize == 1 and g8.flags.c_contiguous
-                and p8.flags.c_contiguous and g8.ctypes.data % 8 == 0
-                and p8.ctypes.data % 8 == 0):  # fmt: skip
-            owner = getattr(_scratch, "owner", None)
-            if owner is not self:  # another counter's pixels may be in the shared table:
-                if owner is not None:  # fold them into that counter first
-                    owner._fold_raw()
-                _scratch.owner = self
-            types = (g.dtype if g.dtype == np.bool_ else g8.dtype,
-                     p.dtype if p.dtype == np.bool_ else p8.dtype)  # fmt: skip
-            if self._raw_used is not None and self._raw_used != types:
-                self._fold_raw()
-            self._raw_used = types
-            gf, pf = g8.reshape(-1).view(np.uint8), p8.reshape(-1).view(np.uint8)
-            n64 = gf.size // 8
-            raw = _raw_scratch()
-            tabs = raw.reshape(1, -1)
-            g64, p64 = gf[: n64 * 8].view(np.uint64), pf[: n64 * 8].view(np.uint64)
-            _kernels.count_words_serial(gf, pf, g64, p64, tabs)
-            _kernels.count_bytes(gf[n64 * 8 :], pf[n64 * 8 :], raw)
-            return
         lk = self.lookup.for_bool(g.dtype == np.bool_, p.dtype == np.bool_)
         g8, p8 = _kernel_values(g8, lk.gt_map), _kernel_values(p8, lk.pred_map)
+        if word_path(g8, p8):
+            gf, pf, (gcode, pcode) = _word_args(g8, p8, lk)
+            if g8.dtype.itemsize == 1 and p8.dtype.itemsize == 1:
+                _words.count_u8_span(gf, pf, 0, gf.size, gcode, pcode, self._words[0])
+            else:
+                _words.count_wide_span(gf, pf, 0, gf.size, gcode, pcode, lk.word_luts(),
+                                       self._words[0])  # fmt: skip
+            return
         _kernels.count_serial(_as_3d(g8), _as_3d(p8), lk.glut, lk.glo, lk.gunexp, lk.plut,
                               lk.plo, lk.punexp, lk.copies - 1, self._small, False)  # fmt: skip
 
-    def _fold_raw(self) -> None:
-        if self._raw_used is None:
-            return
-        gt_t, pr_t = self._raw_used
-        lk = self.lookup.for_bool(gt_t == np.bool_, pr_t == np.bool_)
-        _kernels.fold_raw_clear(_raw_scratch(), lk.gbytes(gt_t), lk.pbytes(pr_t), self._out)
-        self._raw_used = None
-
     def finish(self) -> IntArray:
         """Return the image's folded ``(K+2) x (K+2)`` table and reset for the next image."""
-        self._fold_raw()
         width = self.lookup.num_classes + 2
+        _words.fold_tables(self._words, self._out)
         small = self._small.reshape(width, width, self.lookup.copies).sum(axis=2)
         out: IntArray = self._out + small
         self._out[:] = 0

@@ -1,33 +1,66 @@
-"""The fixed cost of one ``update`` call: small plain batches counted in two kernel calls.
+"""The short way of ``update``: plain 8-bit batches counted and added in one kernel call.
 
 Training and evaluation loops send one image (or a few) per call, often small: a 64 x 64 tile
-is counted in about a microsecond, so what an ``update`` costs is its Python around the
-kernel. :class:`StreamCounter` is the short way for the common case (two C-contiguous 8-bit
-numpy masks of the same shape, under :data:`segiou._count._WORD_PATH_MIN_PIXELS` pixels, an
-accumulator without per-image rows, Boundary IoU or instances): one kernel counts the pixels
-straight into a per-thread small code table, a second one adds it into the accumulator (under
-its lock). Anything else (other dtypes, strides, unexpected values, a pixel total about to
-overflow) returns ``None`` and takes the general way, which validates and reports in full.
+is counted in about 2 us, so what an ``update`` costs is its Python around the kernel.
+:class:`StreamCounter` takes the common case (two C-contiguous 8-bit numpy masks of one shape,
+an accumulator without per-image rows, Boundary IoU or instances, an optional batch key) with
+the least Python: one kernel (:func:`segiou._word_kernels.add_u8`) counts the pixels into this
+thread's word tables, folds them and adds them to the accumulator's counts, void pixels and
+totals, all or nothing, under the accumulator's lock. Large batches are counted on all threads
+first, then added (two calls). Anything else (other dtypes or layouts, unexpected values, a
+pixel total about to overflow, a key counted before) is left to the general way, which
+validates and reports in full.
 """
 
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import numpy as np
 
-from segiou import _kernels
-from segiou._count import Lookup
-from segiou._typing import IntArray
+from segiou import _word_kernels as _words
+from segiou._count import Lookup, word_tables
+from segiou._jit import run_parallel
+from segiou._typing import CountMatrix, IntArray
 
-__all__ = ["StreamCounter"]
+__all__ = ["Accumulator", "StreamCounter"]
 
-#: Largest batch (pixels) taken the short way: the same limit as the small-table kernel's.
-_MAX_PIXELS = 1 << 20
+
+class Accumulator(Protocol):
+    """What the short way reads and adds to (:class:`segiou.ConfusionMatrix`)."""
+
+    keys: set[str]
+    threads: int | None
+    _counts: CountMatrix
+    _void: IntArray
+    _totals: IntArray  # ignored pixels, pixels, images, unfolded (segiou._batch.Totals)
+    _unfolded: IntArray | None
+    _pending: set[str]
+    _lock: AbstractContextManager[Any]
+
+    @property
+    def num_classes(self) -> int: ...
+
+
+#: From this many pixels a batch is counted on all of Numba's threads (a 512 x 512 image:
+#: 1.4-1.5x faster on two threads than on one).
+_PARALLEL_MIN_PIXELS = 1 << 16
+#: Largest word table (counters) an accumulator keeps unfolded between small calls (256 KiB,
+#: up to 62 classes); with more classes each small call folds its own table (a fold reads
+#: the whole table: worth it only for tables that are cheap to keep).
+_MAX_UNFOLDED = 1 << 15
+_DTYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.bool_))
+_U8 = _DTYPES[0]
+#: Per-thread scratch tables of the short way (the kernels leave them zeroed).
+_scratch = threading.local()
+#: Word-path byte codes of two 8-bit dtypes, and whether each side is viewed as uint8 first.
+_Codes = tuple[IntArray, IntArray, bool, bool]
 
 
 class StreamCounter:
-    """Count small plain 8-bit batches with the least Python per call.
+    """Count and add plain 8-bit batches with the least Python per call.
 
     Parameters
     ----------
@@ -36,56 +69,116 @@ class StreamCounter:
     """
 
     def __init__(self, lookup: Lookup) -> None:
-        self.k = lookup.num_classes
-        self.copies = lookup.copies
-        self.size = lookup.table_size
-        u8, i8 = np.dtype(np.uint8), np.dtype(np.int8)
-        #: byte-value offsets per (gt dtype, pred dtype); both dtypes as numpy shows them
-        self.offsets = {(g, p): lookup.small_offsets(g, p) for g in (u8, i8) for p in (u8, i8)}
-        self._local = threading.local()
+        self.lookup = lookup
+        self.size = lookup.word_table_size
+        self.width = lookup.num_classes + 2
+        #: word-path byte codes per (gt dtype, pred dtype), as numpy shows the dtypes; filled
+        #: on first use (None: not 8-bit)
+        self.codes: dict[tuple[np.dtype, np.dtype], _Codes | None] = {}
 
-    def count(self, gt: object, pred: object) -> IntArray | None:
-        """Count a small plain pair into this thread's table; ``None`` if it does not qualify.
+    @classmethod
+    def of(cls, lookup: Lookup) -> StreamCounter:
+        """Return the short way of a lookup, made once (accumulators of one spec share it)."""
+        made: StreamCounter | None = lookup.__dict__.get("_stream")
+        if made is None:
+            made = lookup.__dict__.setdefault("_stream", cls(lookup))
+        return made
 
-        Returns
-        -------
-        ndarray of int64 or None
-            The per-thread small table (``(K+2)^2 x copies`` counters), to be passed to
-            :meth:`add` or :meth:`clear`; ``None`` when ``gt``/``pred`` are not two
-            C-contiguous 8-bit numpy arrays of one shape with at most ``_MAX_PIXELS`` pixels.
+    def _codes(self, g: np.dtype, p: np.dtype) -> _Codes | None:
+        """Byte codes of two dtypes (None unless both are 8-bit), kept for the next call."""
+        codes = None
+        if g in _DTYPES and p in _DTYPES:
+            lk = self.lookup.for_bool(g.kind == "b", p.kind == "b")
+            gcode, pcode = lk.word_codes(_U8 if g.kind == "b" else g, _U8 if p.kind == "b" else p)
+            codes = (gcode, pcode, g is not _U8, p is not _U8)
+        self.codes[(g, p)] = codes
+        return codes
+
+    def add(self, cm: Accumulator, gt: object, pred: object, key: object) -> bool:
+        """Count ``gt``/``pred`` into ``cm`` if they qualify; whether they were counted.
+
+        ``False`` (nothing counted, nothing changed) when the batch is not two C-contiguous
+        8-bit numpy arrays of one non-empty shape, when ``key`` was counted before, or when
+        the batch holds unexpected values or would overflow the pixel total: the general way
+        then counts it, or refuses it with the full message. Every step here costs tens of
+        nanoseconds against ~2 us for counting a 64 x 64 tile: keep it lean.
         """
         if type(gt) is not np.ndarray or type(pred) is not np.ndarray:
-            return None
-        offs = self.offsets.get((gt.dtype, pred.dtype))
-        if (offs is None or gt.shape != pred.shape or not 0 < gt.size < _MAX_PIXELS
-                or not (gt.flags.c_contiguous and pred.flags.c_contiguous)):  # fmt: skip
-            return None
-        local = self._local
-        t: IntArray | None = getattr(local, "table", None)
-        if t is None:
-            t = local.table = np.zeros(self.size, dtype=np.int64)
-        elif local.dirty:  # a call interrupted between count and add (Ctrl-C) left its pixels
-            t[:] = 0
-        local.dirty = True  # until add() or clear() has emptied it
-        _kernels.count_small(gt, pred, offs[0], offs[1], self.copies - 1, t)
-        return t
+            return False
+        dtypes = (gt.dtype, pred.dtype)
+        codes = self.codes.get(dtypes)
+        if codes is None and (dtypes in self.codes or (codes := self._codes(*dtypes)) is None):
+            return False  # not two 8-bit dtypes
+        n = gt.size
+        if (n == 0 or gt.shape != pred.shape or not gt.flags.c_contiguous
+                or not pred.flags.c_contiguous):  # fmt: skip
+            return False
+        g, p = gt.ravel(), pred.ravel()  # views (C-contiguous)
+        if codes[2]:  # int8, bool: the byte codes are indexed by unsigned bytes
+            g = g.view(_U8)
+        if codes[3]:
+            p = p.view(_U8)
+        images = 1 if gt.ndim <= 2 else n // (gt.shape[-1] * gt.shape[-2])
+        if key is None and n < _PARALLEL_MIN_PIXELS:  # the common case, one kernel call
+            with cm._lock:
+                status = self._add_small(cm, g, p, codes, images)
+            return status == _words.ADDED
+        return self._add_large_or_keyed(cm, g, p, codes, images, key)
 
-    def add(self, t: IntArray, counts: IntArray, void: IntArray, fits: bool) -> int | None:
-        """Add table ``t`` into ``counts``/``void`` and zero it; return the ignored pixels.
+    def _add_small(self, cm: Accumulator, g: IntArray, p: IntArray, codes: _Codes,
+                   images: int) -> int:  # fmt: skip
+        """Count and add a small batch in one kernel call (the caller holds ``cm._lock``)."""
+        if self.size <= _MAX_UNFOLDED:
+            table = cm._unfolded
+            if table is None:
+                table = cm._unfolded = np.zeros(self.size, dtype=np.int64)
+            return _words.add_unfolded(g, p, codes[0], codes[1], cm.num_classes,  # type: ignore[no-any-return]
+                                       table, cm._totals, images)  # fmt: skip
+        tabs, out = self._scratch()
+        return _words.add_u8(g, p, codes[0], codes[1], tabs, out, cm._counts,  # type: ignore[no-any-return]
+                             cm._void, cm._totals, images)  # fmt: skip
 
-        ``None`` (nothing added, ``t`` zeroed) when ``t`` holds unexpected pixels or the
-        accumulator's pixel total would not ``fit``: the caller counts the batch again the
-        general way, which reports them.
-        """
-        if fits:
-            ignored, unexpected = _kernels.fold_small_clear(t, self.k, self.copies, counts, void)
-            if not unexpected:
-                self._local.dirty = False
-                return int(ignored)
-        self.clear(t)
-        return None
+    def _scratch(self) -> tuple[IntArray, IntArray]:
+        """Return the calling thread's one word table and folded table (kept zeroed)."""
+        tables: dict[int, tuple[IntArray, IntArray]] | None = getattr(_scratch, "small", None)
+        if tables is None:
+            tables = _scratch.small = {}
+        sc = tables.get(self.size)
+        if sc is None:
+            sc = tables[self.size] = (np.zeros((1, self.size), dtype=np.int64),
+                                      np.zeros((self.width, self.width), dtype=np.int64))  # fmt: skip
+        return sc
 
-    def clear(self, t: IntArray) -> None:
-        """Zero a table :meth:`count` filled but that is not to be added."""
-        t[:] = 0
-        self._local.dirty = False
+    def _add_large_or_keyed(self, cm: Accumulator, g: IntArray, p: IntArray, codes: _Codes,
+                            images: int, key: object) -> bool:  # fmt: skip
+        """:meth:`add` for keyed batches and batches of ``_PARALLEL_MIN_PIXELS`` or more."""
+        n = g.size
+        big = n >= _PARALLEL_MIN_PIXELS
+        if big:
+            import numba
+
+            workers = numba.get_num_threads() if cm.threads is None else max(1, cm.threads)
+            tabs, out = word_tables(workers, self.size), self._scratch()[1]
+        k = None if key is None else str(key)
+        with cm._lock:
+            if k is not None:
+                if k in cm.keys or k in cm._pending:
+                    return False  # the general way refuses it, saying why
+                cm.keys.add(k)  # before counting: see the finally below
+            totals = cm._totals
+            before = int(totals[1])
+            try:
+                if not big:
+                    status = self._add_small(cm, g, p, codes, images)
+                else:
+                    fn = _words.count_u8_parallel if tabs.shape[0] > 1 else _words.count_u8_serial
+                    run_parallel(fn, g, p, codes[0], codes[1], tabs, out)
+                    status = _words.settle(out, cm._counts, cm._void, totals, n, images)
+            finally:
+                # counted or not, the key says so (also when Ctrl-C is raised just after a
+                # kernel returned: the pixel total tells whether the batch was added)
+                if k is not None and int(totals[1]) == before:
+                    cm.keys.discard(k)
+                if big:  # interrupted between counting and adding: the batch is not counted
+                    out[:] = 0
+        return bool(status == _words.ADDED)

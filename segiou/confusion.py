@@ -19,6 +19,7 @@ import numpy as np
 from segiou import _state
 from segiou._batch import (
     Counters,
+    Totals,
     add_into,
     check_fits,
     check_mergeable,
@@ -54,7 +55,7 @@ FORMAT = _state.FORMAT
 VERSION = _state.VERSION
 
 
-class ConfusionMatrix:
+class ConfusionMatrix(Totals):
     """Accumulates ``counts[gt, pred]`` over batches of label masks, exactly and once.
 
     Parameters
@@ -144,24 +145,23 @@ class ConfusionMatrix:
         check_fits(spec.num_classes, threads)
         self._lookup = spec_lookup(spec, self.gt_ids, self.pred_ids)
         k = spec.num_classes
-        self.counts: CountMatrix = np.zeros((k, k), dtype=np.int64)
-        self.void: IntArray = np.zeros(k, dtype=np.int64)
-        self.n_ignored = 0
+        self._counts: CountMatrix = np.zeros((k, k), dtype=np.int64)
+        self._void: IntArray = np.zeros(k, dtype=np.int64)
+        self._totals = np.zeros(4, dtype=np.int64)  # see Totals
+        self._unfolded: IntArray | None = None  # small calls' word table (the short way)
         self.unexpected_gt: dict[int, int] = {}
         self.unexpected_pred: dict[int, int] = {}
         self.keys: set[str] = set()
-        self.n_images = 0
         self._rows: list[ImageRows] = []
         self._named: set[str] = set()  # image names in the rows
-        self._pixels = 0  # the exact pixel total (a Python int: never wraps)
         self._pending: set[str] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: reading counts under it folds first
         #: Boundary IoU counts, instance records and absent chunks (:mod:`segiou._extras`).
         self.extras = Extras(k, len(spec.categories), BoundaryWidth.parse(boundary),
                              bool(instances), self.per_image)  # fmt: skip
         self._counters = Counters(spec, self._lookup, self.gt_ids, self.pred_ids, bool(instances))
         plain = not (self.per_image or boundary or instances)
-        self._stream = StreamCounter(self._lookup) if plain else None  # the short way
+        self._stream = StreamCounter.of(self._lookup) if plain else None  # the short way
 
     @property
     def boundary(self) -> BoundaryWidth | None:
@@ -207,11 +207,6 @@ class ConfusionMatrix:
     def n_unexpected(self) -> int:
         """Pixels with an unexpected value (only non-zero with ``on_unexpected="count"``)."""
         return sum(self.unexpected_gt.values()) + sum(self.unexpected_pred.values())
-
-    @property
-    def n_pixels(self) -> int:
-        """Every pixel seen: counted + void + ignored + unexpected (exact)."""
-        return self._pixels
 
     @property
     def images(self) -> ImageTable:
@@ -287,11 +282,10 @@ class ConfusionMatrix:
         ScoresError
             Scores containing NaN (the first position is named).
         """
-        if (self._stream is not None and key is None and names is None and instances is None
-                and scores_axis is None and scores_dtype is None):  # fmt: skip
-            t = self._stream.count(gt, pred)  # None: not a small plain 8-bit batch
-            if t is not None and self._add_small(t, gt):  # type: ignore[arg-type]
-                return self
+        if (self._stream is not None and names is None and instances is None
+                and scores_axis is None and scores_dtype is None
+                and self._stream.add(self, gt, pred, key)):  # fmt: skip
+            return self  # the short way: a plain 8-bit batch, counted and added
         k = None if key is None else str(key)
         where = "update" if k is None else f"batch {k!r}"
         self.extras.check(instances is not None, where, batch=True)
@@ -323,17 +317,6 @@ class ConfusionMatrix:
                 with self._lock:
                     self._pending.discard(k)
         return self
-
-    def _add_small(self, t: IntArray, gt: np.ndarray) -> bool:
-        """Add a table :class:`StreamCounter` counted; ``False``: count ``gt`` the general way."""
-        with self._lock:
-            fits = self._pixels + gt.size <= _state.INT64_MAX
-            ignored = self._stream.add(t, self.counts, self.void, fits)  # type: ignore[union-attr]
-            if ignored is not None:
-                self.n_ignored += ignored
-                self._pixels += gt.size
-                self.n_images += n_images_of(gt.shape)
-        return ignored is not None
 
     def add_tally(
         self,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import tracemalloc
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -44,10 +43,10 @@ def _ref(pair: LabelPair) -> reference.Counts:
 
 
 def _word_path(gt: np.ndarray, pred: np.ndarray) -> bool:
-    """Whether count_pairs would take the 8-bit word path for this pair."""
+    """Whether count_pairs would take the word kernels for this pair (without per-image rows)."""
     g = gt.view(np.uint8) if gt.dtype == np.bool_ else gt
     p = pred.view(np.uint8) if pred.dtype == np.bool_ else pred
-    return _count._word_views(g, p) is not None
+    return _count.word_path(g, p)
 
 
 def _assert_invariant(cm: ConfusionMatrix, n_pixels: int) -> None:
@@ -188,12 +187,14 @@ def test_every_pixel_in_one_place_adversarial():
 
 
 @settings(deadline=None)
-@given(pair=byte_pairs(), threads=st.sampled_from([1, 2]))
-def test_word_path_equals_reference_small(pair, threads):
-    # Lower the pixel threshold so that small masks take the word path.
-    with mock.patch.object(_count, "_WORD_PATH_MIN_PIXELS", 0):
-        assert _word_path(pair.gt, pair.pred)
-        cm = _count_with(pair, threads=threads, on_unexpected="count")
+@given(pair=byte_pairs(), threads=st.sampled_from([1, 2]), offset=st.sampled_from([0, 3]))
+def test_word_path_equals_reference_small(pair, threads, offset):
+    # Small masks take the word path (a keyed batch: the general way), the prediction at the
+    # same offset from a word boundary as the ground truth (read in place) or not (copied).
+    pred = relayout(pair.pred, "offset", 0) if offset else pair.pred
+    assert _word_path(pair.gt, pred)
+    cm = _count_with(LabelPair(pair.gt, pred, pair.num_classes, pair.ignore), threads=threads,
+                     on_unexpected="count")  # fmt: skip
     reference.assert_same_counts(cm, _ref(pair))
     _assert_invariant(cm, pair.gt.size)
 
@@ -219,11 +220,17 @@ def test_word_path_equals_reference_large(dtype, n):
         cm = _count_with(pair, threads=threads, on_unexpected="count")
         reference.assert_same_counts(cm, ref)
         _assert_invariant(cm, n)
-    # The same values through the generic kernel: misaligned by three bytes.
-    g2 = relayout(pair.gt, "offset", 0)
-    p2 = relayout(pair.pred, "offset", 0)
+    # The same values through the generic kernel (strided views), and through the word path
+    # with the prediction three bytes past a word boundary (copied block by block).
+    g2 = relayout(pair.gt, "step", 0)
+    p2 = relayout(pair.pred, "step", 0)
     assert not _word_path(g2, p2)
     cm = _count_with(LabelPair(g2, p2, pair.num_classes, pair.ignore), on_unexpected="count")
+    reference.assert_same_counts(cm, ref)
+    p3 = relayout(pair.pred, "offset", 0)
+    assert _word_path(pair.gt, p3)
+    cm = _count_with(LabelPair(pair.gt, p3, pair.num_classes, pair.ignore), threads=2,
+                     on_unexpected="count")  # fmt: skip
     reference.assert_same_counts(cm, ref)
 
 
@@ -247,10 +254,10 @@ def test_word_path_large_2d_and_default_threads():
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 def test_word_path_mixes_noisy_and_coherent_blocks(dtype):
-    # The word path picks per block of pixels between the interleaved-copies table (coherent
-    # blocks) and 16-bit codes into a single-counter table (noisy blocks). Alternate blocks of
-    # iid noise over all 256 byte values (every raw bin, unexpected values included) with
-    # uniform runs, at offsets that do not line up with the kernel's blocks or threads.
+    # The word path picks a way to count per block of words (runs, two runs a word, pixel by
+    # pixel). Alternate blocks of iid noise over all 256 byte values (every byte code,
+    # unexpected values included) with uniform runs, at offsets that do not line up with the
+    # kernel's blocks or threads.
     rng = np.random.default_rng(11)
     n = (1 << 21) + 13
     gt = np.repeat(rng.integers(0, 19, size=n // 1000 + 1), 1000)[:n]
@@ -722,22 +729,45 @@ def test_uint64_values_above_int64_range_are_unexpected():
     assert (table[4, :].sum(), table[:3, 4].sum(), table[3, :].sum()) == (2, 2, 0)
 
 
-def test_word_path_scratch_tables_after_an_interrupted_call():
-    # the raw tables of the 8-bit word path are kept per thread; counts left in them by a call
-    # that never folded (interrupted) must not reach the next count
+class _Masks(np.ndarray):
+    """An ndarray subclass: the short way of ``update`` leaves it to the general way."""
+
+
+@pytest.mark.parametrize("kernel", ["count_u8_serial", "count_u8_parallel", "count_wide_serial"])
+@pytest.mark.parametrize("way", ["short", "general"])
+def test_word_path_scratch_tables_after_an_interrupted_call(monkeypatch, kernel, way):
+    # the word tables are kept per thread; Ctrl-C arrives at the next bytecode after a kernel
+    # returned: the kernels fold and zero them before they return, so nothing reaches the
+    # next count, and the interrupted batch (its key) is not counted
     import numba
 
+    from segiou import _word_kernels
     from segiou.testing.synthetic import cityscapes_like
 
-    g, p = cityscapes_like(1, 1024, 1024, seed=1)  # >= 1 Mpx: the word path
+    g, p = cityscapes_like(1, 512, 1024, seed=1)
+    if kernel == "count_wide_serial":
+        p = p.astype(np.int32)
     ref = reference.confusion(g, p, 19, ignore=(255,))
-    for threads in (1, numba.get_num_threads()):
-        tabs = _count._raw_tables(threads)
-        tabs[:, ::7] = 3
-        _count._scratch.raw_tables_dirty = True
-        cm = ConfusionMatrix(19, ignore_index=255, threads=threads).update(g, p)
-        assert_array_equal(cm.counts, ref.counts)
-        assert not _count._raw_tables(threads).any()  # left zeroed for the next call
+    if way == "general":
+        g, p = g.view(_Masks), p.view(_Masks)
+    threads = numba.get_num_threads() if kernel == "count_u8_parallel" else 1
+    real = getattr(_word_kernels, kernel)
+
+    def interrupted(*args: object) -> object:
+        real(*args)
+        raise KeyboardInterrupt
+
+    cm = ConfusionMatrix(19, ignore_index=255, threads=threads)
+    with monkeypatch.context() as m:
+        m.setattr(_word_kernels, kernel, interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            cm.update(g, p, key="a")
+    assert cm.n_pixels == 0
+    assert not cm.keys
+    size = cm._lookup.word_table_size
+    assert not _count.word_tables(threads, size).any()  # left zeroed for the next call
+    cm.update(g, p, key="a")
+    assert_array_equal(cm.counts, ref.counts)
 
 
 # --- byte order --------------------------------------------------------------------------------

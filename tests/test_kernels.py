@@ -1,16 +1,17 @@
 """Adversarial tests of the counting strategies: every way of counting equals the oracle.
 
-Both counting kernels choose how to count from a small sample (the first ``ROW_SAMPLE`` pixels
-of a row segment, the first ``SAMPLE_PIXELS`` pixels of a ``BLOCK_WORDS``-word block): run by
-run / word by word for coherent data, pixel by pixel for noise. The choice must only change the
-speed. These tests build data whose sample lies about the rest, that switches strategy at every
-block or row, that puts changes of pair at every position of a word, runs across word, block,
-row, image and thread-span boundaries, and call each strategy directly on the same data. Every
-result is compared with the plain-numpy oracle of ``tests/reference.py`` (``on_unexpected=
-"count"``, so unexpected values are counted too).
+Both counting kernels choose how to count from a small sample: the generic kernel from the
+first ``ROW_SAMPLE`` pixels of a row segment (run by run, or pixel by pixel), the word kernels
+from the first ``SAMPLE_WORDS`` words of a ``BLOCK_WORDS``-word block (``RUNS``, ``PAIRS`` or
+``BYTES``). The choice must only change the speed. These tests build data whose sample lies
+about the rest, that switches strategy at every block or row, that puts changes of pair at every
+position of a word, runs across word, block, row, image and thread-span boundaries, and call
+each strategy directly on the same data. Every result is compared with the plain-numpy oracle
+of ``tests/reference.py`` (``on_unexpected="count"``, so unexpected values are counted too).
 
-``_coherent`` below restates the kernels' sampling rule; it is used only to check that the data
-of a test really exercises the strategies it is meant to (never as the oracle).
+``_coherent`` and ``_block_modes`` below restate the kernels' sampling rules; they are used only
+to check that the data of a test really exercises the strategies it is meant to (never as the
+oracle).
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 from segiou import ConfusionMatrix, LabelSpec, RawLabel, _count, _kernels
+from segiou import _word_kernels as _words
 from segiou.testing.strategies import aligned_empty
 
 ROW = _kernels.ROW_SAMPLE
-SAMPLE = _kernels.SAMPLE_PIXELS
-BLOCK_WORDS = _kernels.BLOCK_WORDS
+SAMPLE = _words.SAMPLE_WORDS * 8  # pixels sampled at the start of a block of the word path
+BLOCK_WORDS = _words.BLOCK_WORDS
 BLOCK = BLOCK_WORDS * 8  # pixels per block of the word path
 #: Examples per Hypothesis test: twice the profile's (120 in "ci", 1000 in "thorough"); the
 #: examples are small, a few milliseconds each.
@@ -93,18 +95,17 @@ RAW_SHARED = Labels(
 def _count_cm(labels: Labels, gt, pred, *, words: bool | None = None, **kw) -> ConfusionMatrix:
     """Count with ``on_unexpected="count"``.
 
-    ``words=True`` forces the 8-bit word path on (and checks it is taken), ``words=False`` checks
-    that the generic kernel counts, ``None`` checks nothing.
+    ``words=True`` checks that the word kernels count, ``words=False`` switches them off (the
+    generic kernel counts everything), ``None`` checks nothing.
     """
     cm = labels.matrix(**kw)
     if words:
         assert not kw.get("per_image")
-        with mock.patch.object(_count, "_WORD_PATH_MIN_PIXELS", 0):
-            assert _word_path(gt, pred)
+        assert _word_path(gt, pred)
+    if words is False:
+        with mock.patch.object(_count, "word_path", return_value=False):
             cm.update(gt, pred)
         return cm
-    if words is False:
-        assert kw.get("per_image") or not _word_path(gt, pred)
     cm.update(gt, pred)
     return cm
 
@@ -112,7 +113,7 @@ def _count_cm(labels: Labels, gt, pred, *, words: bool | None = None, **kw) -> C
 def _word_path(gt: np.ndarray, pred: np.ndarray) -> bool:
     g = gt.view(np.uint8) if gt.dtype == np.bool_ else gt
     p = pred.view(np.uint8) if pred.dtype == np.bool_ else pred
-    return _count._word_views(g, p) is not None
+    return _count.word_path(g, p)
 
 
 def _assert_same(labels: Labels, gt, pred, **kw) -> ConfusionMatrix:
@@ -151,25 +152,38 @@ def _aligned(values: np.ndarray, dtype: str, offset: int = 0) -> np.ndarray:
     return out.reshape(values.shape)
 
 
-# --- the sampling rule (to check what a test exercises) ----------------------------------------
+# --- the sampling rules (to check what a test exercises) ---------------------------------------
 
 
 def _coherent(g: np.ndarray, p: np.ndarray) -> bool:
-    """The kernels' rule on a sample: at least 1 in 4 pixels repeat their left neighbour's pair."""
+    """The generic kernel's rule: at least 1 in 4 pixels repeat their left neighbour's pair."""
     rep = np.count_nonzero((g[1:] == g[:-1]) & (p[1:] == p[:-1]))
     return 4 * rep >= g.size
 
 
-def _block_kinds(g: np.ndarray, p: np.ndarray, w0: int = 0, w1: int | None = None) -> list[bool]:
-    """Coherent (True) or noisy (False), per block of a word span (serial: the whole mask)."""
+def _mode(g8: np.ndarray, p8: np.ndarray) -> str:
+    """The word kernels' rule on the pixels of a block (a whole number of words)."""
+    gw, pw = g8.reshape(-1, 8)[: _words.SAMPLE_WORDS], p8.reshape(-1, 8)[: _words.SAMPLE_WORDS]
+    s = gw.shape[0]
+    gl = np.concatenate([gw[:1, 0], gw[:-1, 7]])  # the pixel before each word
+    pl = np.concatenate([pw[:1, 0], pw[:-1, 7]])
+    changed = np.count_nonzero((gw != gl[:, None]).any(1) | (pw != pl[:, None]).any(1))
+    inner = (gw[:, 1:] != gw[:, :-1]) | (pw[:, 1:] != pw[:, :-1])
+    multi = np.count_nonzero(inner.sum(1) >= 2)
+    if multi * _words.SAMPLE_WORDS >= _words.BYTES_MIN_MULTI * s:
+        return "bytes"
+    if changed * _words.SAMPLE_WORDS <= _words.RUNS_MAX_CHANGED * s:
+        return "runs"
+    return "pairs"
+
+
+def _block_modes(g: np.ndarray, p: np.ndarray, w0: int = 0, w1: int | None = None) -> list[str]:
+    """The mode of each block of words ``[w0, w1)`` of two aligned masks (serial: all words)."""
     g8, p8 = g.reshape(-1).view(np.uint8), p.reshape(-1).view(np.uint8)
     w1 = g8.size // 8 if w1 is None else w1
-    kinds = []
-    for q0 in range(w0, w1, BLOCK_WORDS):
-        b0, b1 = q0 * 8, min(q0 + BLOCK_WORDS, w1) * 8
-        s1 = min(b0 + SAMPLE, b1)
-        kinds.append(_coherent(g8[b0:s1], p8[b0:s1]))
-    return kinds
+    return [_mode(g8[q0 * 8 : min(q0 + BLOCK_WORDS, w1) * 8],
+                  p8[q0 * 8 : min(q0 + BLOCK_WORDS, w1) * 8])
+            for q0 in range(w0, w1, BLOCK_WORDS)]  # fmt: skip
 
 
 def _row_kinds(g: np.ndarray, p: np.ndarray) -> list[bool]:
@@ -189,7 +203,8 @@ KINDS = (
     "pred_flip",  # the reverse
     "both_flip",  # both change at every pixel
     "sparse",  # constant with single-pixel blips (many one-change words)
-    "threshold",  # runs of 2, 1, 1: exactly 1 repeat in 4 (the sampling rule's edge)
+    "threshold",  # runs of 2, 1, 1: exactly 1 repeat in 4 (the generic rule's edge)
+    "halves",  # words of two runs of 4 (one change in each word: PAIRS)
 )
 
 
@@ -244,6 +259,8 @@ def _segment(rng, kind: str, n: int, gvals: np.ndarray, pvals: np.ndarray):
         blips = rng.random(n) < 0.1
         p[blips] = rng.choice(pvals, int(blips.sum()))
         return g, p
+    if kind == "halves":
+        return _runs(rng, gvals, n, np.array([4])), np.full(n, rng.choice(pvals))
     assert kind == "threshold"
     return _runs(rng, gvals, n, np.array([2, 1, 1])), np.full(n, rng.choice(pvals))
 
@@ -288,23 +305,23 @@ plans = st.lists(st.tuples(st.sampled_from(KINDS), lengths), min_size=1, max_siz
 
 
 def test_layout_assumptions():
-    # The boundary tests below are built around these sizes (see segiou/_kernels.py).
-    assert (ROW, SAMPLE, BLOCK_WORDS, _kernels.RAW_COPIES) == (64, 256, 2048, 8)
-    assert _kernels.RAW_SIZE == 65536 * 9
+    # The boundary tests below are built around these sizes (see segiou/_word_kernels.py).
+    assert (ROW, SAMPLE, BLOCK_WORDS, _words.COPIES) == (64, 256, 512, 8)
     assert Labels(179).lookup().copies == 8
     assert Labels(180).lookup().copies == 1
+    assert Labels(180).lookup().word_table_size == 182 * 182 * 8  # always 8 on the word path
 
 
 # --- each strategy called directly on the same data ---------------------------------------------
 
+#: Byte codes of the identity setup: every byte its own class, a 256 x 256 table of raw pairs.
+_IDENT_G = (np.arange(256, dtype=np.uint64) * np.uint64(256 * _words.COPIES)).astype(np.uint64)
+_IDENT_P = (np.arange(256, dtype=np.uint64) * np.uint64(_words.COPIES)).astype(np.uint64)
 
-def _fold_identity(tab: np.ndarray) -> np.ndarray:
-    """Fold a raw table into a 256 x 256 histogram of raw byte pairs (and clear it)."""
-    out = np.zeros((256, 256), dtype=np.int64)
-    ident = np.arange(256, dtype=np.int64)
-    _kernels.fold_raw_clear(tab, ident, ident, out)
-    assert not tab.any(), "fold_raw_clear left counts in the raw table"
-    return out
+
+def _histogram(tab: np.ndarray) -> np.ndarray:
+    """A word table of the identity setup as the 256 x 256 histogram of raw byte pairs."""
+    return tab.reshape(256, 256, _words.COPIES).sum(axis=2)
 
 
 @settings(deadline=None, max_examples=EXAMPLES)
@@ -316,24 +333,22 @@ def _fold_identity(tab: np.ndarray) -> np.ndarray:
     extreme=st.booleans(),
 )
 def test_word_strategies_agree_on_any_block(plan, seed, extreme):
-    # _count_words_copies (coherent) and _count_bytes_single (noisy) on the same words, whatever
-    # the sample would say, each folded into the full histogram of raw pairs.
+    # count_runs, count_pairs and count_bytes (and count_words, which picks one per block) on
+    # the same words, whatever the sample would say: each the full histogram of raw pairs.
     vals = [0, 1, 254, 255] if extreme else list(range(256))
     g, p = _build(seed, plan, vals, vals)
-    n = min(g.size // 8 * 8, BLOCK)
+    n = min(g.size // 8 * 8, 2 * BLOCK)
     assume(n > 0)
     gb, pb = _aligned(g[:n], "uint8"), _aligned(p[:n], "uint8")
     gs, ps = gb.view(np.uint64), pb.view(np.uint64)
     ref = reference.confusion(gb, pb, 256).counts
-
-    copies = np.zeros(_kernels.RAW_SIZE, dtype=np.int64)
-    _kernels._count_words_copies(gs, ps, gb, pb, copies)
-    assert not copies[_kernels.RAW_BINS * _kernels.RAW_COPIES :].any()
-    assert_array_equal(_fold_identity(copies), ref)
-
-    single = np.zeros(_kernels.RAW_SIZE, dtype=np.int64)
-    _kernels._count_bytes_single(gb, pb, single[_kernels.RAW_BINS * _kernels.RAW_COPIES :])
-    assert_array_equal(_fold_identity(single), ref)
+    for fn in (_words.count_runs, _words.count_pairs, _words.count_bytes):
+        tab = np.zeros(256 * 256 * _words.COPIES, dtype=np.int64)
+        fn(gs, ps, _IDENT_G, _IDENT_P, tab)
+        assert_array_equal(_histogram(tab), ref, err_msg=fn.__name__)
+    tab = np.zeros(256 * 256 * _words.COPIES, dtype=np.int64)
+    _words.count_words(gs, ps, _IDENT_G, _IDENT_P, tab)
+    assert_array_equal(_histogram(tab), ref)
 
 
 @settings(deadline=None, max_examples=EXAMPLES)
@@ -408,19 +423,19 @@ def test_generic_spans_cut_anywhere(plan, seed, width, cuts, per_image):
     ),
     seed=st.integers(0, 2**32 - 1),
     cuts=st.lists(st.integers(0, 2**16), max_size=5),
+    offsets=st.sampled_from([(0, 0), (3, 3), (0, 5), (7, 1)]),
 )
-def test_word_spans_cut_anywhere(plan, seed, cuts):
-    # count_words_span over arbitrary word spans (blocks then start anywhere), plus the byte tail.
+def test_word_spans_cut_anywhere(plan, seed, cuts, offsets):
+    # count_u8_span over arbitrary pixel spans (words, blocks and the head before the first
+    # word boundary then start anywhere), the two masks at the same offset from a word boundary
+    # (read in place) or not (copied block by block into aligned buffers).
     g, p = _build(seed, plan, VALUES["uint8"], VALUES["uint8"])
-    gb, pb = _aligned(g, "uint8"), _aligned(p, "uint8")
-    n64 = gb.size // 8
-    g64, p64 = gb[: n64 * 8].view(np.uint64), pb[: n64 * 8].view(np.uint64)
-    tab = np.zeros(_kernels.RAW_SIZE, dtype=np.int64)
-    bounds = sorted({0, n64, *(c % (n64 + 1) for c in cuts)})
-    for w0, w1 in itertools.pairwise(bounds):
-        _kernels.count_words_span(gb, pb, g64, p64, w0, w1, tab)
-    _kernels.count_bytes(gb[n64 * 8 :], pb[n64 * 8 :], tab)
-    assert_array_equal(_fold_identity(tab), reference.confusion(gb, pb, 256).counts)
+    gb, pb = _aligned(g, "uint8", offsets[0]), _aligned(p, "uint8", offsets[1])
+    tab = np.zeros(256 * 256 * _words.COPIES, dtype=np.int64)
+    bounds = sorted({0, gb.size, *(c % (gb.size + 1) for c in cuts)})
+    for i0, i1 in itertools.pairwise(bounds):
+        _words.count_u8_span(gb, pb, i0, i1, _IDENT_G, _IDENT_P, tab)
+    assert_array_equal(_histogram(tab), reference.confusion(gb, pb, 256).counts)
 
 
 # --- 8-bit word path, through ConfusionMatrix ---------------------------------------------------
@@ -462,25 +477,40 @@ def _change_words(rng: np.random.Generator, pool: list[int], reps: int) -> np.nd
 
 
 def _prefix(kind: str, pool: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """``SAMPLE`` pixels that make a block coherent (constant) or noisy (gt changing every pixel)."""
+    """``SAMPLE`` pixels that make a block's mode ``runs`` (one pair), ``pairs`` (every word
+    two runs of 4 pixels: one change in each, and each differs from the pixel before it) or
+    ``bytes`` (the ground truth changing at every pixel)."""
     a, b = pool[0], pool[-1]
-    if kind == "coherent":
+    if kind == "runs":
         return np.full(SAMPLE, a), np.full(SAMPLE, b)
     g = np.full(SAMPLE, a)
-    g[1::2] = b
+    if kind == "pairs":
+        g.reshape(-1, 8)[:, 4:] = b
+    else:
+        g[1::2] = b
     return g, np.full(SAMPLE, b)
 
 
-@pytest.mark.parametrize("kind", ["coherent", "noisy"])
+def _strided(a: np.ndarray) -> np.ndarray:
+    """The values of ``a`` as a view of every other element of a buffer (the generic kernel)."""
+    base = np.zeros((*a.shape[:-1], 2 * a.shape[-1]), a.dtype)
+    view = base[..., ::2]
+    view[...] = a
+    return view
+
+
+@pytest.mark.parametrize("kind", ["runs", "pairs", "bytes"])
 @pytest.mark.parametrize(
     ("dtype", "labels"), [("uint8", U8_ALL), ("int8", I8_ALL), ("bool", Labels(2))]
 )
 def test_word_path_change_at_every_position(kind, dtype, labels):
-    # Blocks whose sample is coherent (so the words go through the constant / one-change /
-    # byte-by-byte steps of _count_words_copies) or noisy (_count_bytes_single), made of words
-    # with changes of pair at every position; the full histogram of pairs is compared.
+    # Blocks whose sample makes them RUNS (words that continue the run, end it once, or more
+    # often), PAIRS (each word's first and last run) or BYTES, made of words with changes of
+    # pair at every position (and across word boundaries); the full histogram of pairs is
+    # compared, for the word path read in place, copied (masks at different offsets from a
+    # word boundary) and for the generic kernel.
     pool = BYTE_POOL[dtype]
-    words = _change_words(np.random.default_rng(7), pool, reps=6)  # 2304 words: 2 blocks
+    words = _change_words(np.random.default_rng(7), pool, reps=2)  # 768 words: 2 blocks
     body = BLOCK_WORDS - SAMPLE // 8
     gs, ps = [], []
     for start in range(0, len(words), body):
@@ -491,12 +521,11 @@ def test_word_path_change_at_every_position(kind, dtype, labels):
     tail_g, tail_p = words[:1, 0, :5].reshape(-1), words[:1, 1, :5].reshape(-1)  # byte tail
     g = _aligned(np.concatenate([*gs, tail_g]), dtype)
     p = _aligned(np.concatenate([*ps, tail_p]), dtype)
-    assert set(_block_kinds(g, p)) == {kind == "coherent"}
+    assert set(_block_modes(g, p)) == {kind}
     for threads in (1, 2):
         _assert_same(labels, g, p, threads=threads, words=True)
-    # the same pixels on the generic kernel (misaligned by 3 bytes: no word path)
-    g3, p3 = _aligned(g, dtype, offset=3), _aligned(p, dtype, offset=3)
-    _assert_same(labels, g3, p3, words=False)
+    _assert_same(labels, g, _aligned(p, dtype, offset=3), words=True)  # copied blocks
+    _assert_same(labels, _strided(g), _strided(p), words=False)
 
 
 def _boundary_pair(n: int, background: str, dtype: str, seed: int):
@@ -556,13 +585,14 @@ def test_word_path_block_and_word_boundaries(n):
 
 
 def _deceptive_blocks(n_blocks: int, tail: int, dtype: str, seed: int):
-    """Blocks that cycle through: coherent sample then noise, noisy sample then one pair,
-    one-change words at every position, threshold data, noise."""
+    """Blocks that cycle through: a RUNS sample then noise, a BYTES sample then one pair, a
+    PAIRS sample then one pair, one-change words at every position, threshold data, noise."""
     rng = np.random.default_rng(seed)
     vals = BYTE_POOL[dtype] if dtype == "bool" else VALUES[dtype]
     plans = [
         [("const", SAMPLE), ("noise", BLOCK - SAMPLE)],
         [("both_flip", SAMPLE), ("const", BLOCK - SAMPLE)],
+        [("halves", SAMPLE), ("noise", BLOCK - SAMPLE)],
         [("gt_flip", SAMPLE - 8), ("sparse", BLOCK - SAMPLE + 8)],
         [("threshold", BLOCK)],
         [("noise", SAMPLE), ("runs", BLOCK - SAMPLE)],
@@ -575,16 +605,16 @@ def _deceptive_blocks(n_blocks: int, tail: int, dtype: str, seed: int):
 
 @pytest.mark.parametrize(("dtype", "labels"), [("uint8", SMALL), ("int8", SMALL)])
 def test_word_path_deceptive_samples_large(dtype, labels):
-    # Over 2**20 pixels: the word path without patching, one thread, two (spans that start in
-    # the middle of a block) and the default.
-    g, p = _deceptive_blocks(64, 8 * 1000 + 5, dtype, seed=1)
-    assert g.size >= _count._WORD_PATH_MIN_PIXELS
+    # Blocks whose sample lies about the rest, over 2**20 pixels: one thread, two (spans that
+    # start in the middle of a block) and the default.
+    g, p = _deceptive_blocks(256, 8 * 1000 + 5, dtype, seed=1)
+    assert g.size >= 1 << 20
     assert _word_path(g, p)
-    kinds = _block_kinds(g, p)
-    assert set(kinds) == {True, False}
+    assert set(_block_modes(g, p)) == {"runs", "pairs", "bytes"}
     half = (g.size // 8) // 2
     assert half % BLOCK_WORDS != 0  # the second worker starts mid-block
-    assert set(_block_kinds(g, p, 0, half)) == set(_block_kinds(g, p, half)) == {True, False}
+    assert len(set(_block_modes(g, p, 0, half))) == 3
+    assert len(set(_block_modes(g, p, half))) >= 2  # its blocks sample other pixels
     ref = labels.ref(g, p)
     assert ref.n_ignored
     assert ref.void.sum()
@@ -784,9 +814,9 @@ def test_per_image_tables_counted_in_groups():
 
 
 def test_per_image_large_aligned_bytes():
-    # Aligned 8-bit masks over the word path's size threshold: per_image counts them on the
-    # generic kernel, whose rows here switch strategy; totals and rows equal the oracle.
-    g, p = _deceptive_blocks(68, 0, "uint8", seed=2)
+    # Aligned 8-bit masks of over 2**20 pixels: per_image counts them on the generic kernel,
+    # whose rows here switch strategy; totals and rows equal the oracle.
+    g, p = _deceptive_blocks(272, 0, "uint8", seed=2)
     g, p = g.reshape(4, 272, 1024), p.reshape(4, 272, 1024)
     assert _word_path(g, p)  # the word path without per_image
     kinds = _row_kinds(g, p)
@@ -827,15 +857,15 @@ ALPHABETS = ([0, 1, 2, 3, 50, 100, 127], [0, 1, 2, 3, 50, 200, 255], [-1, 0, 1, 
 
 #: How a chunk pair is handed to the counter: (gt dtype, pred dtype, layout).
 CHUNK_FORMS = [
-    ("uint8", "uint8", "aligned"),  # word path
-    ("int8", "int8", "aligned"),  # word path, signed bytes: the raw table is folded first
+    ("uint8", "uint8", "aligned"),  # word path, read in place
+    ("int8", "int8", "aligned"),  # word path, signed bytes: other codes for the same bytes
     ("uint8", "int8", "aligned"),  # word path, mixed
     ("int8", "uint8", "aligned"),
     ("bool", "bool", "aligned"),  # word path (chunks of 0 and 1 only)
-    ("uint8", "uint8", "misaligned"),  # generic kernel, C layout
+    ("uint8", "uint8", "misaligned"),  # word path, both 3 bytes past a word boundary
     ("int8", "int8", "strided"),  # generic kernel, a view
-    ("int16", "int16", "F"),
-    ("int32", "uint16", "C"),
+    ("int16", "int16", "F"),  # generic kernel
+    ("int32", "uint16", "C"),  # word path, narrowed (a block with 127/255/-1 byte by byte)
 ]
 
 
@@ -906,7 +936,7 @@ def test_image_counter_chunks_equal_reference(data, seed, bands, width, step):
             for x in range(0, width, sx):
                 gc, pc = gt[y : y + sy, x : x + sx], pred[y : y + sy, x : x + sx]
                 counter.add(*_chunk_as(gc, pc, _form(next(forms), gc, pc)))
-                if image == 1:  # another counter takes the thread's raw table in between
+                if image == 1:  # another counter on the same thread in between
                     other.add(*_chunk_as(pc, gc, _form(next(forms), pc, gc)))
         _assert_table(counter.finish(), COUNTER_LABELS.ref(gt, pred), COUNTER_LABELS.k)
     _assert_table(other.finish(), COUNTER_LABELS.ref(pred, gt), COUNTER_LABELS.k)

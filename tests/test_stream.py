@@ -15,9 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from segiou import ConfusionMatrix, LabelSpec, RawLabel, _count, _kernels, _stream
+from segiou import ConfusionMatrix, LabelSpec, RawLabel, _stream
+from segiou import _word_kernels as _words
 from segiou.errors import (
     CountOverflowError,
+    DuplicateBatchError,
     LabelDtypeError,
     LabelRangeError,
     ScoresError,
@@ -26,7 +28,7 @@ from segiou.errors import (
 )
 from segiou.testing.strategies import aligned_empty, byte_pairs
 
-BLOCK = _kernels.NARROW_BLOCK
+BLOCK = _words.NARROW_BLOCK
 
 
 def _cm(k: int, ignore=(255,), **kw) -> ConfusionMatrix:
@@ -46,21 +48,21 @@ def _at_offset(a: np.ndarray, offset: int) -> np.ndarray:
 
 
 class _Spy:
-    """Records whether :meth:`StreamCounter.count` took the short way (patched in by ``on``)."""
+    """Records whether :meth:`StreamCounter.add` counted a batch (patched in by ``on``)."""
 
     def __init__(self) -> None:
         self.taken: list[bool] = []
-        orig = _stream.StreamCounter.count
+        orig = _stream.StreamCounter.add
 
-        def count(counter, gt, pred):  # type: ignore[no-untyped-def]
-            t = orig(counter, gt, pred)
-            self.taken.append(t is not None)
-            return t
+        def add(counter, cm, gt, pred, key):  # type: ignore[no-untyped-def]
+            done = orig(counter, cm, gt, pred, key)
+            self.taken.append(done)
+            return done
 
-        self.on = mock.patch.object(_stream.StreamCounter, "count", count)
+        self.on = mock.patch.object(_stream.StreamCounter, "add", add)
 
 
-# --- the short way: small 8-bit pairs, two kernel calls ---------------------------------------
+# --- the short way: plain 8-bit pairs, counted and added in one kernel call --------------------
 
 
 def _word_patterns(seed: int, n_words: int, vals: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -88,10 +90,11 @@ def _word_patterns(seed: int, n_words: int, vals: list[int]) -> tuple[np.ndarray
     return np.concatenate(gs), np.concatenate(ps)
 
 
-@pytest.mark.parametrize("k", [5, 19, 256])  # 256: 1 copy per cell (copy indices masked)
+@pytest.mark.parametrize("k", [5, 19, 256])  # 256: a word table of 258 * 258 cells
 @pytest.mark.parametrize("tail", [0, 1, 7])
 def test_short_way_word_patterns(k, tail):
-    vals = list(range(256)) if k == 256 else [0, 1, 2, 4, k - 1, 255, 7 + k, 200]
+    # no unexpected value (the short way leaves those to the general way: tested below)
+    vals = list(range(256)) if k == 256 else [0, 1, 2, 4, k - 1, 255]
     g, p = _word_patterns(k + tail, 900, vals)
     if tail:  # the last word cut short: single bytes after the last whole word
         g, p = g[: g.size - 8 + tail], p[: p.size - 8 + tail]
@@ -115,14 +118,14 @@ def test_short_way_equals_reference(pair, offsets):
     spy = _Spy()
     with spy.on:
         cm.update(gt, pred)
-        cm.update(gt, pred)  # the per-thread table was left zeroed
-    ref = reference.confusion(pair.gt, pair.pred, pair.num_classes, ignore=pair.ignore)
-    ref = reference.add(ref, ref)
-    reference.assert_same_counts(cm, ref)
+        cm.update(gt, pred, key=7)  # the per-thread tables were left zeroed
+    one = reference.confusion(pair.gt, pair.pred, pair.num_classes, ignore=pair.ignore)
+    reference.assert_same_counts(cm, reference.add(one, one))
     assert cm.n_pixels == 2 * gt.size
     assert cm.n_images == 2
-    if gt.dtype != np.bool_ and pred.dtype != np.bool_:
-        assert spy.taken == [True, True]
+    assert cm.keys == {"7"}
+    taken = gt.size > 0 and one.n_unexpected == 0  # else the general way
+    assert spy.taken == [taken, taken]
 
 
 def test_short_way_many_calls_equal_one_batch():
@@ -222,8 +225,8 @@ def test_narrow_equals_reference(gdtype, pdtype, n, seed, n_odd, threads):
 
 @pytest.mark.parametrize("pdtype", ["int64", "int32"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_narrow_large_raw_tables(pdtype, threads):
-    # >= 2**20 pixels: narrowed blocks go to the raw tables; a few blocks hold wide values.
+def test_narrow_large(pdtype, threads):
+    # over 2**20 pixels, split between threads; a few blocks hold wide values.
     rng = np.random.default_rng(7)
     n = (1 << 20) + 2 * BLOCK + 3
     g = np.repeat(rng.integers(0, 19, n // 300 + 1), 300)[:n].astype(np.uint8)
@@ -231,7 +234,6 @@ def test_narrow_large_raw_tables(pdtype, threads):
     g[rng.random(n) < 0.01] = 255
     # the last block (3 pixels, no whole word) holds class ids only: narrowed, byte tail
     p[[5, BLOCK, 3 * BLOCK - 1, n - BLOCK]] = [-1, 256, 2**31 - 1, 999]
-    assert g.size >= _count._WORD_PATH_MIN_PIXELS
     assert n % BLOCK == 3
     cm = _cm(19, threads=threads)
     cm.update(g.reshape(1, -1), p.reshape(1, -1))
@@ -426,32 +428,80 @@ def _interrupt_after(module: object, name: str, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(module, name, interrupted)
 
 
-def test_an_interrupted_short_way_update_is_never_counted_later(monkeypatch) -> None:
-    cm = ConfusionMatrix(3)
+@pytest.mark.parametrize("key", [None, "k"])
+@pytest.mark.parametrize(("k", "kernel"), [(3, "add_unfolded"), (100, "add_u8")])
+def test_an_update_interrupted_after_the_short_way_kernel_is_whole(monkeypatch, key, k, kernel):
+    # the one kernel of a small batch counts and adds everything (counts, void, ignored, pixels,
+    # images; into the accumulator's unfolded table up to 62 classes, folded per call beyond):
+    # Ctrl-C after it leaves the batch counted, its key with it, nothing half done
+    cm = ConfusionMatrix(k, ignore_index=255)
+    g = np.zeros((8, 8), np.uint8)
+    g[0] = 255
+    p = np.ones((8, 8), np.uint8)
+    p[1] = 255
     with monkeypatch.context() as m:
-        _interrupt_after(_stream._kernels, "count_small", m)
+        _interrupt_after(_stream._words, kernel, m)
         with pytest.raises(KeyboardInterrupt):
-            cm.update(np.zeros((8, 8), np.uint8), np.zeros((8, 8), np.uint8))
-    assert cm.n_pixels == 0
+            cm.update(g, p, key=key)
+    assert (cm.counts[0, 1], cm.void[0], cm.n_ignored, cm.n_pixels, cm.n_images) == (
+        48,
+        8,
+        8,
+        64,
+        1,
+    )
+    assert cm.keys == ({key} if key else set())
+    ConfusionMatrix.from_dict(cm.to_dict())  # a consistent state: every invariant holds
+    if key:
+        with pytest.raises(DuplicateBatchError):  # counted once: the retry is refused
+            cm.update(g, p, key=key)
     cm.update(np.ones((2, 2), np.uint8), np.ones((2, 2), np.uint8))
-    assert cm.counts[0, 0] == 0  # the 64 pixels of the interrupted batch are gone
     assert cm.counts[1, 1] == 4
+    assert cm.counts[0, 1] == 48
 
 
-def test_an_interrupted_large_update_is_never_counted_after_a_small_wide_one(
-    monkeypatch,
+@pytest.mark.parametrize("key", [None, "k"])
+def test_a_large_update_interrupted_between_counting_and_adding_is_not_counted(
+    monkeypatch, key
 ) -> None:
+    # a large batch is counted on all threads into a folded table, then added: Ctrl-C in
+    # between leaves nothing counted (its key neither) and nothing behind for the next call
     n = 1 << 20
     cm = ConfusionMatrix(3)
     with monkeypatch.context() as m:
-        _interrupt_after(_count._kernels, "count_bytes", m)
+        _interrupt_after(_stream._words, "count_u8_parallel", m)
+        _interrupt_after(_stream._words, "count_u8_serial", m)
         with pytest.raises(KeyboardInterrupt):
-            cm.update(np.zeros(n, np.uint8), np.zeros(n, np.uint8))
+            cm.update(np.zeros(n, np.uint8), np.zeros(n, np.uint8), key=key)
+    assert cm.n_pixels == 0
+    assert not cm.keys
     cm.update(np.array([[1, 2]], np.int32), np.array([[1, 2]], np.int32))  # small, wide dtypes
-    cm.update(np.ones(n, np.uint8), np.ones(n, np.uint8))
+    cm.update(np.ones(n, np.uint8), np.ones(n, np.uint8), key=key)  # the key is free again
     assert cm.counts[0, 0] == 0  # the interrupted million pixels were not counted
     assert cm.counts[1, 1] == n + 1
     assert cm.counts[2, 2] == 1
+
+
+def test_short_way_keys_are_counted_once() -> None:
+    g = np.zeros((4, 4), np.uint8)
+    cm = ConfusionMatrix(3)
+    spy = _Spy()
+    with spy.on:
+        cm.update(g, g, key=1)
+        with pytest.raises(DuplicateBatchError, match="batch key '1' was counted before"):
+            cm.update(g, g, key="1")  # the same key as a string
+        bad = g.copy()
+        bad[2, 3] = 9
+        with pytest.raises(LabelRangeError):
+            cm.update(g, bad, key="bad")  # refused whole: the key stays free
+        cm.update(g, g, key="bad")
+    assert spy.taken == [True, False, False, True]
+    assert cm.keys == {"1", "bad"}
+    assert cm.counts[0, 0] == 32
+    merged = cm + ConfusionMatrix(3).update(g, g, key="2")
+    assert merged.keys == {"1", "bad", "2"}
+    with pytest.raises(DuplicateBatchError):
+        merged.merge(ConfusionMatrix(3).update(g, g, key="bad"))
 
 
 @pytest.mark.parametrize("axis", [1.0, "1", True, None])
@@ -487,3 +537,78 @@ def test_per_image_scores_tables_stay_within_the_budget() -> None:
     # both keep each image's dense (K+2)^2 table (110 MB here) while counting; the scores'
     # kernel tables stay within the same 64 MiB budget as the labels' (it was 1 GB)
     assert peak < labels_peak + (32 << 20), (peak / 2**20, labels_peak / 2**20)
+
+
+def test_unfolded_small_calls_between_everything() -> None:
+    # small calls are counted into the accumulator's unfolded table and folded when counts are
+    # read: interleaved with a refused batch (subtracted exactly), large calls, keyed calls,
+    # the general way, reads, merges, round trips and pickling, the counts stay exact
+    import pickle
+
+    rng = np.random.default_rng(9)
+    g = rng.integers(0, 6, (12, 40, 40)).astype(np.uint8)
+    g[g == 5] = 255
+    p = np.where(rng.random(g.shape) < 0.7, g, rng.integers(0, 5, g.shape)).astype(np.uint8)
+    big_g = np.repeat(g, 30, axis=0).reshape(-1)  # a large call: counted on all threads
+    big_p = np.repeat(p, 30, axis=0).reshape(-1)
+    cm = ConfusionMatrix(5, ignore_index=255)
+    seen_g, seen_p = [], []
+
+    def count(gt, pred, **kw):  # type: ignore[no-untyped-def]
+        cm.update(gt, pred, **kw)
+        seen_g.append(np.asarray(gt).reshape(-1))
+        seen_p.append(np.asarray(pred).reshape(-1))
+
+    count(g[0], p[0])
+    count(g[1], p[1], key="one")
+    bad = p[2].copy()
+    bad[7, 9] = 77
+    with pytest.raises(LabelRangeError, match="77"):
+        cm.update(g[2], bad)  # counted into the unfolded table, then subtracted
+    assert cm._totals[3]  # the first two batches are still unfolded
+    count(g[2], p[2])
+    count(big_g, big_p)
+    count(g[3].astype(np.int32), p[3])  # the general way
+    assert cm.counts.sum() > 0  # a read folds
+    assert not cm._totals[3]
+    for i in range(4, 8):
+        count(g[i], p[i])
+    other = ConfusionMatrix(5, ignore_index=255)
+    other.update(g[8], p[8])  # unfolded on the other side of a merge
+    seen_g.append(g[8].reshape(-1))
+    seen_p.append(p[8].reshape(-1))
+    merged = cm + other
+    ref = reference.confusion(np.concatenate(seen_g), np.concatenate(seen_p), 5, ignore=(255,))
+    for state in (merged, ConfusionMatrix.from_dict(merged.to_dict()),
+                  pickle.loads(pickle.dumps(merged))):  # fmt: skip
+        reference.assert_same_counts(state, ref)
+        assert state.n_pixels == ref.n_pixels
+        assert state.n_images == 10  # 9 images and one flat batch
+    assert cm.keys == {"one"}
+    cm.update(g[9], p[9])  # unfolded again: equality compares folded counts
+    twin = ConfusionMatrix.from_dict(cm.to_dict())
+    assert twin == cm
+    assert not cm._totals[3]
+
+
+def test_unfolded_table_with_threads() -> None:
+    rng = np.random.default_rng(4)
+    g = rng.integers(0, 7, (200, 24, 24)).astype(np.uint8)
+    cm = ConfusionMatrix(7)
+    reads = []
+
+    def work(i0: int) -> None:
+        for i in range(i0, 200, 4):
+            cm.update(g[i], g[(i + 1) % 200])
+            if i % 20 == 0:
+                reads.append(int(cm.counts.sum()))  # folds while others count
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ref = reference.confusion(g, np.roll(g, -1, axis=0), 7)
+    reference.assert_same_counts(cm, ref)
+    assert cm.n_images == 200
+    assert reads
