@@ -27,6 +27,7 @@ from segiou._unexpected import (
     span_message,
 )
 from segiou.errors import (
+    InternalError,
     LabelDeviceError,
     LabelDtypeError,
     LabelRangeError,
@@ -41,6 +42,7 @@ __all__ = [
     "Lookup",
     "OnUnexpected",
     "Tally",
+    "check_described",
     "count_pairs",
     "describe_unexpected",
     "format_unexpected",
@@ -410,14 +412,17 @@ def word_path(g: LabelArray, p: LabelArray) -> bool:
 def _word_args(
     g: LabelArray, p: LabelArray, lk: Lookup
 ) -> tuple[LabelArray, LabelArray, tuple[IntArray, IntArray]]:
-    """Flat masks for the word kernels (8-bit sides as ``uint8``) and their byte codes."""
+    """Flat masks for the word kernels and their byte codes.
+
+    Two 8-bit sides are viewed as ``uint8`` (the codes are indexed by the unsigned byte). Beside
+    a wider side an ``int8`` side keeps its dtype: blocks with values outside ``0..255`` are
+    counted through the lookup tables, which need the true (signed) values.
+    """
     gf, pf = g.reshape(-1), p.reshape(-1)
     gd = g.dtype if g.dtype.itemsize == 1 else _U8  # a wider side is narrowed: unsigned bytes
     pd = p.dtype if p.dtype.itemsize == 1 else _U8
-    if g.dtype.itemsize == 1:
-        gf = gf.view(np.uint8)  # int8: the codes are indexed by the unsigned byte
-    if p.dtype.itemsize == 1:
-        pf = pf.view(np.uint8)
+    if g.dtype.itemsize == 1 and p.dtype.itemsize == 1:
+        gf, pf = gf.view(np.uint8), pf.view(np.uint8)
     return gf, pf, lk.word_codes(gd, pd)
 
 
@@ -555,6 +560,8 @@ def count_pairs(
         if n_unexp_pred:
             classes = [r for r, c in given.gt_map.items() if c != IGNORE]
             bad_p = describe_unexpected(pv, np.isin(gv, classes), given.pred_map, g.shape)
+        check_described(n_unexp_gt, sum(c for c, _ in bad_g.values()), n_unexp_pred,
+                        sum(c for c, _ in bad_p.values()), where)  # fmt: skip
         if on_unexpected == "raise":
             parts = []
             if bad_g:
@@ -576,6 +583,10 @@ def count_pairs(
         unexpected_gt = {v: c for v, (c, _) in bad_g.items()}
         unexpected_pred = {v: c for v, (c, _) in bad_p.items()}
     total = full.sum(axis=0)
+    if int(total.sum()) != g.size:  # every pixel lands in one cell of the table
+        msg = (f"{where}: internal error, the counting kernels accounted for {int(total.sum()):,} "
+               f"of {g.size:,} pixels; this is a bug in segiou, please report it")  # fmt: skip
+        raise InternalError(msg)
     images = None
     if per_image:
         odd = []
@@ -592,6 +603,27 @@ def count_pairs(
                     odd += [(i, "pred", v, c) for v, (c, _) in sorted(found.items())]
         images = ImageRows.from_tables(full, None, odd)
     return Tally.from_table(total, k, unexpected_gt, unexpected_pred, images)
+
+
+def check_described(n_gt: int, found_gt: int, n_pred: int, found_pred: int, where: str) -> None:
+    """Refuse a disagreement between the kernels' unexpected pixels and the values behind them.
+
+    The kernels only count how many pixels are unexpected (``n_gt``, ``n_pred``); their values
+    are read again from the masks (``found_gt``, ``found_pred`` pixels). Both must agree, or
+    pixels would be dropped without a word.
+
+    Raises
+    ------
+    InternalError
+        They disagree: a bug in segiou.
+    """
+    if (found_gt, found_pred) != (n_gt, n_pred):
+        msg = (
+            f"{where}: internal error, the counting kernels found {n_gt:,} unexpected "
+            f"ground-truth and {n_pred:,} unexpected predicted pixels, the masks hold "
+            f"{found_gt:,} and {found_pred:,}; this is a bug in segiou, please report it"
+        )
+        raise InternalError(msg)
 
 
 class ImageCounter:

@@ -21,6 +21,7 @@ __all__ = [
     "IncompatibleMatrixError",
     "IndicatorMatrixError",
     "InstanceIdError",
+    "InternalError",
     "LabelDeviceError",
     "LabelDtypeError",
     "LabelRangeError",
@@ -145,6 +146,10 @@ class NotAStateError(SegiouError, TypeError):
 
 class OutputError(SegiouError, OSError):
     """An output file cannot be written (a full disk, a permission); nothing was changed."""
+
+
+class InternalError(SegiouError, RuntimeError):
+    """Two of segiou's own computations disagree: a bug in segiou (the message says what)."""
 
 
 class ResourceError(SegiouError, MemoryError):

@@ -888,3 +888,25 @@ def test_a_first_call_on_one_thread_in_a_fresh_process(env: dict[str, str]) -> N
                          env=os.environ | env, timeout=300, check=False)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "ok"
+
+
+def test_a_kernel_that_loses_pixels_is_refused_loudly(monkeypatch) -> None:
+    # the general way checks that the kernels accounted for every pixel, and that the unexpected
+    # pixels they counted are the ones the masks hold: a disagreement is a bug, never silent
+    from segiou import _word_kernels
+    from segiou.errors import InternalError
+
+    g = np.zeros((16, 16), np.uint8)
+    cm = ConfusionMatrix(3, on_unexpected="count")
+    with monkeypatch.context() as m:
+        m.setattr(_word_kernels, "count_u8_serial", lambda *args: None)  # counts nothing
+        with pytest.raises(InternalError, match="accounted for 0 of 256 pixels"):
+            cm.update(g.view(_Masks), g.view(_Masks))  # the general way
+    p = g.copy()
+    p[3, 4] = 9
+    with monkeypatch.context() as m:
+        m.setattr(_count, "describe_unexpected", lambda *args: {})  # values not found again
+        with pytest.raises(InternalError, match="found 0 unexpected ground-truth and 1 unexpected"):
+            cm.update(g.view(_Masks), p.view(_Masks))
+    assert cm.n_pixels == 0
+    assert not cm.counts.any()

@@ -240,6 +240,33 @@ def test_narrow_large(pdtype, threads):
     _assert_ref(cm, g, p, 19)
 
 
+@pytest.mark.parametrize("offset", range(8))
+@pytest.mark.parametrize(("narrow", "wide"), [("uint8", "int32"), ("int8", "int64"),
+                                              ("bool", "uint16")])  # fmt: skip
+@pytest.mark.parametrize("threads", [1, 2])
+def test_narrow_with_an_8_bit_side_at_any_offset(offset, narrow, wide, threads):
+    # the 8-bit side is read in place when its blocks start on a word boundary, else copied;
+    # either side may be the 8-bit one; a few blocks hold values outside 0..255
+    rng = np.random.default_rng(offset)
+    n = 3 * BLOCK + 11
+    a = np.repeat(rng.integers(0, 5, n // 7 + 1), 7)[:n]
+    b = np.where(rng.random(n) < 0.2, rng.integers(0, 5, n), a)
+    b[[17, BLOCK + 3]] = [300, 7]  # unexpected: their blocks go pixel by pixel
+    if narrow == "bool":
+        a = a & 1
+    elif narrow == "int8":
+        a[a == 4] = -1  # void / ignored
+    small = _at_offset(a.astype(narrow), offset)
+    big = b.astype(wide)
+    k = 2 if narrow == "bool" else 5
+    for gt, pred in ((small, big), (big.copy(), small)):
+        cm = ConfusionMatrix(k, ignore_index=-1, on_unexpected="count", threads=threads)
+        cm.update(gt, pred)
+        ref = reference.confusion(gt, pred, k, ignore=(-1,))
+        reference.assert_same_counts(cm, ref)
+        assert cm.n_pixels == n
+
+
 def test_narrow_reports_true_values():
     g = np.zeros((3, 40, 40), np.uint8)
     p = np.zeros((3, 40, 40), np.int64)

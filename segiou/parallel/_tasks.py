@@ -23,6 +23,7 @@ from segiou._count import (
     ImageCounter,
     Lookup,
     OnUnexpected,
+    check_described,
     describe_unexpected,
 )
 from segiou._typing import IntArray
@@ -145,6 +146,17 @@ def describe(job: Job, i: int, g: np.ndarray, p: np.ndarray, top: int = 0) -> li
     return found
 
 
+def _described(job: Job, i: int, full: IntArray, g: np.ndarray, p: np.ndarray,
+               top: int = 0) -> list[Odd]:  # fmt: skip
+    """:func:`describe`, checked against the unexpected pixels of the image's table ``full``."""
+    k = job.spec.num_classes
+    found = describe(job, i, g, p, top)
+    check_described(int(full[k + 1, :].sum()), sum(o[3] for o in found if o[1] == "gt"),
+                    int(full[:k, k + 1].sum()), sum(o[3] for o in found if o[1] == "pred"),
+                    f"image {job.gt.names[i]!r}")  # fmt: skip
+    return found
+
+
 def _entries(full: IntArray, i: int) -> IntArray:
     """Image ``i``'s sparse entries from its folded ``(K+2, K+2)`` table."""
     rows = ImageRows.from_tables(full[None])
@@ -182,7 +194,7 @@ def count_group(job: Job, units: IntArray) -> Partial:
                 uq.whole(i, g, p)
                 uq.finish(full)
             if full[k + 1, :].any() or full[:k, k + 1].any():
-                odd += describe(job, i, g, p)
+                odd += _described(job, i, full, g, p)
             entries.append(_entries(full, i))
             table += full
             continue
@@ -207,7 +219,7 @@ def count_group(job: Job, units: IntArray) -> Partial:
         if full[k + 1, :].any() or full[:k, k + 1].any():  # the slow path: which values, where
             both = walk_image(job, i, (top, bottom), gc, pc, None)
             assert both is not None
-            odd += describe(job, i, *both, top)
+            odd += _described(job, i, full, *both, top)
         # one array per image of a group, never read again: forget its chunks and buffers
         # (kept, they would pile up to every image of the task)
         if job.gt.layout == "group":
