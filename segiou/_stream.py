@@ -55,8 +55,9 @@ _DTYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.bool_))
 _U8 = _DTYPES[0]
 #: Per-thread scratch tables of the short way (the kernels leave them zeroed).
 _scratch = threading.local()
-#: Word-path byte codes of two 8-bit dtypes, and whether each side is viewed as uint8 first.
-_Codes = tuple[IntArray, IntArray, bool, bool]
+#: Word-path byte codes of two 8-bit dtypes (gt, pred: one array, one kernel argument), and
+#: whether each side is viewed as uint8 first.
+_Codes = tuple[IntArray, bool, bool]
 
 
 class StreamCounter:
@@ -72,6 +73,8 @@ class StreamCounter:
         self.lookup = lookup
         self.size = lookup.word_table_size
         self.width = lookup.num_classes + 2
+        #: whether small batches go to the accumulator's unfolded table (few classes)
+        self.unfolded = self.size <= _MAX_UNFOLDED
         #: word-path byte codes per (gt dtype, pred dtype), as numpy shows the dtypes; filled
         #: on first use (None: not 8-bit)
         self.codes: dict[tuple[np.dtype, np.dtype], _Codes | None] = {}
@@ -90,7 +93,7 @@ class StreamCounter:
         if g in _DTYPES and p in _DTYPES:
             lk = self.lookup.for_bool(g.kind == "b", p.kind == "b")
             gcode, pcode = lk.word_codes(_U8 if g.kind == "b" else g, _U8 if p.kind == "b" else p)
-            codes = (gcode, pcode, g is not _U8, p is not _U8)
+            codes = (np.stack([gcode, pcode]), g is not _U8, p is not _U8)
         self.codes[(g, p)] = codes
         return codes
 
@@ -114,28 +117,30 @@ class StreamCounter:
                 or not pred.flags.c_contiguous):  # fmt: skip
             return False
         g, p = gt.ravel(), pred.ravel()  # views (C-contiguous)
-        if codes[2]:  # int8, bool: the byte codes are indexed by unsigned bytes
+        if codes[1]:  # int8, bool: the byte codes are indexed by unsigned bytes
             g = g.view(_U8)
-        if codes[3]:
+        if codes[2]:
             p = p.view(_U8)
         images = 1 if gt.ndim <= 2 else n // (gt.shape[-1] * gt.shape[-2])
-        if key is None and n < _PARALLEL_MIN_PIXELS:  # the common case, one kernel call
+        if key is None and n < _PARALLEL_MIN_PIXELS and self.unfolded:  # the common case
             with cm._lock:
-                status = self._add_small(cm, g, p, codes, images)
-            return status == _words.ADDED
-        return self._add_large_or_keyed(cm, g, p, codes, images, key)
+                table = cm._unfolded
+                if table is None:
+                    table = cm._unfolded = np.zeros(self.size, dtype=np.int64)
+                status = _words.add_unfolded(g, p, codes[0], table, cm._totals, images)
+            return status == _words.ADDED  # type: ignore[no-any-return]
+        return self._add_other(cm, g, p, codes, images, key)
 
     def _add_small(self, cm: Accumulator, g: IntArray, p: IntArray, codes: _Codes,
                    images: int) -> int:  # fmt: skip
         """Count and add a small batch in one kernel call (the caller holds ``cm._lock``)."""
-        if self.size <= _MAX_UNFOLDED:
+        if self.unfolded:
             table = cm._unfolded
             if table is None:
                 table = cm._unfolded = np.zeros(self.size, dtype=np.int64)
-            return _words.add_unfolded(g, p, codes[0], codes[1], cm.num_classes,  # type: ignore[no-any-return]
-                                       table, cm._totals, images)  # fmt: skip
+            return _words.add_unfolded(g, p, codes[0], table, cm._totals, images)  # type: ignore[no-any-return]
         tabs, out = self._scratch()
-        return _words.add_u8(g, p, codes[0], codes[1], tabs, out, cm._counts,  # type: ignore[no-any-return]
+        return _words.add_u8(g, p, codes[0][0], codes[0][1], tabs, out, cm._counts,  # type: ignore[no-any-return]
                              cm._void, cm._totals, images)  # fmt: skip
 
     def _scratch(self) -> tuple[IntArray, IntArray]:
@@ -149,9 +154,9 @@ class StreamCounter:
                                       np.zeros((self.width, self.width), dtype=np.int64))  # fmt: skip
         return sc
 
-    def _add_large_or_keyed(self, cm: Accumulator, g: IntArray, p: IntArray, codes: _Codes,
-                            images: int, key: object) -> bool:  # fmt: skip
-        """:meth:`add` for keyed batches and batches of ``_PARALLEL_MIN_PIXELS`` or more."""
+    def _add_other(self, cm: Accumulator, g: IntArray, p: IntArray, codes: _Codes,
+                   images: int, key: object) -> bool:  # fmt: skip
+        """:meth:`add` for keyed batches, large ones, and small ones of many classes."""
         n = g.size
         big = n >= _PARALLEL_MIN_PIXELS
         if big:
@@ -167,18 +172,20 @@ class StreamCounter:
                 cm.keys.add(k)  # before counting: see the finally below
             totals = cm._totals
             before = int(totals[1])
+            settled = not big
             try:
                 if not big:
                     status = self._add_small(cm, g, p, codes, images)
                 else:
                     fn = _words.count_u8_parallel if tabs.shape[0] > 1 else _words.count_u8_serial
-                    run_parallel(fn, g, p, codes[0], codes[1], tabs, out)
+                    run_parallel(fn, g, p, codes[0][0], codes[0][1], tabs, out)
                     status = _words.settle(out, cm._counts, cm._void, totals, n, images)
+                    settled = True  # settle leaves out zeroed
             finally:
                 # counted or not, the key says so (also when Ctrl-C is raised just after a
                 # kernel returned: the pixel total tells whether the batch was added)
                 if k is not None and int(totals[1]) == before:
                     cm.keys.discard(k)
-                if big:  # interrupted between counting and adding: the batch is not counted
+                if not settled:  # interrupted between counting and adding: not counted
                     out[:] = 0
         return bool(status == _words.ADDED)
