@@ -265,6 +265,22 @@ def count_u8_span(g8, p8, i0, i1, gcode, pcode, t):
 
 
 @kernel
+def _bytes_of(src, in_place, buf):
+    """Return a block as bytes, and whether every value is in ``0..255``.
+
+    The block itself (an 8-bit block starting on a word boundary), or copied (8-bit) or narrowed
+    (wider) into ``buf``.
+    """
+    if in_place:
+        return src.view(np.uint8), True
+    out = buf[: src.size]
+    if src.itemsize == 1:
+        _copy_into(src, out)
+        return out, True
+    return out, _narrow_into(src, out)
+
+
+@kernel
 def count_wide_span(g, p, i0, i1, gcode, pcode, luts, t):
     """Count pixels ``[i0, i1)`` of flat masks of wider dtypes (or mixed widths) into ``t``.
 
@@ -289,24 +305,9 @@ def count_wide_span(g, p, i0, i1, gcode, pcode, luts, t):
         m = min(NARROW_BLOCK, i1 - b0)
         gs = g[b0 : b0 + m]
         ps = p[b0 : b0 + m]
-        ok = True
-        if g_in_place:
-            gb = gs.view(np.uint8)
-        else:
-            gb = gbuf[:m]
-            if g.itemsize == 1:
-                _copy_into(gs, gb)
-            else:
-                ok = _narrow_into(gs, gb)
-        if p_in_place:
-            pb = ps.view(np.uint8)
-        else:
-            pb = pbuf[:m]
-            if p.itemsize == 1:
-                _copy_into(ps, pb)
-            else:
-                ok &= _narrow_into(ps, pb)
-        if ok:
+        gb, g_ok = _bytes_of(gs, g_in_place, gbuf)
+        pb, p_ok = _bytes_of(ps, p_in_place, pbuf)
+        if g_ok and p_ok:
             n = m // 8
             count_words(gb[: 8 * n].view(np.uint64), pb[: 8 * n].view(np.uint64), gcode, pcode, t)
             _pixels(gb[8 * n : m], pb[8 * n : m], gcode, pcode, t)
