@@ -9,7 +9,8 @@ does not grow with ``d`` nor with the number of regions:
 
 * along a row (:func:`windows`): the row window ``[x - d, x + d]`` is constant and inside the
   row when no run of equal values starts in ``x - d + 1 .. x + d`` (the row's end counts as a
-  start): an OR over ``2d`` bits of the run starts, built by doubling: bit set ``H[y]``;
+  start): an OR over ``2d`` bits of the run starts, built by doubling (the first 64 bits in
+  one pass, a suffix and a prefix OR per word): bit set ``H[y]``;
 * down the columns (:func:`interiors`): ``Q[y] = H[y] & H[y + 1] & (row y equals row y + 1)``,
   and the square around ``(y, x)`` is constant exactly when ``Q`` is set at ``x`` in every row
   ``y - d .. y + d - 1``: a sliding AND over ``2d`` rows (van Herk / Gil-Werman: a prefix and a
@@ -46,7 +47,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir  # type: ignore[import-untyped]
 from numba.core import types
-from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 from numba.extending import intrinsic
 
 from segiou._jit import kernel
@@ -56,6 +57,8 @@ G_ALL, G_IN, P_ALL, P_IN, GP_ALL, GP_GIN, GP_PIN, GP_BOTH = range(8)
 N_SUMS = 8
 #: Count trailing zero bits (an LLVM intrinsic; typed Any for mypy).
 _ctz: Any = trailing_zeros
+#: Count leading zero bits (64 for 0).
+_clz: Any = leading_zeros
 _ONE = np.uint64(1)
 _ALL = ~np.uint64(0)
 _U6 = np.uint64(6)
@@ -199,14 +202,37 @@ def _or_shifted(c, t, lo, hi, s):
 
 
 @kernel
+def _or64(c, t, lo, hi):
+    """``t[q]`` = the OR of 64 bits of ``c`` from each bit of words ``lo .. hi``.
+
+    Van Herk with words as blocks: bits ``x .. x + 63`` (``x = 64q + i``) are bits ``i..63`` of
+    word ``q`` and ``0..i-1`` of word ``q + 1``: a suffix OR of the one (every bit up to its
+    highest set bit) and a prefix OR of the next (every bit from its lowest set bit), one shift
+    apart. It replaces the first six doubling passes.
+    """
+    n = hi - lo
+    src = c[lo:hi]
+    nxt = c[lo + 1 : hi + 1]
+    out = t[lo:hi]
+    for q in range(n):
+        w = src[q]
+        z = _clz(w) & _U63  # w == 0: any shift, masked below
+        suffix = (_ALL >> z) if w else np.uint64(0)
+        v = nxt[q]
+        out[q] = suffix | ((v | (~v + _ONE)) << _ONE)
+
+
+@kernel
 def windows(a, d, h, c, t):
     """Bit sets ``H`` of a band: row windows ``[x - d, x + d]`` that are constant and inside.
 
     With ``C`` the run starts of a row (and every bit from the row's end), the window of ``x``
     is constant and inside the row exactly when ``C`` has no bit in ``x - d + 1 .. x + d``: an
-    OR over ``2d`` bits, built by doubling (``log2(2d)`` passes over the row's words, whatever
-    its runs). ``c`` and ``t`` are scratch words: ``words(width)`` between ``pad`` set words on
-    each side, with ``pad = words(2d) + 1``.
+    OR over ``2d`` bits. ``U_k``, the OR over ``k`` bits from each bit, is built by doubling
+    (``U_64`` in one pass, :func:`_or64`, when ``2d >= 64``) up to the largest ``k <= 2d``,
+    then two ``k``-windows that overlap cover the ``2d`` bits: ``log2(2d) - 5`` passes over the
+    row's words, whatever its runs. ``c`` and ``t`` are scratch words: ``words(width)`` between
+    ``pad`` set words on each side, with ``pad = words(2d) + 1``.
     """
     rows = a.shape[0]
     nw = h.shape[1]
@@ -218,31 +244,43 @@ def windows(a, d, h, c, t):
     t[:lo] = _ALL
     t[hi:] = _ALL
     full = _full_words(a)
+    # bit x of H: no start in x - d + 1 .. x + d, i.e. bits x + o1 and x + o2 of U_k clear
     for y in range(rows):
         _changes(a[y], c[lo:hi], full)  # bit j set where a run starts (j = 0 too)
-        u, v = c, t  # ping-pong: u holds the OR of bits x .. x + k - 1
-        k = 1
+        if span >= 64:
+            _or64(c, t, lo, hi)
+            u, v = t, c  # ping-pong: u holds U_k
+            k = 64
+        else:
+            u, v = c, t
+            k = 1
         while 2 * k <= span:
             _or_shifted(u, v, lo, hi, k)
             u, v = v, u
             k *= 2
-        if k < span:  # span is no power of 2: OR two overlapping k-windows
-            _or_shifted(u, v, lo, hi, span - k)
-            u, v = v, u
-        # bit x of H: no start in x - d + 1 .. x + d, i.e. bit x - d + 1 of u is clear
-        s = d - 1
-        qs = s >> 6
-        r = np.uint64(s & 63)
-        hy = h[y]
-        here = u[lo - qs : hi - qs]
-        if r == 0:
-            for q in range(nw):
-                hy[q] = ~here[q]
-        else:
-            rr = np.uint64(64) - r
-            below = u[lo - qs - 1 : hi - qs - 1]
-            for q in range(nw):
-                hy[q] = ~((here[q] << r) | (below[q] >> rr))
+        _not_or2(u, lo, nw, 1 - d, d + 1 - k, h[y])
+
+
+@kernel
+def _not_or2(u, lo, nw, o1, o2, out):
+    """``out`` = NOT (bits ``x + o1`` OR bits ``x + o2`` of ``u``), ``o1 <= o2 <= 0``.
+
+    ``u``'s row words start at ``lo`` (set words below it).
+    """
+    a1 = o1 >> 6  # floor
+    a2 = o2 >> 6
+    b1 = np.uint64(o1 & 63)
+    b2 = np.uint64(o2 & 63)
+    c1 = _U63 - b1
+    c2 = _U63 - b2
+    lo1 = u[lo + a1 : lo + a1 + nw]  # word q + a1 and q + a1 + 1 hold bits 64q + o1 ..
+    hi1 = u[lo + a1 + 1 : lo + a1 + 1 + nw]
+    lo2 = u[lo + a2 : lo + a2 + nw]
+    hi2 = u[lo + a2 + 1 : lo + a2 + 1 + nw]
+    for q in range(nw):  # (x << 1) << (63 - b): no shift by 64 when b == 0
+        w1 = (lo1[q] >> b1) | ((hi1[q] << _ONE) << c1)
+        w2 = (lo2[q] >> b2) | ((hi2[q] << _ONE) << c2)
+        out[q] = ~(w1 | w2)
 
 
 @kernel
