@@ -9,8 +9,8 @@ does not grow with ``d`` nor with the number of regions:
 
 * along a row (:func:`windows`): the row window ``[x - d, x + d]`` is constant and inside the
   row when no run of equal values starts in ``x - d + 1 .. x + d`` (the row's end counts as a
-  start): an OR over ``2d`` bits of the run starts, built by doubling (the first 64 bits in
-  one pass, a suffix and a prefix OR per word): bit set ``H[y]``;
+  start): an OR over ``2d`` bits of the run starts, built by doubling (up to 64 bits in one
+  pass over the row's words): bit set ``H[y]``;
 * down the columns (:func:`interiors`): ``Q[y] = H[y] & H[y + 1] & (row y equals row y + 1)``,
   and the square around ``(y, x)`` is constant exactly when ``Q`` is set at ``x`` in every row
   ``y - d .. y + d - 1``: a sliding AND over ``2d`` rows (van Herk / Gil-Werman: a prefix and a
@@ -223,16 +223,50 @@ def _or64(c, t, lo, hi):
 
 
 @kernel
+def _or_small(c, t, lo, hi, k):
+    """``t[q]`` = the OR of ``k`` bits of ``c`` from each bit of words ``lo .. hi``, ``k <= 32``.
+
+    Doubling in registers on a word and the next (``k`` a power of two; a step past ``k``
+    shifts by 0 and changes nothing): the bits of the next word that reach the word were built
+    from it alone, exactly, as long as ``k <= 32``. One pass over the words, whatever ``k``;
+    one pass per step ran 1.1-2x slower (d = 1..31).
+    """
+    n = hi - lo
+    src = c[lo:hi]
+    nxt = c[lo + 1 : hi + 1]
+    out = t[lo:hi]
+    s0 = np.uint64(1 if k > 1 else 0)
+    s1 = np.uint64(2 if k > 2 else 0)
+    s2 = np.uint64(4 if k > 4 else 0)
+    s3 = np.uint64(8 if k > 8 else 0)
+    s4 = np.uint64(16 if k > 16 else 0)
+    r0, r1, r2, r3, r4 = _U63 - s0, _U63 - s1, _U63 - s2, _U63 - s3, _U63 - s4
+    for q in range(n):  # (x << 1) << (63 - s): no shift by 64 when s == 0
+        v = src[q]
+        w = nxt[q]
+        v |= (v >> s0) | ((w << _ONE) << r0)
+        w |= w >> s0
+        v |= (v >> s1) | ((w << _ONE) << r1)
+        w |= w >> s1
+        v |= (v >> s2) | ((w << _ONE) << r2)
+        w |= w >> s2
+        v |= (v >> s3) | ((w << _ONE) << r3)
+        w |= w >> s3
+        out[q] = v | (v >> s4) | ((w << _ONE) << r4)
+
+
+@kernel
 def windows(a, d, h, c, t):
     """Bit sets ``H`` of a band: row windows ``[x - d, x + d]`` that are constant and inside.
 
     With ``C`` the run starts of a row (and every bit from the row's end), the window of ``x``
     is constant and inside the row exactly when ``C`` has no bit in ``x - d + 1 .. x + d``: an
-    OR over ``2d`` bits. ``U_k``, the OR over ``k`` bits from each bit, is built by doubling
-    (``U_64`` in one pass, :func:`_or64`, when ``2d >= 64``) up to the largest ``k <= 2d``,
-    then two ``k``-windows that overlap cover the ``2d`` bits: ``log2(2d) - 5`` passes over the
-    row's words, whatever its runs. ``c`` and ``t`` are scratch words: ``words(width)`` between
-    ``pad`` set words on each side, with ``pad = words(2d) + 1``.
+    OR over ``2d`` bits. ``U_k``, the OR over ``k`` bits from each bit, is built for the
+    largest power of two ``k <= 2d`` (in one pass, :func:`_or_small` or :func:`_or64`, up to
+    ``k = 64``, then by doubling over words), and two ``k``-windows that overlap cover the
+    ``2d`` bits: two passes over the row's words for ``2d < 128``, one more per doubling,
+    whatever its runs. ``c`` and ``t`` are scratch words: ``words(width)`` between ``pad`` set
+    words on each side, with ``pad = words(2d) + 1``.
     """
     rows = a.shape[0]
     nw = h.shape[1]
@@ -249,11 +283,13 @@ def windows(a, d, h, c, t):
         _changes(a[y], c[lo:hi], full)  # bit j set where a run starts (j = 0 too)
         if span >= 64:
             _or64(c, t, lo, hi)
-            u, v = t, c  # ping-pong: u holds U_k
             k = 64
         else:
-            u, v = c, t
-            k = 1
+            k = 2
+            while 2 * k <= span:
+                k *= 2
+            _or_small(c, t, lo, hi, k)
+        u, v = t, c  # ping-pong: u holds U_k
         while 2 * k <= span:
             _or_shifted(u, v, lo, hi, k)
             u, v = v, u
