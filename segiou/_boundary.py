@@ -299,9 +299,7 @@ class BandCounter:
         if s is None:
             self._scratch.clear()  # one band shape at a time: the last one is reused
             nw = bk.words(width)
-            b8 = np.empty(64 * nw, dtype=np.uint8)
-            s = {"b8": b8, "b64": b8.view(np.uint64)}
-            s["eq"] = np.empty(nw, dtype=np.uint64)
+            s = {"eq": np.empty(nw, dtype=np.uint64)}
             pad = bk.words(2 * d) + 1  # set words around a row's words, for shifted reads
             for name in ("c", "t"):
                 s[name] = np.empty(nw + 2 * pad, dtype=np.uint64)
@@ -347,11 +345,9 @@ class BandCounter:
             plut, plo = glut, 0
         s = self._buffers(rows, width, d)
         for a, h, name in ((g, s["gh"], "gin"), (p, s["ph"], "pin")):
-            bk.windows(a, d, h, s["b8"], s["b64"], s["c"], s["t"])
-            bk.interiors(a, h, d, lo, hi, s["b8"], s["b64"], s["eq"], s["q"], s["pre"], s["suf"],
-                         s[name])  # fmt: skip
-        bk.count_band(g, p, glut, glo, plut, plo, k, s["gin"], s["pin"], lo, hi, s["b8"],
-                      s["b64"], s["eq"], out)  # fmt: skip
+            bk.windows(a, d, h, s["c"], s["t"])
+            bk.interiors(a, h, d, lo, hi, s["q"], s["pre"], s["suf"], s[name])
+        bk.count_band(g, p, glut, glo, plut, plo, k, s["gin"], s["pin"], lo, hi, s["eq"], out)
         return out
 
     def _identity(self) -> IntArray:

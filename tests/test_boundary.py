@@ -367,3 +367,196 @@ def test_an_image_on_both_sides_with_other_boundary_counts_is_refused() -> None:
         with pytest.raises(segiou.errors.DuplicateImageError, match=r"'img' \(Boundary IoU"):
             a + b
     assert (x + state(g, p, "z")).n_images == 1
+
+
+# -- the kernels' word paths: 64 pixels compared at a time where a row's pixels are side by side
+# (and lie inside the row), one at a time otherwise; any width, any width of boundary ----------
+WIDTHS = range(1, 201)
+#: 2d < 64 (doubling), 2d = 64 and 128 (powers of two), 2d > 64 and > 128 (doubling by words)
+KERNEL_DS = (1, 2, 3, 5, 20, 31, 32, 33, 46, 64, 65, 100)
+
+
+def _window_ref(a: np.ndarray, d: int) -> np.ndarray:
+    """Pixels whose row window ``[x - d, x + d]`` lies inside the row and is constant."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    rows, w = a.shape
+    out = np.zeros((rows, w), dtype=bool)
+    if w > 2 * d:
+        win = sliding_window_view(a, 2 * d + 1, axis=1)
+        out[:, d : w - d] = (win == win[..., :1]).all(axis=-1)
+    return out
+
+
+def _interior_ref(a: np.ndarray, d: int) -> np.ndarray:
+    """Pixels whose ``(2d+1) x (2d+1)`` square lies inside the image and is constant."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    rows, w = a.shape
+    out = np.zeros((rows, w), dtype=bool)
+    if rows > 2 * d and w > 2 * d:
+        rowwise = sliding_window_view(_window_ref(a, d), 2 * d + 1, axis=0).all(axis=-1)
+        col = sliding_window_view(a, 2 * d + 1, axis=0)
+        out[d : rows - d] = rowwise & (col == col[..., :1]).all(axis=-1)
+    return out
+
+
+def _unpacked(words: np.ndarray, width: int) -> np.ndarray:
+    """Bit sets (one row of uint64 words per image row) as booleans; no bit past the row."""
+    bits = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little").astype(bool)
+    assert not bits[:, width:].any()
+    return bits[:, :width]
+
+
+def _row(kind: str, w: int, rng: np.random.Generator) -> np.ndarray:
+    """One row of values (int64, 0..299) built to break the word paths."""
+    x = np.arange(w)
+    if kind == "noise":  # every pixel another value than its neighbours
+        return (x * 7) % 300
+    if kind == "single":  # long runs broken by single pixels
+        row = np.full(w, 5)
+        row[rng.random(w) < 0.05] = 6
+        return row
+    if kind == "words":  # runs that start just before, at and just after word boundaries
+        cuts = sorted({c for b in range(64, w + 64, 64) for c in (b - 1, b, b + 1) if 0 < c < w})
+        return np.searchsorted(np.asarray(cuts, dtype=np.int64), x, side="right") % 3
+    if kind == "runs":  # random runs, a few pixels to a few words long
+        return np.repeat(rng.integers(0, 300, w), rng.geometric(1 / 40, w))[:w]
+    return np.full(w, 7)  # constant
+
+
+def _image(w: int, d: int, dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Blocks of equal rows (some taller than the square), each block a kind of row."""
+    kinds = ["noise", "single", "words", "runs", "constant"]
+    blocks = []
+    for kind in rng.permutation(kinds):
+        n = int(rng.integers(1, 4)) if rng.random() < 0.3 else 2 * min(d, 5) + 2
+        blocks.append(np.repeat(_row(str(kind), w, rng)[None], n, axis=0))
+    a = np.concatenate(blocks)
+    if dtype == "bool":
+        return a % 2 == 1
+    if dtype in ("int8", "int16"):  # negative values too
+        a = a - 150
+    if dtype in ("uint16", "int16"):
+        a = a * 97  # values beyond 8 bits (distinct: 97 * 300 < 2**15)
+    return a.astype(dtype)
+
+
+def _layout(a: np.ndarray, layout: str) -> np.ndarray:
+    """The same image with another memory layout (rows side by side or not)."""
+    if layout == "strided":  # every other pixel of a wider image: one pixel at a time
+        wide = np.zeros((a.shape[0], 2 * a.shape[1]), dtype=a.dtype)
+        wide[:, ::2] = a
+        return wide[:, ::2]
+    if layout == "reversed":  # a negative stride
+        return np.ascontiguousarray(a[:, ::-1])[:, ::-1]
+    if layout == "fortran":
+        return np.asfortranarray(a)
+    if layout == "offset":  # rows side by side, not C-contiguous, starting at an odd byte
+        wide = np.zeros((a.shape[0], a.shape[1] + 3), dtype=a.dtype)
+        wide[:, 3:] = a
+        return wide[:, 3:]
+    return a
+
+
+def _kernel_bits(band: object, a: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    from segiou import _boundary_kernels as bk
+
+    rows, w = a.shape
+    s = band._buffers(rows, w, d)  # type: ignore[attr-defined]
+    h = s["gh"]
+    bk.windows(a, d, h, s["c"], s["t"])
+    bk.interiors(a, h, d, 0, rows, s["q"], s["pre"], s["suf"], s["gin"])
+    return _unpacked(h, w), _unpacked(s["gin"], w)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout"),
+    [("uint8", "C"), ("int8", "C"), ("uint16", "C"), ("int16", "C"), ("bool", "C"),
+     ("uint8", "strided"), ("uint8", "reversed"), ("uint8", "fortran"), ("uint8", "offset"),
+     ("uint16", "strided"), ("uint16", "offset")],
+)  # fmt: skip
+def test_windows_and_interiors_of_every_width_equal_the_definition(dtype, layout) -> None:
+    from segiou._boundary import BandCounter
+    from segiou._count import Lookup
+
+    band = BandCounter(Lookup(1, {0: 0}, {0: 0}))
+    rng = np.random.default_rng(7)
+    for w in WIDTHS:
+        for d in KERNEL_DS if w % 5 == 0 or w < 5 or w % 64 in (63, 0, 1) else KERNEL_DS[:3]:
+            a = _layout(_image(w, d, dtype, rng), layout)
+            h, interior = _kernel_bits(band, a, d)
+            assert_array_equal(h, _window_ref(a, d), err_msg=f"windows, width {w}, d {d}")
+            assert_array_equal(interior, _interior_ref(a, d), err_msg=f"width {w}, d {d}")
+
+
+def _sums_ref(gc: np.ndarray, pc: np.ndarray, k: int, d: int) -> np.ndarray:
+    """What ``BandCounter.count`` adds up, from the definition, on class maps (K: no class)."""
+    from segiou import _boundary_kernels as bk
+
+    gi, pi = _interior_ref(gc, d), _interior_ref(pc, d)
+    same = gc == pc
+    out = np.zeros((bk.N_SUMS, k), dtype=np.int64)
+    for c in range(k):
+        g, p = gc == c, pc == c
+        out[bk.G_IN, c] = (gi & g).sum()
+        out[bk.GP_GIN, c] = (gi & g & same).sum()
+        out[bk.P_IN, c] = (pi & p & (gc < k)).sum()
+        out[bk.GP_PIN, c] = (pi & p & same).sum()
+        out[bk.GP_BOTH, c] = (pi & gi & p & same).sum()
+    return out
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout"),
+    [("uint8", "C"), ("int8", "C"), ("uint16", "C"), ("int16", "C"), ("uint8", "strided"),
+     ("uint8", "fortran"), ("uint16", "offset"), ("int16", "reversed")],
+)  # fmt: skip
+@pytest.mark.parametrize("same_values", [True, False])
+def test_band_sums_of_every_width_equal_the_definition(dtype, layout, same_values) -> None:
+    # one value a class, the same on both sides: the masks are read as they are; a class of
+    # two values: mapped to codes first
+    from segiou._boundary import BandCounter
+    from segiou._count import Lookup
+
+    rng = np.random.default_rng(11)
+    values = [int(v) for v in np.unique(_image(200, 3, dtype, rng))]
+    v0, v1, v2, ignored, spare = (values[i] for i in (0, len(values) // 2, -1, 1, 2))
+    gmap = {v0: 0, v1: 1, v2: 2, ignored: -1}
+    pmap = gmap if same_values else {**gmap, spare: 1}
+    band = BandCounter(Lookup(3, gmap, pmap))
+
+    def classes(a: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
+        out = np.full(a.shape, 3, dtype=np.int64)  # no class: ignored or unexpected
+        for v, c in mapping.items():
+            out[a == v] = c if c >= 0 else 3
+        return out
+
+    for w in WIDTHS:
+        for d in (1, 2, 3) if w % 7 else (1, 2, 3, 33, 46):
+            g = _image(w, d, dtype, rng)
+            p = np.where(rng.random(g.shape) < 0.02, g[::-1], g).astype(dtype)
+            if not same_values:
+                p[rng.random(g.shape) < 0.3] = spare
+            want = _sums_ref(classes(g, gmap), classes(p, pmap), 3, d)
+            g, p = _layout(g, layout), _layout(p, layout)
+            got = band.count(g, p, 0, g.shape[0], d)
+            assert_array_equal(got, want, err_msg=f"width {w}, d {d}")
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint16", "int16"])
+def test_bool_and_16_bit_masks_equal_the_reference(dtype) -> None:
+    rng = np.random.default_rng(3)
+    for w in (1, 5, 63, 64, 65, 130, 200):
+        gt = _image(w, 3, dtype, rng)
+        pred = np.where(rng.random(gt.shape) < 0.03, ~gt if dtype == "bool" else gt // 2, gt)
+        pred = pred.astype(dtype)
+        k = 2 if dtype == "bool" else 4
+        if dtype != "bool":  # pixels of classes 0..k-1 among values beyond 8 bits
+            gt[:, : w // 3] = 1
+            pred[:, : w // 4] = 1
+        for d in (1, 3, 40):
+            cm = ConfusionMatrix(k, boundary=f"{d}px", on_unexpected="count")
+            cm.update(gt, pred)
+            want = reference.boundary_counts(gt.astype(np.int64), pred.astype(np.int64), k, d)
+            assert_array_equal(cm.extras.boundary_total, want, err_msg=f"width {w}, d {d}")
