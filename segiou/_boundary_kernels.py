@@ -109,8 +109,10 @@ def _neq64_typing(typingctx: Any, a: Any, i: Any, b: Any, j: Any) -> Any:
 
         def load(arrty: Any, arr: Any, k: Any) -> Any:
             data = context.make_array(arrty)(context, builder, arr).data
-            ptr = builder.gep(data, [k], source_etype=elt)
-            return builder.load(builder.bitcast(ptr, vec.as_pointer()), align=1, typ=vec)
+            # no source_etype=/typ= (llvmlite >= 0.44 only): the array's data pointer carries
+            # its element type in llvmlite's IR layer, old and new
+            ptr = builder.gep(data, [k])
+            return builder.load(builder.bitcast(ptr, vec.as_pointer()), align=1)
 
         x = load(signature.args[0], args[0], args[1])
         y = load(signature.args[2], args[2], args[3])
