@@ -17,6 +17,7 @@ from segiou._count import Lookup, Tally, as_labels
 from segiou._instances import InstanceCounter, InstanceTally
 from segiou._resources import check_memory
 from segiou._typing import CountMatrix, IntArray
+from segiou._unexpected import isin
 from segiou._word_kernels import fold_unfolded
 from segiou.errors import CountOverflowError, IncompatibleMatrixError, ShapeMismatchError
 from segiou.images import ImageRows
@@ -269,7 +270,7 @@ def _gt_pixels(g: np.ndarray, p: np.ndarray, tally: Tally, lookup: Lookup) -> In
     if tally.unexpected_pred:  # counted, not raised: at which classes? (rare: a slow pass)
         k = cm.shape[0]
         gcls = np.vectorize(lambda v: lookup.gt_map.get(int(v), -1))(g)
-        pbad = ~np.isin(p, np.fromiter(lookup.pred_map, dtype=np.int64))
+        pbad = ~isin(p, np.fromiter(lookup.pred_map, dtype=np.int64))
         hit = pbad & (gcls >= 0) & (gcls < k)
         out = out + np.bincount(gcls[hit].ravel(), minlength=k)
     return out

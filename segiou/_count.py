@@ -24,6 +24,7 @@ from segiou._unexpected import (
     describe_unexpected,
     expected_values,
     format_unexpected,
+    isin,
     span_message,
 )
 from segiou.errors import (
@@ -559,7 +560,7 @@ def count_pairs(
         bad_p: dict[int, tuple[int, tuple[int, ...]]] = {}
         if n_unexp_pred:
             classes = [r for r, c in given.gt_map.items() if c != IGNORE]
-            bad_p = describe_unexpected(pv, np.isin(gv, classes), given.pred_map, g.shape)
+            bad_p = describe_unexpected(pv, isin(gv, classes), given.pred_map, g.shape)
         check_described(n_unexp_gt, sum(c for c, _ in bad_g.values()), n_unexp_pred,
                         sum(c for c, _ in bad_p.values()), where)  # fmt: skip
         if on_unexpected == "raise":
@@ -598,7 +599,7 @@ def count_pairs(
                     found = describe_unexpected(g3[i], None, given.gt_map, g3[i].shape)
                     odd += [(i, "gt", v, c) for v, (c, _) in sorted(found.items())]
                 if unexpected_pred:
-                    sel = np.isin(g3[i], classes)
+                    sel = isin(g3[i], classes)
                     found = describe_unexpected(p3[i], sel, given.pred_map, g3[i].shape)
                     odd += [(i, "pred", v, c) for v, (c, _) in sorted(found.items())]
         images = ImageRows.from_tables(full, None, odd)

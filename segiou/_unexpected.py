@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 from segiou._typing import LabelArray
 
@@ -17,11 +18,25 @@ __all__ = [
     "describe_unexpected",
     "expected_values",
     "format_unexpected",
+    "isin",
     "span_message",
 ]
 
 #: Map target meaning "ignored" (ground truth) or "void" (prediction).
 IGNORE = -1
+
+
+def isin(values: np.ndarray, ids: npt.ArrayLike) -> np.ndarray:
+    """``np.isin(values, ids)`` for label masks of any integer dtype, ``uint64`` included.
+
+    numpy before 2.0 chooses its table method for integer arrays and, for a ``uint64`` mask
+    against ``int64`` ids, indexes the table with ``float64`` values: an ``IndexError``. The
+    sort method compares in a common dtype (``float64`` for those two: exact below 2**53, and a
+    huge value never meets a small id).
+    """
+    if values.dtype == np.uint64:
+        return np.isin(values, ids, kind="sort")
+    return np.isin(values, ids)
 
 
 def describe_unexpected(
@@ -32,7 +47,7 @@ def describe_unexpected(
     ``known`` holds the expected values; ``select`` (optional) limits the search to where it is
     true (for predictions: pixels with valid ground truth); positions index ``shape``.
     """
-    bad = ~np.isin(values, np.fromiter(known, dtype=np.int64, count=len(known)))
+    bad = ~isin(values, np.fromiter(known, dtype=np.int64, count=len(known)))
     if select is not None:
         bad &= select
     flat = np.flatnonzero(bad.ravel())

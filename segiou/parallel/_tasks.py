@@ -27,6 +27,7 @@ from segiou._count import (
     describe_unexpected,
 )
 from segiou._typing import IntArray
+from segiou._unexpected import isin
 from segiou.errors import (
     ShapeMismatchError,
 )
@@ -140,7 +141,7 @@ def describe(job: Job, i: int, g: np.ndarray, p: np.ndarray, top: int = 0) -> li
     found: list[Odd] = []
     bad_g = describe_unexpected(g, None, lk.gt_map, g.shape)
     classes = [r for r, c in lk.gt_map.items() if c != IGNORE]
-    bad_p = describe_unexpected(p, np.isin(g, classes), lk.pred_map, g.shape)
+    bad_p = describe_unexpected(p, isin(g, classes), lk.pred_map, g.shape)
     for side, bad in (("gt", bad_g), ("pred", bad_p)):
         found += [(i, side, v, c, (pos[0] + top, pos[1])) for v, (c, pos) in sorted(bad.items())]
     return found
