@@ -5,9 +5,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -30,6 +32,7 @@ __all__ = [
     "check_fits",
     "check_mergeable",
     "count_extras",
+    "held_interrupts",
     "n_images_of",
     "overflow_error",
     "row_multiset",
@@ -164,6 +167,36 @@ class Totals:
     @n_images.setter
     def n_images(self, value: int) -> None:
         self._totals[2] = value
+
+
+@contextlib.contextmanager
+def held_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back while the body runs, and deliver it when the body has run.
+
+    Python raises ``KeyboardInterrupt`` in the main thread between two bytecodes, whichever
+    thread the signal reached (blocking the signal in one thread would not stop it): an
+    accumulator updated field by field could be left half updated (counted without its key, or
+    keyed without its counts). In the main thread, SIGINT's handler is swapped for one that
+    only notes the signal, then restored, and a noted signal is raised again (the previous
+    handler runs). Other threads get no ``KeyboardInterrupt``: nothing to hold there. Costs
+    ~6 us (two handler swaps): for the general way of ``update``, not the short way, whose
+    kernels add everything at once.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    except (ValueError, TypeError, OSError):  # a handler Python cannot restore, or no signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if noted:
+            signal.raise_signal(signal.SIGINT)
 
 
 def add_into(acc: dict[int, int], new: Mapping[int, int]) -> None:

@@ -37,7 +37,7 @@ class Accumulator(Protocol):
     _void: IntArray
     _totals: IntArray  # ignored pixels, pixels, images, unfolded (segiou._batch.Totals)
     _unfolded: IntArray | None
-    _pending: set[str]
+    _pending: dict[str, object]
     _lock: AbstractContextManager[Any]
 
     @property
@@ -166,14 +166,14 @@ class StreamCounter:
             tabs, out = word_tables(workers, self.size), self._scratch()[1]
         k = None if key is None else str(key)
         with cm._lock:
-            if k is not None:
-                if k in cm.keys or k in cm._pending:
-                    return False  # the general way refuses it, saying why
-                cm.keys.add(k)  # before counting: see the finally below
+            if k is not None and (k in cm.keys or k in cm._pending):
+                return False  # the general way refuses it, saying why
             totals = cm._totals
             before = int(totals[1])
             settled = not big
             try:
+                if k is not None:
+                    cm.keys.add(k)  # before counting: see the finally below
                 if not big:
                     status = self._add_small(cm, g, p, codes, images)
                 else:

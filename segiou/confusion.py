@@ -24,6 +24,7 @@ from segiou._batch import (
     check_fits,
     check_mergeable,
     count_extras,
+    held_interrupts,
     n_images_of,
     overflow_error,
     spec_lookup,
@@ -154,7 +155,7 @@ class ConfusionMatrix(Totals):
         self.keys: set[str] = set()
         self._rows: list[ImageRows] = []
         self._named: set[str] = set()  # image names in the rows
-        self._pending: set[str] = set()
+        self._pending: dict[str, object] = {}  # keys being counted, by their call's claim
         self._lock = threading.RLock()  # reentrant: reading counts under it folds first
         #: Boundary IoU counts, instance records and absent chunks (:mod:`segiou._extras`).
         self.extras = Extras(k, len(spec.categories), BoundaryWidth.parse(boundary),
@@ -292,16 +293,17 @@ class ConfusionMatrix(Totals):
         gt, pred = to_numpy(gt, "gt", where), to_numpy(pred, "pred", where)  # no copy
         if names is not None:  # names without per-image rows are refused, saying why
             check_names(names, n_images_of(gt.shape), where, per_image=self.per_image)
-        with self._lock:
-            if k is not None and (k in self.keys or k in self._pending):
-                msg = (
-                    f"batch key {k!r} was counted before; a batch is never counted twice. "
-                    "Use a new key for new data, or skip batches already in the state"
-                )
-                raise DuplicateBatchError(msg)
-            if k is not None:
-                self._pending.add(k)
+        claim = object()  # this call's claim on its key while it counts (see the finally)
         try:
+            with self._lock:
+                if k is not None and (k in self.keys or k in self._pending):
+                    msg = (
+                        f"batch key {k!r} was counted before; a batch is never counted twice. "
+                        "Use a new key for new data, or skip batches already in the state"
+                    )
+                    raise DuplicateBatchError(msg)
+                if k is not None:
+                    self._pending[k] = claim
             tally, pred = count_batch(gt, pred, self._lookup, scores_axis, scores_dtype,
                                       where=where, on_unexpected=self.on_unexpected,
                                       per_image=self.per_image, threads=self.threads,
@@ -312,10 +314,10 @@ class ConfusionMatrix(Totals):
             d = () if self.boundary is None else self.boundary.widths_for(gt.shape)
             self.add_tally(tally, key=k, names=names, n_images=n_images_of(gt.shape),
                            boundary=bnd, instances=inst, widths=d)  # fmt: skip
-        finally:
-            if k is not None:
+        finally:  # also after Ctrl-C: the key is free again unless add_tally counted it
+            if k is not None and self._pending.get(k) is claim:
                 with self._lock:
-                    self._pending.discard(k)
+                    del self._pending[k]
         return self
 
     def add_tally(
@@ -399,27 +401,26 @@ class ConfusionMatrix(Totals):
                 raise overflow_error(self._pixels, tally.n_pixels)
             self.extras.check_add(n_images, boundary=boundary, instances=instances, absent=absent,
                                   where=key or "update")  # fmt: skip
-            self.counts += tally.counts
-            self.void += tally.void
-            self.n_ignored += tally.n_ignored
-            add_into(self.unexpected_gt, tally.unexpected_gt)
-            add_into(self.unexpected_pred, tally.unexpected_pred)
-            self.n_images += n_images
-            self._pixels = total
-            if key is not None:
-                self.keys.add(key)
-            if im is not None:
-                if (
-                    labels is None
-                ):  # numbered under the lock: concurrent updates get distinct labels
-                    start = sum(r.n for r in self._rows)
-                    labels = tuple(f"#{start + i}" for i in range(im.n))
-                self._rows.append(replace(im, names=labels, given=(given,) * im.n))
-                if given:
-                    self._named.update(labels)
-            shown = labels or tuple(names or ()) or tuple(f"#{i}" for i in range(n_images))
-            self.extras.add(shown, boundary=boundary, instances=instances, absent=absent,
-                            widths=widths)  # fmt: skip
+            with held_interrupts():  # all of it or nothing, also under Ctrl-C
+                self.counts += tally.counts
+                self.void += tally.void
+                self.n_ignored += tally.n_ignored
+                add_into(self.unexpected_gt, tally.unexpected_gt)
+                add_into(self.unexpected_pred, tally.unexpected_pred)
+                self.n_images += n_images
+                self._pixels = total
+                if key is not None:
+                    self.keys.add(key)
+                if im is not None:
+                    if labels is None:  # numbered under the lock: concurrent updates differ
+                        start = sum(r.n for r in self._rows)
+                        labels = tuple(f"#{start + i}" for i in range(im.n))
+                    self._rows.append(replace(im, names=labels, given=(given,) * im.n))
+                    if given:
+                        self._named.update(labels)
+                shown = labels or tuple(names or ()) or tuple(f"#{i}" for i in range(n_images))
+                self.extras.add(shown, boundary=boundary, instances=instances, absent=absent,
+                                widths=widths)  # fmt: skip
 
     # -- merging ------------------------------------------------------------------------------
     def _config(self) -> dict[str, Any]:
