@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from segiou._boundary import BandCounter, BoundaryWidth, boundary_counts
-from segiou._count import Lookup, Tally, as_labels
+from segiou._count import MAX_WORD_TABLE, Lookup, Tally, as_labels
 from segiou._instances import InstanceCounter, InstanceTally
 from segiou._resources import check_memory
 from segiou._typing import CountMatrix, IntArray
 from segiou._unexpected import isin
-from segiou._word_kernels import fold_unfolded
+from segiou._word_kernels import COPIES, fold_unfolded
 from segiou.errors import CountOverflowError, IncompatibleMatrixError, ShapeMismatchError
 from segiou.images import ImageRows
 from segiou.labels import IdSpace, LabelSpec
@@ -47,8 +47,11 @@ def check_fits(k: int, threads: int | None) -> None:
     import numba
 
     workers = numba.get_num_threads() if threads is None else max(1, int(threads))
-    # the counts, and per update one code table of (K+2)^2 cells per kernel thread plus the fold
-    need = 8 * (k * k + (k + 2) ** 2 * (workers + 2))
+    # the counts, and per update one code table of (K+2)^2 cells per kernel thread plus the fold;
+    # the word path's tables hold 8 counters a cell (and the short way's unfolded table one)
+    cells = (k + 2) ** 2
+    words = cells * COPIES * (workers + 1) if cells * COPIES <= MAX_WORD_TABLE else 0
+    need = 8 * (k * k + cells * (workers + 2) + words)
     check_memory(need, f"an accumulator of {k:,} classes ({workers} kernel thread(s))",
                  "Check the number of classes, or pass threads=1")  # fmt: skip
 

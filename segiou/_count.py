@@ -39,6 +39,7 @@ from segiou.images import ImageRows
 
 __all__ = [
     "IGNORE",
+    "MAX_WORD_TABLE",
     "ImageCounter",
     "Lookup",
     "OnUnexpected",
@@ -58,6 +59,8 @@ _MAX_LUT = 1 << 22
 #: Interleaved copies per table cell while the whole table stays small.
 _COPIES = 8
 _MAX_INTERLEAVED_CELLS = 32768
+#: Largest word-path table (counters): 16 MiB.
+MAX_WORD_TABLE = 1 << 21
 #: Memory allowed for the per-thread tables of one kernel call.
 _TABLE_BUDGET_BYTES = 64 << 20
 #: Below this many pixels one thread is faster than waking the pool (measured: a 512 x 512
@@ -191,6 +194,16 @@ class Lookup:
     def word_table_size(self) -> int:
         """Number of int64 counters in one flat table of the word path."""
         return (self.num_classes + 2) ** 2 * _words.COPIES
+
+    @property
+    def words_fit(self) -> bool:
+        """Whether the word path's tables stay small (16 MiB each; up to ~510 classes).
+
+        8-bit masks hold at most 256 values; a spec of thousands of classes read from wider
+        masks would make word tables of hundreds of MiB (folded on every call): the generic
+        kernel's tables are 8 times smaller.
+        """
+        return self.word_table_size <= MAX_WORD_TABLE
 
 
 def _bool_bytes(mapping: Mapping[int, int]) -> dict[int, int]:
@@ -399,14 +412,18 @@ def _default_workers(pixels: int) -> int:
     return int(numba.get_num_threads())
 
 
-def word_path(g: LabelArray, p: LabelArray) -> bool:
+def word_path(g: LabelArray, p: LabelArray, lk: Lookup) -> bool:
     """Whether two masks of this layout and dtype go through the word kernels.
 
-    Both C-contiguous, and not both 8 bytes wide (``int64``/``int64`` is memory-bound either
-    way: narrowing both sides measured no faster than the generic kernel).
+    Both C-contiguous, not both 8 bytes wide (``int64``/``int64`` is memory-bound either way:
+    narrowing both sides measured no faster than the generic kernel), and a spec whose word
+    table fits (:attr:`Lookup.words_fit`).
     """
     return (
-        g.flags.c_contiguous and p.flags.c_contiguous and g.dtype.itemsize + p.dtype.itemsize < 16
+        g.flags.c_contiguous
+        and p.flags.c_contiguous
+        and g.dtype.itemsize + p.dtype.itemsize < 16
+        and lk.words_fit
     )
 
 
@@ -453,7 +470,7 @@ def _tables(
     width = lk.num_classes + 2
     if workers is None:
         workers = _default_workers(g.size)
-    if not per_image and word_path(g, p):
+    if not per_image and word_path(g, p, lk):
         out = np.zeros((1, width, width), dtype=np.int64)
         count_words_into(g, p, lk, workers, out[0])
         return out
@@ -653,7 +670,7 @@ class ImageCounter:
         p8 = _native(p) if p.dtype != np.bool_ else p.view(np.uint8)
         lk = self.lookup.for_bool(g.dtype == np.bool_, p.dtype == np.bool_)
         g8, p8 = _kernel_values(g8, lk.gt_map), _kernel_values(p8, lk.pred_map)
-        if word_path(g8, p8):
+        if word_path(g8, p8, lk):
             gf, pf, (gcode, pcode) = _word_args(g8, p8, lk)
             if g8.dtype.itemsize == 1 and p8.dtype.itemsize == 1:
                 _words.count_u8_span(gf, pf, 0, gf.size, gcode, pcode, self._words[0])

@@ -144,15 +144,23 @@ class StreamCounter:
                              cm._void, cm._totals, images)  # fmt: skip
 
     def _scratch(self) -> tuple[IntArray, IntArray]:
-        """Return the calling thread's one word table and folded table (kept zeroed)."""
-        tables: dict[int, tuple[IntArray, IntArray]] | None = getattr(_scratch, "small", None)
-        if tables is None:
-            tables = _scratch.small = {}
-        sc = tables.get(self.size)
-        if sc is None:
-            sc = tables[self.size] = (np.zeros((1, self.size), dtype=np.int64),
-                                      np.zeros((self.width, self.width), dtype=np.int64))  # fmt: skip
-        return sc
+        """Return the calling thread's one word table and folded table (kept zeroed).
+
+        One table size per thread (an accumulator of another spec replaces them): kept for
+        every size, a service counting runs of many specs grew without bound.
+        """
+        sc: tuple[int, IntArray, IntArray] | None = getattr(_scratch, "small", None)
+        if sc is None or sc[0] != self.size:
+            sc = _scratch.small = (self.size, np.zeros((1, self.size), dtype=np.int64),
+                                   np.zeros((self.width, self.width), dtype=np.int64))  # fmt: skip
+        return sc[1], sc[2]
+
+    def _folded(self) -> IntArray:
+        """Return the calling thread's zeroed folded table (one width per thread)."""
+        out: IntArray | None = getattr(_scratch, "folded", None)
+        if out is None or out.shape[0] != self.width:
+            out = _scratch.folded = np.zeros((self.width, self.width), dtype=np.int64)
+        return out
 
     def _add_other(self, cm: Accumulator, g: IntArray, p: IntArray, codes: _Codes,
                    images: int, key: object) -> bool:  # fmt: skip
@@ -163,7 +171,7 @@ class StreamCounter:
             import numba
 
             workers = numba.get_num_threads() if cm.threads is None else max(1, cm.threads)
-            tabs, out = word_tables(workers, self.size), self._scratch()[1]
+            tabs, out = word_tables(workers, self.size), self._folded()
         k = None if key is None else str(key)
         with cm._lock:
             if k is not None and (k in cm.keys or k in cm._pending):

@@ -161,7 +161,7 @@ class ConfusionMatrix(Totals):
         self.extras = Extras(k, len(spec.categories), BoundaryWidth.parse(boundary),
                              bool(instances), self.per_image)  # fmt: skip
         self._counters = Counters(spec, self._lookup, self.gt_ids, self.pred_ids, bool(instances))
-        plain = not (self.per_image or boundary or instances)
+        plain = not (self.per_image or boundary or instances) and self._lookup.words_fit
         self._stream = StreamCounter.of(self._lookup) if plain else None  # the short way
 
     @property

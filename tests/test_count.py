@@ -46,7 +46,11 @@ def _word_path(gt: np.ndarray, pred: np.ndarray) -> bool:
     """Whether count_pairs would take the word kernels for this pair (without per-image rows)."""
     g = gt.view(np.uint8) if gt.dtype == np.bool_ else gt
     p = pred.view(np.uint8) if pred.dtype == np.bool_ else pred
-    return _count.word_path(g, p)
+    return _count.word_path(g, p, _LAYOUT_LK)
+
+
+#: A lookup whose word tables fit: word_path then says what the masks' layout allows.
+_LAYOUT_LK = _count.Lookup(2, {0: 0, 1: 1}, {0: 0, 1: 1})
 
 
 def _assert_invariant(cm: ConfusionMatrix, n_pixels: int) -> None:

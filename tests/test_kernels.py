@@ -113,7 +113,7 @@ def _count_cm(labels: Labels, gt, pred, *, words: bool | None = None, **kw) -> C
 def _word_path(gt: np.ndarray, pred: np.ndarray) -> bool:
     g = gt.view(np.uint8) if gt.dtype == np.bool_ else gt
     p = pred.view(np.uint8) if pred.dtype == np.bool_ else pred
-    return _count.word_path(g, p)
+    return _count.word_path(g, p, _count.Lookup(2, {0: 0, 1: 1}, {0: 0, 1: 1}))
 
 
 def _assert_same(labels: Labels, gt, pred, **kw) -> ConfusionMatrix:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from segiou import ConfusionMatrix, LabelSpec, RawLabel, _stream
+from segiou import _count as _count_mod
 from segiou import _word_kernels as _words
 from segiou.errors import (
     CountOverflowError,
@@ -730,3 +731,38 @@ def test_a_real_ctrl_c_inside_the_general_ways_commit_is_delivered_after_it(monk
     assert sent
     assert _whole(cm, "k", 64)  # counted, with its key
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+
+def test_scratch_tables_stay_one_size_per_thread() -> None:
+    # accumulators of many specs on one thread (a service counting many runs): the short way's
+    # scratch is replaced, not kept per table size (it grew by ~25 MiB per spec of 1000 classes)
+    g = np.zeros((16, 16), np.uint8)
+    for k in range(100, 140):  # more than 62 classes: small calls fold their own table
+        ConfusionMatrix(k).update(g, g)
+        ConfusionMatrix(k).update(np.zeros((300, 300), np.uint8), np.zeros((300, 300), np.uint8))
+    size, tabs, out = _stream._scratch.small
+    assert (size, tabs.shape, out.shape) == ((141 * 141) * 8, (1, 141 * 141 * 8), (141, 141))
+    assert _stream._scratch.folded.shape == (141, 141)
+    cache = _count_mod._scratch.word_tables
+    assert list(cache) == [141 * 141 * 8]
+
+
+def test_specs_of_thousands_of_classes_take_the_generic_kernel() -> None:
+    # word tables hold 8 counters a cell: 2000 classes would make a 256 MiB table per thread;
+    # the generic kernel's (one counter a cell here) are 32 MiB (with its fold, the counts and
+    # their copies the general way peaks at ~112 MiB)
+    k = 2000
+    cm = ConfusionMatrix(k, on_unexpected="count")
+    assert not cm._lookup.words_fit
+    assert cm._stream is None
+    rng = np.random.default_rng(0)
+    g = rng.integers(0, k, (64, 64)).astype(np.uint16)
+    p = rng.integers(0, k, (64, 64)).astype(np.uint16)
+    tracemalloc.start()
+    try:
+        cm.update(g, p)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 200 << 20, peak / 2**20
+    reference.assert_same_counts(cm, reference.confusion(g, p, k))
