@@ -27,16 +27,20 @@ IGNORE = -1
 
 
 def isin(values: np.ndarray, ids: npt.ArrayLike) -> np.ndarray:
-    """``np.isin(values, ids)`` for label masks of any integer dtype, ``uint64`` included.
+    """``np.isin(values, ids)``, exact for label masks of any integer dtype, ``uint64`` included.
 
-    numpy before 2.0 chooses its table method for integer arrays and, for a ``uint64`` mask
-    against ``int64`` ids, indexes the table with ``float64`` values: an ``IndexError``. The
-    sort method compares in a common dtype (``float64`` for those two: exact below 2**53, and a
-    huge value never meets a small id).
+    numpy compares a ``uint64`` mask with ``int64`` ids in ``float64``: distinct values above
+    2**53 collide (2**53 + 1 is taken for 2**53; a known id can match an unexpected value),
+    and before numpy 2.0 its table method even raised an ``IndexError``. Values of 2**63 and
+    more are no id (ids are ``int64``); the others are compared as ``int64``, exactly.
     """
-    if values.dtype == np.uint64:
-        return np.isin(values, ids, kind="sort")
-    return np.isin(values, ids)
+    if values.dtype != np.uint64:
+        return np.isin(values, ids)
+    big = values >= np.uint64(1 << 63)
+    out = np.zeros(values.shape, dtype=bool)
+    small = ~big
+    out[small] = np.isin(values[small].astype(np.int64), np.asarray(ids, dtype=np.int64))
+    return out
 
 
 def describe_unexpected(

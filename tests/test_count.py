@@ -914,3 +914,35 @@ def test_a_kernel_that_loses_pixels_is_refused_loudly(monkeypatch) -> None:
             cm.update(g.view(_Masks), p.view(_Masks))
     assert cm.n_pixels == 0
     assert not cm.counts.any()
+
+
+@pytest.mark.parametrize("mode", ["count", "raise"])
+def test_uint64_values_equal_as_floats_stay_distinct(mode, tmp_path) -> None:
+    # numpy compares uint64 masks with int64 ids in float64: 2**53 and 2**53 + 1 collided (one
+    # taken for a known id, and the kernels' and the description's counts disagreed)
+    big = [2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1]
+    g = np.zeros((32, 32), np.uint64)
+    for i, v in enumerate(big):
+        g[i, i] = v
+    p = np.zeros_like(g)
+    p[5, 6] = 2**53 + 1  # at a class: unexpected prediction
+    cm = ConfusionMatrix(150, ignore_index=65535, on_unexpected=mode)
+    if mode == "raise":
+        with pytest.raises(LabelRangeError, match=r"9007199254740993 \(1 px, first at \(1, 1\)\)"):
+            cm.update(g, p)
+        return
+    cm.update(g, p)
+    assert cm.unexpected_gt == dict.fromkeys(big, 1)
+    assert cm.unexpected_pred == {2**53 + 1: 1}
+    assert cm.n_pixels == g.size
+    from segiou.io.zarr import create_stack
+    from segiou.parallel import count_stores
+
+    for name, data in (("g", g), ("p", p)):
+        arr = create_stack(str(tmp_path / f"{name}.zarr"), n=1, height=32, width=32,
+                           dtype=np.uint64)  # fmt: skip
+        arr[:] = data[None]
+    engine = count_stores(str(tmp_path / "g.zarr"), str(tmp_path / "p.zarr"), labels=150,
+                          ignore_index=65535, on_unexpected="count", scheduler="synchronous")  # fmt: skip
+    assert engine.unexpected_gt == cm.unexpected_gt
+    assert engine.unexpected_pred == cm.unexpected_pred
