@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from segiou._boundary import BandCounter, BoundaryWidth, boundary_counts
-from segiou._count import MAX_WORD_TABLE, Lookup, Tally, as_labels
+from segiou._count import MAX_WORD_TABLE, Lookup, Tally, as_labels, to_numpy
 from segiou._instances import InstanceCounter, InstanceTally
 from segiou._resources import check_memory
 from segiou._typing import CountMatrix, IntArray
@@ -312,6 +312,19 @@ def _gt_pixels(g: np.ndarray, p: np.ndarray, tally: Tally, lookup: Lookup) -> In
     return out
 
 
+def _as_read(a: object, name: str, where: str) -> np.ndarray:
+    """:func:`as_labels`, a bool mask read as numpy reads it: any non-zero byte is 1 (a copy).
+
+    A bool mask may hold other bytes than 0 and 1 (``.view(bool)``): Boundary IoU compares
+    values, and a byte 2 beside a byte 1 would be two classes.
+    """
+    arr = to_numpy(a, name, where)
+    if arr.dtype == np.bool_:
+        read: np.ndarray = (arr.view(np.uint8) != 0).view(np.uint8)
+        return read
+    return as_labels(arr, name, where)
+
+
 def count_extras(
     gt: object,
     pred: object,
@@ -338,9 +351,9 @@ def count_extras(
     """
     if boundary is None and instances is None:
         return None, None
-    g2 = as_labels(gt, "gt", where)
+    g2 = _as_read(gt, "gt", where)
     g = _images(g2)
-    p = _images(as_labels(pred, "pred", where))
+    p = _images(_as_read(pred, "pred", where))
     n = g.shape[0]
     k = tally.counts.shape[0]
     bnd = None

@@ -560,3 +560,21 @@ def test_bool_and_16_bit_masks_equal_the_reference(dtype) -> None:
             cm.update(gt, pred)
             want = reference.boundary_counts(gt.astype(np.int64), pred.astype(np.int64), k, d)
             assert_array_equal(cm.extras.boundary_total, want, err_msg=f"width {w}, d {d}")
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+def test_bool_masks_holding_other_bytes_are_read_as_numpy_reads_them(per_image) -> None:
+    # a mask made with .view(bool) may hold 2 or 255: True as numpy reads it, so Boundary IoU
+    # (which compares values) must not see two classes where there is one
+    raw = np.zeros((2, 12, 20), np.uint8)
+    raw[:, 2:10, 3:17] = 1
+    raw[:, 4:8, 6:14] = 2
+    raw[1, 5, 5:9] = 255
+    gt = raw.view(bool)
+    pred = (raw > 0).copy()  # the same truth values, bytes 0 and 1
+    for d in (1, 2, 3):
+        cm = ConfusionMatrix(2, boundary=f"{d}px", per_image=per_image)
+        cm.update(gt, pred, key="a")
+        want = sum(reference.boundary_counts(gt[i].astype(np.int64), pred[i].astype(np.int64),
+                                             2, d) for i in range(2))  # fmt: skip
+        assert_array_equal(cm.extras.boundary_total, want)
