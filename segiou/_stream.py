@@ -1,15 +1,16 @@
-"""The short way of ``update``: plain 8-bit batches counted and added in one kernel call.
+"""The short way of ``update``: plain batches counted and added with the least Python.
 
 Training and evaluation loops send one image (or a few) per call, often small: a 64 x 64 tile
 is counted in about 2 us, so what an ``update`` costs is its Python around the kernel.
-:class:`StreamCounter` takes the common case (two C-contiguous 8-bit numpy masks of one shape,
-an accumulator without per-image rows, Boundary IoU or instances, an optional batch key) with
-the least Python: one kernel (:func:`segiou._word_kernels.add_u8`) counts the pixels into this
-thread's word tables, folds them and adds them to the accumulator's counts, void pixels and
-totals, all or nothing, under the accumulator's lock. Large batches are counted on all threads
-first, then added (two calls). Anything else (other dtypes or layouts, unexpected values, a
-pixel total about to overflow, a key counted before) is left to the general way, which
-validates and reports in full.
+:class:`StreamCounter` takes the common case (two C-contiguous numpy masks of one shape, 8-bit
+or wider integers such as ``argmax`` output, an accumulator without per-image rows, Boundary
+IoU or instances, an optional batch key) with the least Python. A small plain 8-bit batch is
+counted and added in one kernel call (:func:`segiou._word_kernels.add_unfolded`: into a table
+the accumulator folds when its counts are read, for up to 62 classes); large batches are
+counted on all threads, wider dtypes narrowed, then added (two calls). All or nothing, under
+the accumulator's lock. Anything else (other dtypes or layouts, unexpected values, a pixel total
+about to overflow, a key counted before) is left to the general way, which validates and
+reports in full.
 """
 
 from __future__ import annotations
@@ -51,17 +52,25 @@ _PARALLEL_MIN_PIXELS = 1 << 16
 #: up to 62 classes); with more classes each small call folds its own table (a fold reads
 #: the whole table: worth it only for tables that are cheap to keep).
 _MAX_UNFOLDED = 1 << 15
-_DTYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.bool_))
-_U8 = _DTYPES[0]
+_U8 = np.dtype(np.uint8)
+
+
+def _takes(dt: np.dtype) -> bool:
+    """Whether the short way reads masks of this dtype (see :meth:`StreamCounter._codes`)."""
+    return (dt.kind in "iub" and dt.isnative and dt.itemsize <= 8
+            and not (dt.kind == "u" and dt.itemsize == 8))  # fmt: skip
+
+
 #: Per-thread scratch tables of the short way (the kernels leave them zeroed).
 _scratch = threading.local()
-#: Word-path byte codes of two 8-bit dtypes (gt, pred: one array, one kernel argument), and
-#: whether each side is viewed as uint8 first.
-_Codes = tuple[IntArray, bool, bool]
+#: Word-path byte codes of two dtypes (gt, pred: one array, one kernel argument), whether each
+#: side is viewed as uint8 first, and (a side wider than 8 bits: narrowed) the lookup tables
+#: of blocks that hold values beyond a byte.
+_Codes = tuple[IntArray, bool, bool, tuple[IntArray, int, int, IntArray, int, int] | None]
 
 
 class StreamCounter:
-    """Count and add plain 8-bit batches with the least Python per call.
+    """Count and add plain batches (8-bit masks, or wider integers narrowed) with little Python.
 
     Parameters
     ----------
@@ -76,7 +85,7 @@ class StreamCounter:
         #: whether small batches go to the accumulator's unfolded table (few classes)
         self.unfolded = self.size <= _MAX_UNFOLDED
         #: word-path byte codes per (gt dtype, pred dtype), as numpy shows the dtypes; filled
-        #: on first use (None: not 8-bit)
+        #: on first use (None: dtypes for the general way)
         self.codes: dict[tuple[np.dtype, np.dtype], _Codes | None] = {}
 
     @classmethod
@@ -88,12 +97,23 @@ class StreamCounter:
         return made
 
     def _codes(self, g: np.dtype, p: np.dtype) -> _Codes | None:
-        """Byte codes of two dtypes (None unless both are 8-bit), kept for the next call."""
+        """Byte codes of two dtypes, kept for the next call; None: the general way.
+
+        8-bit dtypes (uint8, int8, bool) and, narrowed, wider integers in native byte order,
+        but not ``uint64`` (values of 2**63 and more need the general way's care) nor two
+        8-byte sides (no faster narrowed).
+        """
         codes = None
-        if g in _DTYPES and p in _DTYPES:
+        if _takes(g) and _takes(p) and g.itemsize + p.itemsize < 16:
             lk = self.lookup.for_bool(g.kind == "b", p.kind == "b")
-            gcode, pcode = lk.word_codes(_U8 if g.kind == "b" else g, _U8 if p.kind == "b" else p)
-            codes = (np.stack([gcode, pcode]), g is not _U8, p is not _U8)
+            both8 = g.itemsize == p.itemsize == 1
+            gcode, pcode = lk.word_codes(g if g.itemsize == 1 and g.kind != "b" else _U8,
+                                         p if p.itemsize == 1 and p.kind != "b" else _U8)  # fmt: skip
+            # 8-bit sides are read as uint8 (the codes' index); beside a wider side an int8
+            # keeps its dtype (blocks beyond a byte go through the lookup tables, by value)
+            codes = (np.stack([gcode, pcode]), g.kind == "b" or (both8 and g is not _U8),
+                     p.kind == "b" or (both8 and p is not _U8),
+                     None if both8 else lk.word_luts())  # fmt: skip
         self.codes[(g, p)] = codes
         return codes
 
@@ -101,7 +121,8 @@ class StreamCounter:
         """Count ``gt``/``pred`` into ``cm`` if they qualify; whether they were counted.
 
         ``False`` (nothing counted, nothing changed) when the batch is not two C-contiguous
-        8-bit numpy arrays of one non-empty shape, when ``key`` was counted before, or when
+        numpy arrays of one non-empty shape and dtypes it takes (:meth:`_codes`), when ``key``
+        was counted before, or when
         the batch holds unexpected values or would overflow the pixel total: the general way
         then counts it, or refuses it with the full message. Every step here costs tens of
         nanoseconds against ~2 us for counting a 64 x 64 tile: keep it lean.
@@ -111,7 +132,7 @@ class StreamCounter:
         dtypes = (gt.dtype, pred.dtype)
         codes = self.codes.get(dtypes)
         if codes is None and (dtypes in self.codes or (codes := self._codes(*dtypes)) is None):
-            return False  # not two 8-bit dtypes
+            return False  # dtypes for the general way
         n = gt.size
         if (n == 0 or gt.shape != pred.shape or not gt.flags.c_contiguous
                 or not pred.flags.c_contiguous):  # fmt: skip
@@ -122,7 +143,8 @@ class StreamCounter:
         if codes[2]:
             p = p.view(_U8)
         images = 1 if gt.ndim <= 2 else n // (gt.shape[-1] * gt.shape[-2])
-        if key is None and n < _PARALLEL_MIN_PIXELS and self.unfolded:  # the common case
+        if (key is None and n < _PARALLEL_MIN_PIXELS and self.unfolded
+                and codes[3] is None):  # the common case  # fmt: skip
             with cm._lock:
                 table = cm._unfolded
                 if table is None:
@@ -164,13 +186,20 @@ class StreamCounter:
 
     def _add_other(self, cm: Accumulator, g: IntArray, p: IntArray, codes: _Codes,
                    images: int, key: object) -> bool:  # fmt: skip
-        """:meth:`add` for keyed batches, large ones, and small ones of many classes."""
-        n = g.size
-        big = n >= _PARALLEL_MIN_PIXELS
-        if big:
-            import numba
+        """Count and add what :meth:`add` does not in one call (the caller checked it).
 
-            workers = numba.get_num_threads() if cm.threads is None else max(1, cm.threads)
+        Keyed batches, large ones (on all threads), wider dtypes (narrowed), and small batches
+        of many classes: counted, then added by :func:`settle`.
+        """
+        n = g.size
+        luts = codes[3]
+        two_calls = n >= _PARALLEL_MIN_PIXELS or luts is not None
+        if two_calls:
+            workers = 1
+            if n >= _PARALLEL_MIN_PIXELS:
+                import numba
+
+                workers = numba.get_num_threads() if cm.threads is None else max(1, cm.threads)
             tabs, out = word_tables(workers, self.size), self._folded()
         k = None if key is None else str(key)
         with cm._lock:
@@ -178,15 +207,21 @@ class StreamCounter:
                 return False  # the general way refuses it, saying why
             totals = cm._totals
             before = int(totals[1])
-            settled = not big
+            settled = not two_calls
             try:
                 if k is not None:
                     cm.keys.add(k)  # before counting: see the finally below
-                if not big:
+                if not two_calls:
                     status = self._add_small(cm, g, p, codes, images)
                 else:
-                    fn = _words.count_u8_parallel if tabs.shape[0] > 1 else _words.count_u8_serial
-                    run_parallel(fn, g, p, codes[0][0], codes[0][1], tabs, out)
+                    gcode, pcode = codes[0]
+                    if luts is None:
+                        fn = _words.count_u8_parallel if workers > 1 else _words.count_u8_serial
+                        run_parallel(fn, g, p, gcode, pcode, tabs, out)
+                    else:
+                        wide = (_words.count_wide_parallel if workers > 1
+                                else _words.count_wide_serial)  # fmt: skip
+                        run_parallel(wide, g, p, gcode, pcode, luts, tabs, out)
                     status = _words.settle(out, cm._counts, cm._void, totals, n, images)
                     settled = True  # settle leaves out zeroed
             finally:

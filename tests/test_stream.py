@@ -679,7 +679,7 @@ def _whole(cm: ConfusionMatrix, key: str, n: int) -> bool:
 @pytest.mark.parametrize(
     ("shape", "dtype", "fn"),
     [((8, 8), np.uint8, "short"), ((300, 300), np.uint8, "short"),  # small and large, keyed
-     ((8, 8), np.int32, "update"), ((8, 8), np.uint8, "update")],  # the general way; update
+     ((8, 8), np.int64, "update"), ((8, 8), np.uint8, "update")],  # the general way; update
 )  # fmt: skip
 def test_ctrl_c_at_every_line_counts_a_keyed_batch_whole_or_not_at_all(shape, dtype, fn):
     import sys
@@ -724,7 +724,7 @@ def test_a_real_ctrl_c_inside_the_general_ways_commit_is_delivered_after_it(monk
         real(acc, new)
 
     monkeypatch.setattr(confusion, "add_into", add_into)
-    g = np.arange(64, dtype=np.int32).reshape(8, 8) % 3
+    g = np.arange(64, dtype=np.int64).reshape(8, 8) % 3  # int64/int64: the general way
     cm = ConfusionMatrix(3)
     with pytest.raises(KeyboardInterrupt):
         cm.update(g, g, key="k")
@@ -766,3 +766,56 @@ def test_specs_of_thousands_of_classes_take_the_generic_kernel() -> None:
         tracemalloc.stop()
     assert peak < 200 << 20, peak / 2**20
     reference.assert_same_counts(cm, reference.confusion(g, p, k))
+
+
+@pytest.mark.parametrize(
+    ("gdtype", "pdtype", "short"),
+    [("uint8", "int64", True), ("uint8", "int32", True), ("int8", "int64", True),
+     ("bool", "int16", True), ("uint16", "uint16", True), ("int64", "int32", True),
+     ("int64", "int64", False), ("uint8", "uint64", False), ("uint8", ">i4", False)],
+)  # fmt: skip
+def test_short_way_takes_argmax_outputs(gdtype, pdtype, short):
+    # predictions straight from argmax (int64, int32) take the short way, narrowed; uint64,
+    # big-endian and int64/int64 masks the general way; the counts are the same
+    rng = np.random.default_rng(3)
+    k = 2 if gdtype == "bool" else 5
+    g = rng.integers(0, k, (2, 40, 50))
+    if gdtype != "bool":
+        g[0, :3] = -1 if gdtype[0] == "i" else 255  # ignored
+    p = rng.integers(0, k, (2, 40, 50))
+    gt, pred = g.astype(gdtype), p.astype(pdtype)
+    for key in (None, "a"):
+        cm = ConfusionMatrix(k, ignore_index=[255, -1])
+        spy = _Spy()
+        with spy.on:
+            cm.update(gt, pred, key=key)
+        assert spy.taken == [short]
+        reference.assert_same_counts(cm, reference.confusion(gt, pred, k, ignore=(255, -1)))
+        assert cm.n_images == 2
+
+
+@settings(deadline=None)
+@given(
+    pdtype=st.sampled_from(["int64", "int32", "int16", "uint16"]),
+    gdtype=st.sampled_from(["uint8", "int8", "bool"]),
+    n=st.sampled_from([1, 7, 8, 9, 100, BLOCK - 1, BLOCK + 9, (1 << 16) + 3]),
+    offset=st.integers(0, 7),
+    seed=st.integers(0, 2**32 - 1),
+    keyed=st.booleans(),
+)
+def test_short_way_wide_equals_reference(pdtype, gdtype, n, offset, seed, keyed):
+    rng = np.random.default_rng(seed)
+    k = 2 if gdtype == "bool" else 6
+    runs = np.repeat(rng.integers(0, k, n // 9 + 1), 9)[:n]
+    g = np.where(rng.random(n) < 0.05, -1 if gdtype == "int8" else 1, runs)
+    p = np.where(rng.random(n) < 0.2, rng.integers(-1 if pdtype[0] == "i" else 0, k, n), runs)
+    gt = _at_offset((g & 1).astype(bool) if gdtype == "bool" else g.astype(gdtype), offset)
+    pred = p.astype(pdtype)
+    cm = ConfusionMatrix(k, ignore_index=[-1, 65535] if pdtype == "uint16" else [-1])
+    spy = _Spy()
+    with spy.on:
+        cm.update(gt, pred, key="b" if keyed else None)
+    assert spy.taken == [True]
+    ign = (-1, 65535) if pdtype == "uint16" else (-1,)
+    reference.assert_same_counts(cm, reference.confusion(gt, pred, k, ignore=ign))
+    assert cm.n_pixels == n
