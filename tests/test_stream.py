@@ -679,13 +679,15 @@ def _whole(cm: ConfusionMatrix, key: str, n: int) -> bool:
 @pytest.mark.parametrize(
     ("shape", "dtype", "fn"),
     [((8, 8), np.uint8, "short"), ((300, 300), np.uint8, "short"),  # small and large, keyed
+     ((8, 8), np.int32, "short"),  # a wider prediction, narrowed
      ((8, 8), np.int64, "update"), ((8, 8), np.uint8, "update")],  # the general way; update
 )  # fmt: skip
 def test_ctrl_c_at_every_line_counts_a_keyed_batch_whole_or_not_at_all(shape, dtype, fn):
     import sys
 
     target = _stream.StreamCounter._add_other if fn == "short" else ConfusionMatrix.update
-    g = np.zeros(shape, dtype)
+    g = np.zeros(shape, dtype if fn == "update" else np.uint8)
+    p = np.zeros(shape, dtype)
     n = g.size
     interrupted = 0
     for line in _lines_of(target):
@@ -693,17 +695,17 @@ def test_ctrl_c_at_every_line_counts_a_keyed_batch_whole_or_not_at_all(shape, dt
         tracer, _ = _interrupt_at(target.__code__, line)
         sys.settrace(tracer)
         try:
-            cm.update(g, g, key="k")
+            cm.update(g, p, key="k")
         except KeyboardInterrupt:
             interrupted += 1
         finally:
             sys.settrace(None)
         counted = _whole(cm, "k", n)
         if not counted:  # not counted: sending the batch again counts it, once
-            cm.update(g, g, key="k")
+            cm.update(g, p, key="k")
             assert _whole(cm, "k", n)
         with pytest.raises(DuplicateBatchError):
-            cm.update(g, g, key="k")
+            cm.update(g, p, key="k")
     assert interrupted > 3
 
 
