@@ -19,6 +19,7 @@ import threading
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+import numba as _nb
 import numpy as np
 
 from segiou import _word_kernels as _words
@@ -188,40 +189,40 @@ class StreamCounter:
                    images: int, key: object) -> bool:  # fmt: skip
         """Count and add what :meth:`add` does not in one call (the caller checked it).
 
-        Keyed batches, large ones (on all threads), wider dtypes (narrowed), and small batches
-        of many classes: counted, then added by :func:`settle`.
+        Keyed batches, large ones (on all threads, one call), wider dtypes (narrowed, then
+        added by :func:`settle`), and small batches of many classes.
         """
         n = g.size
         luts = codes[3]
-        two_calls = n >= _PARALLEL_MIN_PIXELS or luts is not None
-        if two_calls:
-            workers = 1
-            if n >= _PARALLEL_MIN_PIXELS:
-                import numba
-
-                workers = numba.get_num_threads() if cm.threads is None else max(1, cm.threads)
-            tabs, out = word_tables(workers, self.size), self._folded()
+        big = n >= _PARALLEL_MIN_PIXELS
+        workers = 1
+        if big:
+            workers = _nb.get_num_threads() if cm.threads is None else max(1, cm.threads)
         k = None if key is None else str(key)
         with cm._lock:
             if k is not None and (k in cm.keys or k in cm._pending):
                 return False  # the general way refuses it, saying why
             totals = cm._totals
-            before = int(totals[1])
-            settled = not two_calls
+            before = int(totals[1]) if k is not None else 0
+            settled = True
             try:
                 if k is not None:
                     cm.keys.add(k)  # before counting: see the finally below
-                if not two_calls:
+                if luts is None and not big:
                     status = self._add_small(cm, g, p, codes, images)
-                else:
-                    gcode, pcode = codes[0]
-                    if luts is None:
-                        fn = _words.count_u8_parallel if workers > 1 else _words.count_u8_serial
-                        run_parallel(fn, g, p, gcode, pcode, tabs, out)
+                elif luts is None:  # one call: counted, folded and added
+                    tabs, out = word_tables(workers, self.size), self._folded()
+                    if workers > 1:
+                        status = run_parallel(_words.add_u8_parallel, g, p, codes[0], tabs, out,
+                                              cm._counts, cm._void, totals, images)  # fmt: skip
                     else:
-                        wide = (_words.count_wide_parallel if workers > 1
-                                else _words.count_wide_serial)  # fmt: skip
-                        run_parallel(wide, g, p, gcode, pcode, luts, tabs, out)
+                        status = _words.add_u8(g, p, codes[0][0], codes[0][1], tabs, out,
+                                               cm._counts, cm._void, totals, images)  # fmt: skip
+                else:  # narrowed, then added
+                    tabs, out = word_tables(workers, self.size), self._folded()
+                    settled = False
+                    wide = _words.count_wide_parallel if workers > 1 else _words.count_wide_serial
+                    run_parallel(wide, g, p, codes[0][0], codes[0][1], luts, tabs, out)
                     status = _words.settle(out, cm._counts, cm._void, totals, n, images)
                     settled = True  # settle leaves out zeroed
             finally:

@@ -489,22 +489,39 @@ def test_an_update_interrupted_after_the_short_way_kernel_is_whole(monkeypatch, 
 
 
 @pytest.mark.parametrize("key", [None, "k"])
-def test_a_large_update_interrupted_between_counting_and_adding_is_not_counted(
+@pytest.mark.parametrize("kernel", ["add_u8_parallel", "add_u8"])
+def test_a_large_update_interrupted_after_its_kernel_is_whole(monkeypatch, key, kernel) -> None:
+    # a large 8-bit batch is counted on all threads (one thread: threads=1), folded and added
+    # in one kernel call: Ctrl-C after it leaves it counted whole, its key with it
+    n = 1 << 20
+    cm = ConfusionMatrix(3, threads=1 if kernel == "add_u8" else None)
+    with monkeypatch.context() as m:
+        _interrupt_after(_stream._words, kernel, m)
+        with pytest.raises(KeyboardInterrupt):
+            cm.update(np.zeros(n, np.uint8), np.zeros(n, np.uint8), key=key)
+    assert (cm.n_pixels, int(cm.counts[0, 0])) == (n, n)
+    assert cm.keys == ({key} if key else set())
+    cm.update(np.ones(n, np.uint8), np.ones(n, np.uint8))
+    assert (int(cm.counts[0, 0]), int(cm.counts[1, 1])) == (n, n)
+
+
+@pytest.mark.parametrize("key", [None, "k"])
+def test_a_wide_update_interrupted_between_counting_and_adding_is_not_counted(
     monkeypatch, key
 ) -> None:
-    # a large batch is counted on all threads into a folded table, then added: Ctrl-C in
-    # between leaves nothing counted (its key neither) and nothing behind for the next call
+    # wider masks are narrowed and counted into a folded table, then added: Ctrl-C in between
+    # leaves nothing counted (its key neither) and nothing behind for the next call
     n = 1 << 20
     cm = ConfusionMatrix(3)
     with monkeypatch.context() as m:
-        _interrupt_after(_stream._words, "count_u8_parallel", m)
-        _interrupt_after(_stream._words, "count_u8_serial", m)
+        _interrupt_after(_stream._words, "count_wide_parallel", m)
+        _interrupt_after(_stream._words, "count_wide_serial", m)
         with pytest.raises(KeyboardInterrupt):
-            cm.update(np.zeros(n, np.uint8), np.zeros(n, np.uint8), key=key)
+            cm.update(np.zeros(n, np.uint8), np.zeros(n, np.int64), key=key)
     assert cm.n_pixels == 0
     assert not cm.keys
     cm.update(np.array([[1, 2]], np.int32), np.array([[1, 2]], np.int32))  # small, wide dtypes
-    cm.update(np.ones(n, np.uint8), np.ones(n, np.uint8), key=key)  # the key is free again
+    cm.update(np.ones(n, np.uint8), np.ones(n, np.int64), key=key)  # the key is free again
     assert cm.counts[0, 0] == 0  # the interrupted million pixels were not counted
     assert cm.counts[1, 1] == n + 1
     assert cm.counts[2, 2] == 1
