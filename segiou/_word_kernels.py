@@ -487,22 +487,14 @@ def fold_unfolded(table, counts, void, totals):
     totals[3] = 0
 
 
-@parallel_kernel
+@kernel
 def add_u8_parallel(g8, p8, codes, tabs, out, counts, void, totals, n_images):
     """Count two flat 8-bit masks on ``tabs.shape[0]`` threads and :func:`settle` them.
 
     One call for a large ``update``: counted, folded and added, or nothing added (no Ctrl-C
     can fall between counting and adding).
     """
-    gcode = codes[0]
-    pcode = codes[1]
-    workers = tabs.shape[0]
-    words = g8.size // 8
-    for w in nb.prange(workers):
-        i0 = words * w // workers * 8
-        i1 = g8.size if w == workers - 1 else words * (w + 1) // workers * 8
-        count_u8_span(g8, p8, i0, i1, gcode, pcode, tabs[w])
-    fold_tables(tabs, out)
+    count_u8_parallel(g8, p8, codes[0], codes[1], tabs, out)
     return settle(out, counts, void, totals, g8.size, n_images)
 
 
