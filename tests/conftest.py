@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,13 @@ _COMMON = {
 settings.register_profile("ci", max_examples=60, **_COMMON)
 settings.register_profile("thorough", max_examples=500, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# A suite started in the background by a non-interactive shell (``pytest &`` in a script, as
+# .ci/run does for one of its runs) inherits SIGINT ignored, and so would every ``segiou``
+# process it starts: the tests of what Ctrl-C does then see no KeyboardInterrupt and no exit
+# 130. Python's own handler, as an interactive start has it (children get the default).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
