@@ -22,18 +22,26 @@ def median_seconds(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
-def first_call_seconds(code: str) -> dict[str, float]:
+def first_call_seconds(code: str, warm_runs: int = 1) -> dict[str, float]:
     """Run ``code`` (which prints its own elapsed seconds last) in fresh processes.
 
-    First with an empty Numba cache (``cold``), then with the cache it filled (``warm``).
+    First with an empty Numba cache (``cold``), then with the cache it filled (``warm``: the
+    median of ``warm_runs`` processes, each also listed in ``warm_all``).
     """
-    out = {}
+    out: dict[str, float] = {}
+    warm: list[float] = []
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        for label in ("cold", "warm"):
+        for label in ["cold"] + ["warm"] * warm_runs:
             res = subprocess.run([sys.executable, "-c", code], env=env, check=True,
                                  capture_output=True, text=True)  # fmt: skip
-            out[label] = float(res.stdout.strip().splitlines()[-1])
+            seconds = float(res.stdout.strip().splitlines()[-1])
+            if label == "cold":
+                out["cold"] = seconds
+            else:
+                warm.append(seconds)
+    out["warm"] = statistics.median(warm)
+    out["warm_min"], out["warm_max"] = min(warm), max(warm)
     return out
 
 
