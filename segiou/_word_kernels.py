@@ -345,8 +345,11 @@ def fold_tables(tabs, out):
             seg[:] = 0
 
 
-#: What :func:`settle` did: added, or nothing because of unexpected values / the pixel total.
-ADDED, UNEXPECTED, OVERFLOW = 0, 1, 2
+#: What :func:`settle` did: added, or nothing because of unexpected values / the pixel total;
+#: :func:`add_small` also says ``OTHER``: not a batch it counts (nothing done).
+ADDED, UNEXPECTED, OVERFLOW, OTHER = 0, 1, 2, 3
+#: Largest batch (pixels) :func:`add_small` counts; larger ones are counted on all threads.
+SMALL_MAX_PIXELS = (1 << 16) - 1
 
 
 @kernel
@@ -475,6 +478,27 @@ def add_unfolded(g8, p8, codes, table, totals, n_images):
     totals[2] += n_images
     totals[3] = 1
     return ADDED
+
+
+@kernel
+def add_small(g8, p8, codes, table, totals):
+    """:func:`add_unfolded` for two 8-bit masks as given (any rank): the whole short way.
+
+    One kernel call from Python, which checks only the arrays' type and dtype: this checks
+    the rest (one shape, C-contiguous, 1 to :data:`SMALL_MAX_PIXELS` pixels; else
+    :data:`OTHER`, nothing done), counts the images (``N x H x W``: ``N``) and views both masks
+    flat. Every step moved in here saves ~0.1-0.5 us of Python a call (a 64 x 64 tile is
+    counted in ~1-2 us).
+    """
+    n = g8.size
+    if g8.ndim != p8.ndim or g8.shape != p8.shape or n == 0 or n > SMALL_MAX_PIXELS:
+        return OTHER
+    if not (g8.flags.c_contiguous and p8.flags.c_contiguous):
+        return OTHER
+    images = 1
+    if g8.ndim > 2:
+        images = n // (g8.shape[-1] * g8.shape[-2])
+    return add_unfolded(g8.ravel(), p8.ravel(), codes, table, totals, images)
 
 
 @kernel

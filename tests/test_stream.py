@@ -169,6 +169,144 @@ def test_short_way_overflow_refused_whole():
     assert cm.counts[0, 0] == 16
 
 
+class _KernelSpy:
+    """Records the statuses :func:`segiou._word_kernels.add_small` returned (patched in by ``on``)."""
+
+    def __init__(self) -> None:
+        self.statuses: list[int] = []
+        real = _words.add_small
+
+        def add_small(*args):  # type: ignore[no-untyped-def]
+            status = real(*args)
+            self.statuses.append(int(status))
+            return status
+
+        self.on = mock.patch.object(_stream._words, "add_small", add_small)
+
+
+def _primed(k: int = 19, **kw) -> ConfusionMatrix:
+    """An accumulator whose unfolded table exists (its first small call made it)."""
+    cm = ConfusionMatrix(k, ignore_index=255, **kw)
+    cm.update(np.full((1, 1), 255, np.uint8), np.zeros((1, 1), np.uint8))
+    assert cm._unfolded is not None
+    return cm
+
+
+def _assert_primed_ref(cm: ConfusionMatrix, gt, pred, k: int = 19) -> None:
+    ref = reference.confusion(np.asarray(gt).reshape(-1), np.asarray(pred).reshape(-1), k,
+                              ignore=(255,))  # fmt: skip
+    reference.assert_same_counts(cm, reference.add(ref, reference.confusion(
+        np.full(1, 255, np.uint8), np.zeros(1, np.uint8), k, ignore=(255,))))  # fmt: skip
+    assert cm.n_pixels == np.asarray(gt).size + 1
+
+
+def _tiles(shape, seed=0, k=19):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(seed)
+    g = rng.integers(0, k + 1, shape).astype(np.uint8)
+    g[g == k] = 255
+    p = np.where(rng.random(shape) < 0.6, g, rng.integers(0, k, shape)).astype(np.uint8)
+    return g, p
+
+
+@pytest.mark.parametrize(("shape", "images"), [((64, 64), 1), ((1, 64), 1), ((7,), 1),
+                                               ((5, 16, 24), 5), ((3, 1, 20, 20), 3),
+                                               ((2, 3, 4, 5, 6), 24)])  # fmt: skip
+def test_one_call_way_counts_any_rank_and_its_images(shape, images) -> None:
+    # two small C-contiguous uint8 masks, no key, the table made: one kernel call checks the
+    # rest, counts the images (all but the last two axes) and adds
+    g, p = _tiles(shape, seed=len(shape))
+    cm = _primed()
+    spy = _KernelSpy()
+    with spy.on:
+        cm.update(g, p)
+    assert spy.statuses == [_words.ADDED]
+    _assert_primed_ref(cm, g, p)
+    assert cm.n_images == 1 + images
+
+
+@pytest.mark.parametrize("pixels", [_words.SMALL_MAX_PIXELS, _words.SMALL_MAX_PIXELS + 1])
+def test_one_call_way_ends_where_threads_begin(pixels) -> None:
+    g, p = _tiles((pixels,), seed=pixels)
+    cm = _primed()
+    spy = _KernelSpy()
+    with spy.on:
+        cm.update(g, p)
+    assert spy.statuses == [_words.ADDED if pixels <= _words.SMALL_MAX_PIXELS else _words.OTHER]
+    _assert_primed_ref(cm, g, p)
+
+
+@pytest.mark.parametrize(("gshape", "pshape"), [((64, 64), (4096,)), ((64, 64), (32, 128)),
+                                                ((2, 32, 64), (64, 64)), ((4, 4), (4, 5))])  # fmt: skip
+def test_one_call_way_leaves_other_shapes_to_the_general_way(gshape, pshape) -> None:
+    # the same number of pixels in another shape is refused, naming both shapes
+    cm = _primed()
+    spy = _KernelSpy()
+    with spy.on, pytest.raises(ShapeMismatchError):
+        cm.update(np.zeros(gshape, np.uint8), np.zeros(pshape, np.uint8))
+    assert spy.statuses == [_words.OTHER]
+    assert cm.n_pixels == 1
+    assert cm.n_ignored == 1
+
+
+@pytest.mark.parametrize("view", ["strided", "reversed", "fortran", "transposed", "empty"])
+def test_one_call_way_leaves_views_to_the_general_way(view) -> None:
+    g, p = _tiles((3, 40, 48), seed=5)
+    if view == "strided":
+        g, p = g[:, :, ::2], p[:, :, ::2]
+    elif view == "reversed":
+        g, p = g[::-1], p[:, ::-1]
+    elif view == "fortran":
+        g, p = np.asfortranarray(g), np.asfortranarray(p)
+    elif view == "transposed":
+        g, p = g.transpose(0, 2, 1), p.transpose(0, 2, 1)
+    else:
+        g, p = g[:0], p[:0]
+    cm = _primed()
+    spy = _KernelSpy()
+    with spy.on:
+        cm.update(g, p)
+    assert spy.statuses == [_words.OTHER]
+    _assert_primed_ref(cm, g, p)
+    assert cm.n_images == 1 + (0 if view == "empty" else 3)
+
+
+def test_one_call_way_refuses_unexpected_and_overflow_whole() -> None:
+    g, p = _tiles((32, 32), seed=6)
+    bad = p.copy()
+    bad[5, 7] = 99
+    cm = _primed()
+    spy = _KernelSpy()
+    with spy.on:
+        with pytest.raises(LabelRangeError, match=r"99 \(1 px, first at \(5, 7\)\)"):
+            cm.update(g, bad)
+        cm._pixels = 2**63 - 100
+        with pytest.raises(CountOverflowError):
+            cm.update(g, p)
+        cm._pixels = 1
+        cm.update(g, p)
+    assert spy.statuses == [_words.UNEXPECTED, _words.OVERFLOW, _words.ADDED]
+    _assert_primed_ref(cm, g, p)
+    assert cm.n_images == 2
+
+
+def test_one_call_way_takes_only_uint8_without_a_key() -> None:
+    # an equal uint8 dtype that is another object, int8, bool and keyed batches take the ways
+    # they took before (the one-call way tests identity: numpy's uint8 dtype is one object)
+    g, p = _tiles((16, 16), seed=7)
+    other_u8 = np.dtype(np.uint8, metadata={"from": "elsewhere"})
+    assert other_u8 == np.uint8
+    assert other_u8 is not np.dtype(np.uint8)
+    cm = _primed()
+    spy = _KernelSpy()
+    with spy.on:
+        cm.update(g.view(other_u8), p)
+        cm.update(g, p, key="k")
+        cm.update((g == 1), (p == 1))
+    assert spy.statuses == []
+    assert cm.n_pixels == 1 + 3 * g.size
+    assert cm.keys == {"k"}
+
+
 def test_short_way_threads():
     g = np.random.default_rng(1).integers(0, 5, (64, 32, 32)).astype(np.uint8)
     cm = _cm(5)
@@ -486,6 +624,20 @@ def test_an_update_interrupted_after_the_short_way_kernel_is_whole(monkeypatch, 
     cm.update(np.ones((2, 2), np.uint8), np.ones((2, 2), np.uint8))
     assert cm.counts[1, 1] == 4
     assert cm.counts[0, 1] == 48
+
+
+def test_an_update_interrupted_after_the_one_call_kernel_is_whole(monkeypatch) -> None:
+    g, p = _tiles((2, 16, 16), seed=8)
+    cm = _primed()
+    with monkeypatch.context() as m:
+        _interrupt_after(_stream._words, "add_small", m)
+        with pytest.raises(KeyboardInterrupt):
+            cm.update(g, p)
+    _assert_primed_ref(cm, g, p)
+    assert cm.n_images == 3
+    ConfusionMatrix.from_dict(cm.to_dict())  # a consistent state: every invariant holds
+    cm.update(g, p)  # the lock was released
+    assert cm.n_pixels == 2 * g.size + 1
 
 
 @pytest.mark.parametrize("key", [None, "k"])
