@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def median_seconds(fn: Callable[[], object], repeat: int) -> float:
@@ -26,19 +27,29 @@ def first_call_seconds(code: str, warm_runs: int = 1) -> dict[str, float]:
     """Run ``code`` (which prints its own elapsed seconds last) in fresh processes.
 
     First with an empty Numba cache (``cold``), then with the cache it filled (``warm``: the
-    median of ``warm_runs`` processes, each also listed in ``warm_all``).
+    median of ``warm_runs`` processes; ``warm_min``/``warm_max``: their range).
+
+    Python's own bytecode cache is warm in both, as after ``pip install`` (which compiles every
+    module): a first process, with a Numba cache of its own, writes it into a temporary
+    ``PYTHONPYCACHEPREFIX``. Without it, an environment that sets ``PYTHONDONTWRITEBYTECODE``
+    (this one does) compiles segiou's ~30 modules from source in every process (~80 ms here),
+    which no installed segiou pays.
     """
     out: dict[str, float] = {}
     warm: list[float] = []
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        for label in ["cold"] + ["warm"] * warm_runs:
-            res = subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                                 capture_output=True, text=True)  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pyc")
+        runs = [("bytecode", str(Path(tmp) / "numba-bytecode-run"))]
+        runs += [("cold", str(Path(tmp) / "numba"))]
+        runs += [("warm", str(Path(tmp) / "numba"))] * warm_runs
+        for label, cache in runs:
+            res = subprocess.run([sys.executable, "-c", code], env=env | {"NUMBA_CACHE_DIR": cache},
+                                 check=True, capture_output=True, text=True)  # fmt: skip
             seconds = float(res.stdout.strip().splitlines()[-1])
             if label == "cold":
                 out["cold"] = seconds
-            else:
+            elif label == "warm":
                 warm.append(seconds)
     out["warm"] = statistics.median(warm)
     out["warm_min"], out["warm_max"] = min(warm), max(warm)

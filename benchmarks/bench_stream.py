@@ -269,6 +269,9 @@ NUMBA_FLOOR = (
     "cpu_target.typing_context.refresh(); cpu_target.target_context.refresh(); "
     "print(time.perf_counter() - t0)"
 )
+#: Prefix: the process runs as if scipy were not installed (``import scipy`` fails), as in a
+#: core install of segiou; Numba then skips its BLAS lookup.
+_WITHOUT_SCIPY = "import sys; sys.modules['scipy'] = None; "
 #: The streaming paths, each first called on its own (compile or cache load) after the above.
 NEW_PATHS = (
     "import time, numpy as np, segiou; cm = segiou.ConfusionMatrix(19, ignore_index=255); "
@@ -336,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"   of which importing numpy and Numba and loading Numba's registries ({with_scipy}): "
           f"{fl['warm']:.2f} s ({fl['warm_min']:.2f}-{fl['warm_max']:.2f}); segiou's own part "
           f"{ct['warm'] - fl['warm']:.2f} s")  # fmt: skip
+    bare = first_call_seconds(_WITHOUT_SCIPY + FIRST_CALL, warm_runs=5)
+    bare_floor = first_call_seconds(_WITHOUT_SCIPY + NUMBA_FLOOR, warm_runs=5)
+    print(f"   without scipy (a core install: Numba then imports no scipy.linalg): first call "
+          f"{bare['warm']:.2f} s ({bare['warm_min']:.2f}-{bare['warm_max']:.2f}), of which numpy, "
+          f"Numba and its registries {bare_floor['warm']:.2f} s "
+          f"({bare_floor['warm_min']:.2f}-{bare_floor['warm_max']:.2f})")  # fmt: skip
     nt = first_call_seconds(NEW_PATHS)
     print(f"streaming paths' first calls (short way, int64 narrowing, float32 and float16 scores): "
           f"cold cache {nt['cold']:.2f} s (compile), warm cache {nt['warm']:.3f} s")  # fmt: skip
