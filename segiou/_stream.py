@@ -162,6 +162,13 @@ class StreamCounter:
         codes = self.codes.get(dtypes)
         if codes is None and (dtypes in self.codes or (codes := self._codes(*dtypes)) is None):
             return False  # dtypes for the general way
+        if key is None and codes[3] is not None and self.unfolded and not (codes[1] or codes[2]):
+            # a small wider batch (``argmax`` output, one image a call): one kernel call too
+            with cm._lock:
+                status = _words.add_small_wide(gt, pred, codes[0], codes[3], self._table(cm),
+                                               cm._totals)  # fmt: skip
+            if status != _words.OTHER:
+                return status == _words.ADDED  # type: ignore[no-any-return]
         n = gt.size
         if (n == 0 or gt.shape != pred.shape or not gt.flags.c_contiguous
                 or not pred.flags.c_contiguous):  # fmt: skip
@@ -175,21 +182,22 @@ class StreamCounter:
         if (key is None and n < _PARALLEL_MIN_PIXELS and self.unfolded
                 and codes[3] is None):  # the common case  # fmt: skip
             with cm._lock:
-                table = cm._unfolded
-                if table is None:
-                    table = cm._unfolded = np.zeros(self.size, dtype=np.int64)
-                status = _words.add_unfolded(g, p, codes[0], table, cm._totals, images)
+                status = _words.add_unfolded(g, p, codes[0], self._table(cm), cm._totals, images)
             return status == _words.ADDED  # type: ignore[no-any-return]
         return self._add_other(cm, g, p, codes, images, key)
+
+    def _table(self, cm: Accumulator) -> IntArray:
+        """Return ``cm``'s unfolded word table, made on first use (the caller holds its lock)."""
+        table = cm._unfolded
+        if table is None:
+            table = cm._unfolded = np.zeros(self.size, dtype=np.int64)
+        return table
 
     def _add_small(self, cm: Accumulator, g: IntArray, p: IntArray, codes: _Codes,
                    images: int) -> int:  # fmt: skip
         """Count and add a small batch in one kernel call (the caller holds ``cm._lock``)."""
         if self.unfolded:
-            table = cm._unfolded
-            if table is None:
-                table = cm._unfolded = np.zeros(self.size, dtype=np.int64)
-            return _words.add_unfolded(g, p, codes[0], table, cm._totals, images)  # type: ignore[no-any-return]
+            return _words.add_unfolded(g, p, codes[0], self._table(cm), cm._totals, images)  # type: ignore[no-any-return]
         tabs, out = self._scratch()
         return _words.add_u8(g, p, codes[0][0], codes[0][1], tabs, out, cm._counts,  # type: ignore[no-any-return]
                              cm._void, cm._totals, images)  # fmt: skip

@@ -448,6 +448,35 @@ def _unexpected_in(t, k):
 
 
 @kernel
+def _count_flat(g, p, codes, luts, t):
+    """Count two flat masks into ``t``: 8-bit (``luts`` is None) or wider, narrowed."""
+    if luts is None:
+        count_u8_span(g, p, 0, g.size, codes[0], codes[1], t)
+    else:
+        count_wide_span(g, p, 0, g.size, codes[0], codes[1], luts, t)
+
+
+@kernel
+def _add_flat(g, p, codes, luts, table, totals, n_images):
+    """:func:`add_unfolded` of two flat masks, 8-bit (``luts`` is None) or wider."""
+    k = np.int64(np.sqrt(table.size // COPIES) + 0.5) - 2  # (K+2)^2 cells
+    n = g.size
+    if totals[1] > _INT64_MAX - n:
+        return OVERFLOW
+    _count_flat(g, p, codes, luts, table)
+    if _unexpected_in(table, k):
+        undo = np.zeros(table.size, dtype=np.int64)
+        _count_flat(g, p, codes, luts, undo)
+        for i in range(table.size):
+            table[i] -= undo[i]
+        return UNEXPECTED
+    totals[1] += n
+    totals[2] += n_images
+    totals[3] = 1
+    return ADDED
+
+
+@kernel
 def add_unfolded(g8, p8, codes, table, totals, n_images):
     """Count two flat 8-bit masks into an accumulator's unfolded word table, all or nothing.
 
@@ -461,23 +490,24 @@ def add_unfolded(g8, p8, codes, table, totals, n_images):
     says that the table holds pixels. Returns :data:`ADDED`, :data:`UNEXPECTED` or
     :data:`OVERFLOW` (nothing counted).
     """
-    gcode = codes[0]
-    pcode = codes[1]
-    k = np.int64(np.sqrt(table.size // COPIES) + 0.5) - 2  # (K+2)^2 cells
-    n = g8.size
-    if totals[1] > _INT64_MAX - n:
-        return OVERFLOW
-    count_u8_span(g8, p8, 0, n, gcode, pcode, table)
-    if _unexpected_in(table, k):
-        undo = np.zeros(table.size, dtype=np.int64)
-        count_u8_span(g8, p8, 0, n, gcode, pcode, undo)
-        for i in range(table.size):
-            table[i] -= undo[i]
-        return UNEXPECTED
-    totals[1] += n
-    totals[2] += n_images
-    totals[3] = 1
-    return ADDED
+    return _add_flat(g8, p8, codes, None, table, totals, n_images)
+
+
+@kernel
+def _small_images(g, p):
+    """Images of two masks the one-call kernels take (any rank: ``N x H x W`` holds ``N``).
+
+    -1 unless both have one shape, are C-contiguous and hold 1 to :data:`SMALL_MAX_PIXELS`
+    pixels.
+    """
+    n = g.size
+    if g.ndim != p.ndim or g.shape != p.shape or n == 0 or n > SMALL_MAX_PIXELS:
+        return -1
+    if not (g.flags.c_contiguous and p.flags.c_contiguous):
+        return -1
+    if g.ndim <= 2:
+        return 1
+    return n // (g.shape[-1] * g.shape[-2])
 
 
 @kernel
@@ -485,20 +515,28 @@ def add_small(g8, p8, codes, table, totals):
     """:func:`add_unfolded` for two 8-bit masks as given (any rank): the whole short way.
 
     One kernel call from Python, which checks only the arrays' type and dtype: this checks
-    the rest (one shape, C-contiguous, 1 to :data:`SMALL_MAX_PIXELS` pixels; else
-    :data:`OTHER`, nothing done), counts the images (``N x H x W``: ``N``) and views both masks
-    flat. Every step moved in here saves ~0.1-0.5 us of Python a call (a 64 x 64 tile is
-    counted in ~1-2 us).
+    the rest (:func:`_small_images`; else :data:`OTHER`, nothing done), counts the images
+    and views both masks flat. Every step moved in here saves ~0.1-0.5 us of Python a call (a
+    64 x 64 tile is counted in ~1-2 us).
     """
-    n = g8.size
-    if g8.ndim != p8.ndim or g8.shape != p8.shape or n == 0 or n > SMALL_MAX_PIXELS:
+    images = _small_images(g8, p8)
+    if images < 0:
         return OTHER
-    if not (g8.flags.c_contiguous and p8.flags.c_contiguous):
+    return _add_flat(g8.ravel(), p8.ravel(), codes, None, table, totals, images)
+
+
+@kernel
+def add_small_wide(g, p, codes, luts, table, totals):
+    """:func:`add_small` for masks of wider dtypes (``argmax`` output), narrowed while read.
+
+    ``luts`` as for :func:`count_wide_span`: a block holding a value beyond a byte is counted
+    through them (an unexpected value lands in an unexpected cell; the batch is then
+    :data:`UNEXPECTED`, nothing counted).
+    """
+    images = _small_images(g, p)
+    if images < 0:
         return OTHER
-    images = 1
-    if g8.ndim > 2:
-        images = n // (g8.shape[-1] * g8.shape[-2])
-    return add_unfolded(g8.ravel(), p8.ravel(), codes, table, totals, images)
+    return _add_flat(g.ravel(), p.ravel(), codes, luts, table, totals, images)
 
 
 @kernel

@@ -170,18 +170,18 @@ def test_short_way_overflow_refused_whole():
 
 
 class _KernelSpy:
-    """Records the statuses :func:`segiou._word_kernels.add_small` returned (patched in by ``on``)."""
+    """Records the statuses a one-call kernel returned (patched in by ``on``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "add_small") -> None:
         self.statuses: list[int] = []
-        real = _words.add_small
+        real = getattr(_words, name)
 
-        def add_small(*args):  # type: ignore[no-untyped-def]
+        def kernel(*args):  # type: ignore[no-untyped-def]
             status = real(*args)
             self.statuses.append(int(status))
             return status
 
-        self.on = mock.patch.object(_stream._words, "add_small", add_small)
+        self.on = mock.patch.object(_stream._words, name, kernel)
 
 
 def _primed(k: int = 19, **kw) -> ConfusionMatrix:
@@ -200,23 +200,29 @@ def _assert_primed_ref(cm: ConfusionMatrix, gt, pred, k: int = 19) -> None:
     assert cm.n_pixels == np.asarray(gt).size + 1
 
 
-def _tiles(shape, seed=0, k=19):  # type: ignore[no-untyped-def]
+#: dtype pairs of the one-call kernels: two uint8 masks (add_small), a wider side (add_small_wide)
+ONE_CALL = [("uint8", "uint8", "add_small"), ("uint8", "int64", "add_small_wide"),
+            ("uint8", "int32", "add_small_wide"), ("int16", "uint8", "add_small_wide")]  # fmt: skip
+
+
+def _tiles(shape, seed=0, k=19, dtypes=("uint8", "uint8")):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(seed)
-    g = rng.integers(0, k + 1, shape).astype(np.uint8)
+    g = rng.integers(0, k + 1, shape)
     g[g == k] = 255
-    p = np.where(rng.random(shape) < 0.6, g, rng.integers(0, k, shape)).astype(np.uint8)
-    return g, p
+    p = np.where(rng.random(shape) < 0.6, g, rng.integers(0, k, shape))
+    return g.astype(dtypes[0]), p.astype(dtypes[1])
 
 
+@pytest.mark.parametrize(("gd", "pd", "kernel"), ONE_CALL)
 @pytest.mark.parametrize(("shape", "images"), [((64, 64), 1), ((1, 64), 1), ((7,), 1),
                                                ((5, 16, 24), 5), ((3, 1, 20, 20), 3),
                                                ((2, 3, 4, 5, 6), 24)])  # fmt: skip
-def test_one_call_way_counts_any_rank_and_its_images(shape, images) -> None:
-    # two small C-contiguous uint8 masks, no key, the table made: one kernel call checks the
-    # rest, counts the images (all but the last two axes) and adds
-    g, p = _tiles(shape, seed=len(shape))
+def test_one_call_way_counts_any_rank_and_its_images(shape, images, gd, pd, kernel) -> None:
+    # two small C-contiguous masks, no key, the table made: one kernel call checks the rest,
+    # counts the images (all but the last two axes) and adds
+    g, p = _tiles(shape, seed=len(shape), dtypes=(gd, pd))
     cm = _primed()
-    spy = _KernelSpy()
+    spy = _KernelSpy(kernel)
     with spy.on:
         cm.update(g, p)
     assert spy.statuses == [_words.ADDED]
@@ -224,33 +230,37 @@ def test_one_call_way_counts_any_rank_and_its_images(shape, images) -> None:
     assert cm.n_images == 1 + images
 
 
+@pytest.mark.parametrize(("gd", "pd", "kernel"), ONE_CALL)
 @pytest.mark.parametrize("pixels", [_words.SMALL_MAX_PIXELS, _words.SMALL_MAX_PIXELS + 1])
-def test_one_call_way_ends_where_threads_begin(pixels) -> None:
-    g, p = _tiles((pixels,), seed=pixels)
+def test_one_call_way_ends_where_threads_begin(pixels, gd, pd, kernel) -> None:
+    g, p = _tiles((pixels,), seed=pixels, dtypes=(gd, pd))
     cm = _primed()
-    spy = _KernelSpy()
+    spy = _KernelSpy(kernel)
     with spy.on:
         cm.update(g, p)
     assert spy.statuses == [_words.ADDED if pixels <= _words.SMALL_MAX_PIXELS else _words.OTHER]
     _assert_primed_ref(cm, g, p)
 
 
+@pytest.mark.parametrize(("gd", "pd", "kernel"), ONE_CALL)
 @pytest.mark.parametrize(("gshape", "pshape"), [((64, 64), (4096,)), ((64, 64), (32, 128)),
                                                 ((2, 32, 64), (64, 64)), ((4, 4), (4, 5))])  # fmt: skip
-def test_one_call_way_leaves_other_shapes_to_the_general_way(gshape, pshape) -> None:
+def test_one_call_way_leaves_other_shapes_to_the_general_way(gshape, pshape, gd, pd,
+                                                             kernel) -> None:  # fmt: skip
     # the same number of pixels in another shape is refused, naming both shapes
     cm = _primed()
-    spy = _KernelSpy()
+    spy = _KernelSpy(kernel)
     with spy.on, pytest.raises(ShapeMismatchError):
-        cm.update(np.zeros(gshape, np.uint8), np.zeros(pshape, np.uint8))
+        cm.update(np.zeros(gshape, gd), np.zeros(pshape, pd))
     assert spy.statuses == [_words.OTHER]
     assert cm.n_pixels == 1
     assert cm.n_ignored == 1
 
 
+@pytest.mark.parametrize(("gd", "pd", "kernel"), ONE_CALL)
 @pytest.mark.parametrize("view", ["strided", "reversed", "fortran", "transposed", "empty"])
-def test_one_call_way_leaves_views_to_the_general_way(view) -> None:
-    g, p = _tiles((3, 40, 48), seed=5)
+def test_one_call_way_leaves_views_to_the_general_way(view, gd, pd, kernel) -> None:
+    g, p = _tiles((3, 40, 48), seed=5, dtypes=(gd, pd))
     if view == "strided":
         g, p = g[:, :, ::2], p[:, :, ::2]
     elif view == "reversed":
@@ -262,7 +272,7 @@ def test_one_call_way_leaves_views_to_the_general_way(view) -> None:
     else:
         g, p = g[:0], p[:0]
     cm = _primed()
-    spy = _KernelSpy()
+    spy = _KernelSpy(kernel)
     with spy.on:
         cm.update(g, p)
     assert spy.statuses == [_words.OTHER]
@@ -270,14 +280,17 @@ def test_one_call_way_leaves_views_to_the_general_way(view) -> None:
     assert cm.n_images == 1 + (0 if view == "empty" else 3)
 
 
-def test_one_call_way_refuses_unexpected_and_overflow_whole() -> None:
-    g, p = _tiles((32, 32), seed=6)
+@pytest.mark.parametrize(("gd", "pd", "kernel"), ONE_CALL)
+def test_one_call_way_refuses_unexpected_and_overflow_whole(gd, pd, kernel) -> None:
+    g, p = _tiles((32, 32), seed=6, dtypes=(gd, pd))
+    # beyond a byte where a side is wider: the value whose low byte is a class (256 + 3)
+    bad_value = 99 if pd == "uint8" else 259
     bad = p.copy()
-    bad[5, 7] = 99
+    bad[5, 7] = bad_value
     cm = _primed()
-    spy = _KernelSpy()
+    spy = _KernelSpy(kernel)
     with spy.on:
-        with pytest.raises(LabelRangeError, match=r"99 \(1 px, first at \(5, 7\)\)"):
+        with pytest.raises(LabelRangeError, match=rf"{bad_value} \(1 px, first at \(5, 7\)\)"):
             cm.update(g, bad)
         cm._pixels = 2**63 - 100
         with pytest.raises(CountOverflowError):
@@ -305,6 +318,24 @@ def test_one_call_way_takes_only_uint8_without_a_key() -> None:
     assert spy.statuses == []
     assert cm.n_pixels == 1 + 3 * g.size
     assert cm.keys == {"k"}
+
+
+def test_one_call_wide_way_takes_no_key_and_no_bool() -> None:
+    # keyed wider batches and a bool side (read as bytes) take the ways they took before
+    g, p = _tiles((16, 16), seed=8, dtypes=("uint8", "int64"))
+    cm = ConfusionMatrix(19, ignore_index=255)
+    spy = _KernelSpy("add_small_wide")
+    with spy.on:
+        cm.update(g, p, key="k")
+        cm.update(g == 1, (p == 1).astype(np.int16))
+    assert spy.statuses == []
+    assert cm.n_pixels == 2 * g.size
+    # without a key, the first wider call makes the unfolded table itself
+    fresh = ConfusionMatrix(19, ignore_index=255)
+    with spy.on:
+        fresh.update(g, p)
+    assert spy.statuses == [_words.ADDED]
+    reference.assert_same_counts(fresh, reference.confusion(g, p, 19, ignore=(255,)))
 
 
 def test_short_way_threads():
@@ -626,11 +657,13 @@ def test_an_update_interrupted_after_the_short_way_kernel_is_whole(monkeypatch, 
     assert cm.counts[0, 1] == 48
 
 
-def test_an_update_interrupted_after_the_one_call_kernel_is_whole(monkeypatch) -> None:
-    g, p = _tiles((2, 16, 16), seed=8)
+@pytest.mark.parametrize(("gd", "pd", "kernel"), ONE_CALL)
+def test_an_update_interrupted_after_the_one_call_kernel_is_whole(monkeypatch, gd, pd,
+                                                                  kernel) -> None:  # fmt: skip
+    g, p = _tiles((2, 16, 16), seed=8, dtypes=(gd, pd))
     cm = _primed()
     with monkeypatch.context() as m:
-        _interrupt_after(_stream._words, "add_small", m)
+        _interrupt_after(_stream._words, kernel, m)
         with pytest.raises(KeyboardInterrupt):
             cm.update(g, p)
     _assert_primed_ref(cm, g, p)
