@@ -205,6 +205,19 @@ ONE_CALL = [("uint8", "uint8", "add_small"), ("uint8", "int64", "add_small_wide"
             ("uint8", "int32", "add_small_wide"), ("int16", "uint8", "add_small_wide")]  # fmt: skip
 
 
+def _counted_once(g, p, kernel: str) -> tuple[ConfusionMatrix, list[int]]:
+    """Count ``g``/``p`` into a primed accumulator; it and the statuses ``kernel`` returned.
+
+    Checked against the oracle, whichever way counted them.
+    """
+    cm = _primed()
+    spy = _KernelSpy(kernel)
+    with spy.on:
+        cm.update(g, p)
+    _assert_primed_ref(cm, g, p)
+    return cm, spy.statuses
+
+
 def _tiles(shape, seed=0, k=19, dtypes=("uint8", "uint8")):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(seed)
     g = rng.integers(0, k + 1, shape)
@@ -221,12 +234,8 @@ def test_one_call_way_counts_any_rank_and_its_images(shape, images, gd, pd, kern
     # two small C-contiguous masks, no key, the table made: one kernel call checks the rest,
     # counts the images (all but the last two axes) and adds
     g, p = _tiles(shape, seed=len(shape), dtypes=(gd, pd))
-    cm = _primed()
-    spy = _KernelSpy(kernel)
-    with spy.on:
-        cm.update(g, p)
-    assert spy.statuses == [_words.ADDED]
-    _assert_primed_ref(cm, g, p)
+    cm, statuses = _counted_once(g, p, kernel)
+    assert statuses == [_words.ADDED]
     assert cm.n_images == 1 + images
 
 
@@ -234,12 +243,8 @@ def test_one_call_way_counts_any_rank_and_its_images(shape, images, gd, pd, kern
 @pytest.mark.parametrize("pixels", [_words.SMALL_MAX_PIXELS, _words.SMALL_MAX_PIXELS + 1])
 def test_one_call_way_ends_where_threads_begin(pixels, gd, pd, kernel) -> None:
     g, p = _tiles((pixels,), seed=pixels, dtypes=(gd, pd))
-    cm = _primed()
-    spy = _KernelSpy(kernel)
-    with spy.on:
-        cm.update(g, p)
-    assert spy.statuses == [_words.ADDED if pixels <= _words.SMALL_MAX_PIXELS else _words.OTHER]
-    _assert_primed_ref(cm, g, p)
+    _, statuses = _counted_once(g, p, kernel)
+    assert statuses == [_words.ADDED if pixels <= _words.SMALL_MAX_PIXELS else _words.OTHER]
 
 
 @pytest.mark.parametrize(("gd", "pd", "kernel"), ONE_CALL)
@@ -271,12 +276,8 @@ def test_one_call_way_leaves_views_to_the_general_way(view, gd, pd, kernel) -> N
         g, p = g.transpose(0, 2, 1), p.transpose(0, 2, 1)
     else:
         g, p = g[:0], p[:0]
-    cm = _primed()
-    spy = _KernelSpy(kernel)
-    with spy.on:
-        cm.update(g, p)
-    assert spy.statuses == [_words.OTHER]
-    _assert_primed_ref(cm, g, p)
+    cm, statuses = _counted_once(g, p, kernel)
+    assert statuses == [_words.OTHER]
     assert cm.n_images == 1 + (0 if view == "empty" else 3)
 
 
