@@ -32,14 +32,6 @@ from segiou._typing import CountMatrix, IntArray
 __all__ = ["Accumulator", "StreamCounter"]
 
 
-class _Lock(AbstractContextManager[Any], Protocol):
-    """A lock (``threading.RLock``): a context manager, also acquired and released by hand."""
-
-    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
-
-    def release(self) -> None: ...
-
-
 class Accumulator(Protocol):
     """What the short way reads and adds to (:class:`segiou.ConfusionMatrix`)."""
 
@@ -50,7 +42,7 @@ class Accumulator(Protocol):
     _totals: IntArray  # ignored pixels, pixels, images, unfolded (segiou._batch.Totals)
     _unfolded: IntArray | None
     _pending: dict[str, object]
-    _lock: _Lock
+    _lock: AbstractContextManager[Any]
 
     @property
     def num_classes(self) -> int: ...
@@ -150,12 +142,10 @@ class StreamCounter:
         table = cm._unfolded
         if (key is None and gt.dtype is _U8 and pred.dtype is _U8 and table is not None
                 and self.small is not None):  # fmt: skip
-            lock = cm._lock
-            lock.acquire()  # (not ``with``: ~0.25 us a call more here)
-            try:
+            # ``with``, not acquire() then try (~0.25 us less here): Ctrl-C arriving just after
+            # acquire() returned left the lock held, and every other thread then blocked
+            with cm._lock:
                 status = _words.add_small(gt, pred, self.small, table, cm._totals)
-            finally:
-                lock.release()
             if status != _words.OTHER:
                 return status == _words.ADDED  # type: ignore[no-any-return]
         dtypes = (gt.dtype, pred.dtype)

@@ -912,6 +912,49 @@ def test_ctrl_c_at_every_line_counts_a_keyed_batch_whole_or_not_at_all(shape, dt
     assert interrupted > 3
 
 
+def _lock_is_free(cm: ConfusionMatrix) -> bool:
+    """Whether another thread can take ``cm``'s lock (within 5 s); it gives it back."""
+    free: list[bool] = []
+
+    def take() -> None:
+        free.append(cm._lock.acquire(timeout=5))
+        if free[-1]:
+            cm._lock.release()
+
+    other = threading.Thread(target=take)
+    other.start()
+    other.join()
+    return free == [True]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int64])
+def test_ctrl_c_at_every_line_of_the_short_way_leaves_the_lock_free(dtype) -> None:
+    # an unkeyed small batch (the one-call kernels): Ctrl-C at any line leaves it counted whole
+    # or not at all, and the accumulator's lock free for other threads (it once stayed held
+    # when Ctrl-C came just after a bare acquire())
+    import sys
+
+    target = _stream.StreamCounter.add
+    g, p = _tiles((8, 8), seed=9, dtypes=("uint8", np.dtype(dtype).name))
+    interrupted = 0
+    for line in _lines_of(target):
+        cm = _primed()
+        tracer, _ = _interrupt_at(target.__code__, line)
+        sys.settrace(tracer)
+        try:
+            cm.update(g, p)
+        except KeyboardInterrupt:
+            interrupted += 1
+        finally:
+            sys.settrace(None)
+        assert _lock_is_free(cm), f"Ctrl-C at line {line} left the lock held"
+        ConfusionMatrix.from_dict(cm.to_dict())  # every invariant of a state
+        assert cm.n_pixels in (1, 1 + g.size)
+        if cm.n_pixels == 1 + g.size:
+            _assert_primed_ref(cm, g, p)
+    assert interrupted > 3
+
+
 def test_a_real_ctrl_c_inside_the_general_ways_commit_is_delivered_after_it(monkeypatch):
     # SIGINT raised while add_tally adds a batch field by field: held until the batch, its key
     # and its totals are all in, then delivered (the accumulator is never half updated)
