@@ -8,7 +8,8 @@ IoU or instances, an optional batch key) with the least Python. A small plain 8-
 counted and added in one kernel call (:func:`segiou._word_kernels.add_unfolded`: into a table
 the accumulator folds when its counts are read, for up to 62 classes); two small ``uint8``
 masks without a key go there with no Python step but the type and dtype tests and the lock
-(:func:`segiou._word_kernels.add_small` checks shapes and layout itself); large batches are
+(:func:`segiou._word_kernels.add_small` checks shapes and layout itself; ``add_small_wide``
+does the same for a wider side, such as ``argmax`` output); large batches are
 counted on all threads, wider dtypes narrowed, then added (two calls). All or nothing, under
 the accumulator's lock. Anything else (other dtypes or layouts, unexpected values, a pixel total
 about to overflow, a key counted before) is left to the general way, which validates and
