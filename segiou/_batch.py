@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from segiou._arrays import as_labels, to_numpy
 from segiou._boundary import BandCounter, BoundaryWidth, boundary_counts
-from segiou._count import MAX_WORD_TABLE, Lookup, Tally, as_labels, to_numpy
+from segiou._count import MAX_WORD_TABLE, Lookup, Tally
 from segiou._instances import InstanceCounter, InstanceTally
 from segiou._resources import check_memory
 from segiou._typing import CountMatrix, IntArray

@@ -17,6 +17,7 @@ import numpy as np
 
 from segiou import _kernels
 from segiou import _word_kernels as _words
+from segiou._arrays import as_labels, native, to_numpy
 from segiou._jit import run_parallel
 from segiou._typing import CountMatrix, IntArray, LabelArray
 from segiou._unexpected import (
@@ -29,8 +30,6 @@ from segiou._unexpected import (
 )
 from segiou.errors import (
     InternalError,
-    LabelDeviceError,
-    LabelDtypeError,
     LabelRangeError,
     LabelSpecError,
     ShapeMismatchError,
@@ -48,7 +47,6 @@ __all__ = [
     "count_pairs",
     "describe_unexpected",
     "format_unexpected",
-    "to_numpy",
 ]
 
 
@@ -255,94 +253,6 @@ class Tally:
             + sum(self.unexpected_gt.values())
             + sum(self.unexpected_pred.values())
         )
-
-
-#: DLPack device types whose memory the CPU reads: kDLCPU, kDLCUDAHost (pinned), kDLROCMHost.
-_HOST_DEVICES = (1, 3, 11)
-
-
-def to_numpy(a: object, name: str, where: str) -> np.ndarray:
-    """Return ``a`` as a numpy array without a copy: numpy arrays, DLPack and ``__array__``.
-
-    PyTorch CPU tensors (and JAX, CuPy host arrays, ...) are read through DLPack
-    (``np.from_dlpack``), sharing their memory; other objects through ``__array__``. An array on
-    a device (a CUDA tensor) is refused: counting happens on the CPU.
-
-    Parameters
-    ----------
-    a : object
-        The masks.
-    name : str
-        ``"gt"`` or ``"pred"``, for messages.
-    where : str
-        The batch, for messages.
-
-    Returns
-    -------
-    numpy.ndarray
-
-    Raises
-    ------
-    LabelDeviceError
-        ``a`` lives in device memory (e.g. a CUDA tensor), or cannot be read as an array.
-    """
-    if isinstance(a, np.ndarray):
-        return a
-    device = getattr(a, "__dlpack_device__", None)
-    if device is not None:
-        kind = int(device()[0])
-        if kind not in _HOST_DEVICES:
-            where_ = getattr(a, "device", f"DLPack device type {kind}")
-            msg = (
-                f"{where}: {name} is on {where_}, but segiou counts on the CPU; pass "
-                f"{name}.cpu() (for a PyTorch tensor; it copies the masks to host memory)"
-            )
-            raise LabelDeviceError(msg)
-        try:
-            return np.from_dlpack(a)  # type: ignore[arg-type]
-        except (TypeError, BufferError, RuntimeError, ValueError):
-            pass  # e.g. a tensor that requires grad, or a dtype DLPack cannot carry
-    try:
-        return np.asarray(a)
-    except (TypeError, RuntimeError, ValueError) as err:
-        msg = (
-            f"{where}: {name} ({type(a).__name__}) cannot be read as an array ({err}); pass a "
-            f"numpy array, or for a PyTorch tensor {name}.detach().cpu()"
-        )
-        raise LabelDeviceError(msg) from err
-
-
-def as_labels(a: object, name: str, where: str) -> LabelArray:
-    """Return ``a`` as an integer array a kernel accepts.
-
-    Bool is viewed as uint8 (no copy). Integers in native byte order are returned as they are
-    (no copy); big-endian (non-native) integers, for example ``>u2`` from a file or a store,
-    are converted to native byte order, which copies them.
-
-    Raises
-    ------
-    LabelDtypeError
-        ``a`` does not hold integer or bool labels.
-    """
-    arr = to_numpy(a, name, where)
-    if arr.dtype == np.bool_:
-        return arr.view(np.uint8)
-    if arr.dtype.kind not in "iu":
-        msg = (
-            f"{where}: {name} has dtype {arr.dtype}, expected integer labels (uint8, uint16, "
-            f"int16, int32, int64 or bool); convert with {name}.astype(np.int32) only if the "
-            "values are whole class ids"
-        )
-        raise LabelDtypeError(msg)
-    return _native(arr)
-
-
-def _native(a: LabelArray) -> LabelArray:
-    """Return ``a`` in native byte order (a copy only for non-native, e.g. big-endian, data)."""
-    if a.dtype.isnative:
-        return a
-    out: LabelArray = a.astype(a.dtype.newbyteorder("="))  # type: ignore[assignment]
-    return out
 
 
 def _kernel_values(a: LabelArray, mapping: Mapping[int, int]) -> LabelArray:
@@ -666,8 +576,8 @@ class ImageCounter:
 
         Non-native (big-endian) chunks are converted to native byte order first (a copy).
         """
-        g8 = _native(g) if g.dtype != np.bool_ else g.view(np.uint8)
-        p8 = _native(p) if p.dtype != np.bool_ else p.view(np.uint8)
+        g8 = native(g) if g.dtype != np.bool_ else g.view(np.uint8)
+        p8 = native(p) if p.dtype != np.bool_ else p.view(np.uint8)
         lk = self.lookup.for_bool(g.dtype == np.bool_, p.dtype == np.bool_)
         g8, p8 = _kernel_values(g8, lk.gt_map), _kernel_values(p8, lk.pred_map)
         if word_path(g8, p8, lk):

@@ -29,7 +29,8 @@ import math
 import numpy as np
 
 from segiou import _kernels
-from segiou._count import Lookup, OnUnexpected, Tally, as_labels, count_pairs, to_numpy
+from segiou._arrays import as_labels, to_numpy
+from segiou._count import Lookup, OnUnexpected, Tally, count_pairs
 from segiou._jit import run_parallel
 from segiou._typing import IntArray
 from segiou.errors import LabelDtypeError, ScoresError, ShapeMismatchError, UsageError

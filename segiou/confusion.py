@@ -17,6 +17,7 @@ from typing import Any, Self
 import numpy as np
 
 from segiou import _state
+from segiou._arrays import to_numpy
 from segiou._batch import (
     Counters,
     Totals,
@@ -31,7 +32,7 @@ from segiou._batch import (
     states_equal,
 )
 from segiou._boundary import BoundaryWidth
-from segiou._count import OnUnexpected, Tally, to_numpy
+from segiou._count import OnUnexpected, Tally
 from segiou._extras import Extras
 from segiou._instances import InstanceTally
 from segiou._scores import count_batch
@@ -240,7 +241,8 @@ class ConfusionMatrix(Totals):
             Label masks of any rank (``H x W``, ``N x H x W``, ...); any strides, any byte
             order (big-endian masks, e.g. ``>u2``, are copied into native byte order first).
             numpy arrays, PyTorch CPU tensors and other DLPack or ``__array__`` objects are
-            read without a copy; a CUDA tensor is refused (pass ``.cpu()``). With
+            read without a copy; a CUDA tensor is refused (pass ``.cpu()``), as is a masked
+            array (fill its masked pixels with an ignored label first). With
             ``scores_axis``, ``pred`` holds class scores instead (see below).
         key : str or int, optional
             Batch id. A key counted before (here or in a merged state) is refused.

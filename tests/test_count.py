@@ -758,7 +758,9 @@ def test_word_path_scratch_tables_after_an_interrupted_call(monkeypatch, kernel,
     ref = reference.confusion(g, p, 19, ignore=(255,))
     if way == "general":
         g, p = g.view(_Masks), p.view(_Masks)
-    threads = numba.get_num_threads() if kernel == "count_u8_parallel" else 1
+    # at least two workers for the parallel kernel (with NUMBA_NUM_THREADS=1 the default would
+    # count on the calling thread and never call it)
+    threads = max(2, numba.get_num_threads()) if kernel == "count_u8_parallel" else 1
     real = getattr(_word_kernels, kernel)
 
     def interrupted(*args: object) -> object:

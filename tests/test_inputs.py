@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import reference
 from numpy.testing import assert_array_equal
 
 from segiou import ConfusionMatrix
@@ -48,7 +49,7 @@ def test_dlpack_and_array_objects_count_as_their_arrays(wrap):
 
 
 def test_dlpack_is_read_without_a_copy():
-    from segiou._count import to_numpy
+    from segiou._arrays import to_numpy
 
     gt, _ = _pair()
     seen = to_numpy(DLPackOnly(gt), "gt", "update")
@@ -76,3 +77,46 @@ def test_torch_tensors_when_torch_is_installed():
     needs_grad = torch.zeros((2, 16, 16), dtype=torch.float32, requires_grad=True)
     with pytest.raises(LabelDeviceError, match="detach"):
         cm.update(gt, needs_grad)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int64, np.int32, np.uint16])
+@pytest.mark.parametrize("kind", ["matrix", "memmap", "subclass"])
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_ndarray_subclasses_count_as_plain_arrays(kind, dtype, tmp_path):
+    rng = np.random.default_rng(3)
+    gt = rng.integers(0, 5, (24, 40)).astype(dtype)
+    gt[gt == 4] = 255  # ignored
+    pred = rng.integers(0, 4, (24, 40)).astype(dtype)
+
+    class Tagged(np.ndarray):
+        pass
+
+    def wrap(a: np.ndarray, name: str):
+        if kind == "matrix":
+            return np.matrix(a)
+        if kind == "subclass":
+            return a.view(Tagged)
+        m = np.memmap(tmp_path / name, dtype=a.dtype, mode="w+", shape=a.shape)
+        m[:] = a
+        return m
+
+    cm = ConfusionMatrix(4, ignore_index=255)
+    for _ in range(2):  # the first call makes the short way's tables, the second uses them
+        cm.update(wrap(gt, "g"), wrap(pred, "p"))
+    ref = reference.confusion(gt, pred, 4, ignore=(255,))
+    assert_array_equal(cm.counts, 2 * ref.counts)
+    assert cm.n_ignored == 2 * ref.n_ignored > 0
+    assert cm.n_pixels == 2 * gt.size
+
+
+@pytest.mark.parametrize("side", ["gt", "pred"])
+def test_a_masked_array_is_refused_saying_how_to_fill_it(side):
+    gt, pred = _pair()
+    arrays = {"gt": gt, "pred": pred}
+    arrays[side] = np.ma.masked_array(arrays[side], mask=arrays[side] == 1)
+    cm = ConfusionMatrix(4)
+    with pytest.raises(LabelDeviceError, match=rf"batch 'a': {side} is a numpy masked array.*"
+                       rf"{side}\.filled\(255\).*{side}\.data"):  # fmt: skip
+        cm.update(arrays["gt"], arrays["pred"], key="a")
+    assert cm.n_pixels == 0
+    assert cm.keys == set()

@@ -682,9 +682,10 @@ def test_an_update_interrupted_after_the_one_call_kernel_is_whole(monkeypatch, g
 @pytest.mark.parametrize("kernel", ["add_u8_parallel", "add_u8"])
 def test_a_large_update_interrupted_after_its_kernel_is_whole(monkeypatch, key, kernel) -> None:
     # a large 8-bit batch is counted on all threads (one thread: threads=1), folded and added
-    # in one kernel call: Ctrl-C after it leaves it counted whole, its key with it
+    # in one kernel call: Ctrl-C after it leaves it counted whole, its key with it (two
+    # workers asked for: with NUMBA_NUM_THREADS=1 the default would take the one-thread way)
     n = 1 << 20
-    cm = ConfusionMatrix(3, threads=1 if kernel == "add_u8" else None)
+    cm = ConfusionMatrix(3, threads=1 if kernel == "add_u8" else 2)
     with monkeypatch.context() as m:
         _interrupt_after(_stream._words, kernel, m)
         with pytest.raises(KeyboardInterrupt):
