@@ -22,13 +22,16 @@ are not integers :class:`~segiou.errors.CountDtypeError` (also a ``TypeError``).
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from segiou._matrix import check_counts as _check
+from segiou._matrix import ratio as _ratio
 from segiou._typing import CountMatrix, FloatArray, IntArray
-from segiou.errors import CountDtypeError, CountMatrixError, UsageError
+from segiou.errors import UsageError
 
 __all__ = [
     "MeanOver",
@@ -51,34 +54,6 @@ __all__ = [
 
 #: Which classes a mean runs over: see the module docstring.
 MeanOver = Literal["present", "gt", "all"]
-
-
-def _check(cm: CountMatrix, void: IntArray | None) -> tuple[CountMatrix, IntArray]:
-    cm = np.asarray(cm)
-    if cm.ndim != 2 or cm.shape[0] != cm.shape[1]:
-        msg = f"count matrix must be square (K x K), got shape {cm.shape}"
-        raise CountMatrixError(msg)
-    if cm.dtype.kind not in "iu":
-        msg = f"count matrix must hold integer counts, got dtype {cm.dtype}"
-        raise CountDtypeError(msg)
-    k = cm.shape[0]
-    v = np.zeros(k, dtype=np.int64) if void is None else np.asarray(void, dtype=np.int64)
-    if v.shape != (k,):
-        msg = f"void must have one count per class, shape ({k},), got {v.shape}"
-        raise CountMatrixError(msg)
-    for what, a in (("count matrix", cm), ("void", v)):
-        if a.size and a.min() < 0:  # e.g. a difference of two states taken the wrong way round
-            where = tuple(int(i) for i in np.unravel_index(int(np.argmin(a)), a.shape))
-            msg = f"{what} holds a negative count ({int(a.min())} at {where}); counts are >= 0"
-            raise CountMatrixError(msg)
-    return cm.astype(np.int64, copy=False), v
-
-
-def _ratio(num: npt.ArrayLike, den: npt.ArrayLike) -> FloatArray:
-    n = np.asarray(num, dtype=np.float64)
-    d = np.asarray(den, dtype=np.float64)
-    out: FloatArray = np.divide(n, d, out=np.full(n.shape, np.nan), where=d > 0)
-    return out
 
 
 def tp_fp_fn(
@@ -282,7 +257,10 @@ def micro_iou(cm: CountMatrix, *, void: IntArray | None = None) -> float:
     0.3333333333333333
     """
     tp, fp, fn = tp_fp_fn(cm, void=void)
-    return float(_ratio(tp.sum(), (tp + fp + fn).sum()))
+    # exact Python integers: a wrong pixel is in two unions (FP of one class, FN of another),
+    # so the sum of unions reaches twice the pixel total, past int64 from 2**62 pixels
+    union = sum(int(u) for u in tp + fp + fn)
+    return int(tp.sum()) / union if union else math.nan
 
 
 def fbeta(

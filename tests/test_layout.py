@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("label specs", ("segiou._builtin_specs", "segiou._spec_checks", "segiou.labels",
                      "segiou._instances")),
     ("accumulator", ("segiou._extras", "segiou._batch", "segiou._state", "segiou.confusion")),
-    ("reducers and results", ("segiou.metrics", "segiou.quality", "segiou.conventions", "segiou.results",
+    ("reducers and results", ("segiou._matrix", "segiou.metrics", "segiou.quality", "segiou.conventions", "segiou.results",
                               "segiou.compare", "segiou.stats")),
     ("geometry (beside)", ("segiou.geometry",)),
     ("storage", ("segiou.io",)),

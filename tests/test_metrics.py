@@ -856,3 +856,43 @@ def test_evaluate_takes_a_spec_by_name():
     assert r.class_names[0] == builtin_spec("pascal_voc").classes[0]
     with pytest.raises(segiou.errors.UsageError, match="21 classes"):
         evaluate(np.eye(3, dtype=np.int64), spec="pascal_voc")
+
+
+def test_micro_iou_is_exact_when_the_sum_of_unions_passes_int64():
+    # a legal state of 2**63 - 1 pixels: every wrong pixel is in two unions, so their sum is
+    # about 1.5 * 2**63 here; summed in int64 it wrapped negative and micro_iou gave nan
+    cm = np.array([[2**61, 2**61], [2**61, 2**61 - 1]], dtype=np.int64)
+    tp = 2**61 + 2**61 - 1
+    union = (2**61 + 2**61 + 2**61) + (2**61 - 1 + 2**61 + 2**61)
+    assert metrics.micro_iou(cm) == tp / union
+    assert evaluate(cm).summary["micro_iou"] == tp / union
+
+
+@pytest.mark.parametrize("where", ["cm", "void"])
+def test_uint64_counts_above_int64_are_refused_not_wrapped(where):
+    cm = np.array([[5, 0], [0, 5]], dtype=np.uint64)
+    void = np.zeros(2, dtype=np.uint64)
+    big = np.uint64(2**63 + 10)
+    if where == "cm":
+        cm[0, 0] = big
+    else:
+        void[1] = big
+    with pytest.raises(
+        segiou.errors.CountMatrixError, match=r"above 2\*\*63 - 1 \(9223372036854775818 at"
+    ):
+        metrics.iou(cm, void=void)
+    with pytest.raises(segiou.errors.CountMatrixError, match="above 2"):
+        evaluate(cm, void=void)
+    cm[...] = [[2**62, 0], [0, 2**62 - 1]]  # the largest total is read as it is
+    void[...] = 0
+    assert metrics.iou(cm, void=void).tolist() == [1.0, 1.0]
+    cm[1, 1] += 1  # one pixel more: the column and row sums would wrap
+    with pytest.raises(segiou.errors.CountMatrixError, match=r"9223372036854775808 pixels in all"):
+        metrics.iou(cm, void=void)
+
+
+def test_void_must_hold_integer_counts():
+    with pytest.raises(
+        segiou.errors.CountDtypeError, match="void must hold integer counts, got dtype float64"
+    ):
+        metrics.iou(np.array([[3, 1], [0, 2]]), void=np.array([0.5, 1.0]))
