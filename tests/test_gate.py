@@ -245,3 +245,18 @@ def test_a_class_seen_in_one_image_is_never_called_significant() -> None:
     assert c2["p_value"] is None
     assert c2["fails"] is False
     assert c2["change"] == "no significant change"
+
+
+def test_text_and_markdown_mark_a_failing_miou(runs) -> None:
+    from segiou.report.gate import render_comparison_markdown, render_comparison_text
+
+    doc = compare_states(runs["baseline"], runs["regressed"], max_miou_drop=0.0).to_dict()
+    assert doc["miou"]["fails"]
+    miou_row = next(r for r in render_comparison_text(doc).splitlines() if r.startswith("mIoU"))
+    assert miou_row.endswith("worse  FAILS")
+    md_row = next(r for r in render_comparison_markdown(doc).splitlines() if "**mIoU**" in r)
+    assert md_row.endswith("worse (fails) |")
+    doc = compare_states(runs["baseline"], runs["noise"]).to_dict()  # passes: no mark
+    assert not doc["miou"]["fails"]
+    assert "FAILS" not in render_comparison_text(doc)
+    assert "(fails)" not in render_comparison_markdown(doc)

@@ -83,7 +83,7 @@ def render_comparison_text(
     lines.append(
         f"{'mIoU':24s} {_pts(m['baseline']):>9s} {_pts(m['candidate']):>9s} "
         f"{_pts(m['delta'], True):>8s} {_ci(m['interval']):>18s} {_p(m['p_value']):>8s}  "
-        f"{m['change']}"
+        f"{m['change']}{'  FAILS' if m['fails'] else ''}"
     )
     for c in doc["classes"]:
         name = "".join(ch if ch.isprintable() else "?" for ch in str(c["name"]))[:24]
@@ -125,7 +125,7 @@ def render_comparison_markdown(
     m = doc["miou"]
     out += [head, rule, (f"| **mIoU** | {_pts(m['baseline'])} | {_pts(m['candidate'])} | "
             f"{_pts(m['delta'], True)} | {_ci(m['interval'])} | {_p(m['p_value'])} | "
-            f"{m['change']} |")]  # fmt: skip
+            f"{m['change']}{' (fails)' if m['fails'] else ''} |")]  # fmt: skip
     changed = [c for c in doc["classes"] if c["change"] in ("worse", "better")]
     for c in changed:
         out.append(
