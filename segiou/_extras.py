@@ -9,8 +9,13 @@
 * **Absent chunks**: per image, how many ground-truth chunks were absent from a Zarr store and
   read as the fill value (the Zarr rule for chunks never written).
 
-Everything is keyed by image label so that a merge that counts an image once (see
-:meth:`segiou.confusion.ConfusionMatrix.merge`) drops the same image here. Integers only.
+Per-image entries (Boundary IoU rows, category false positives, the image of an instance
+record) are kept for *named* images only, keyed by name, so that a merge that counts an image
+once (see :meth:`segiou.confusion.ConfusionMatrix.merge`) drops the same image here. An image
+with a label only (``#0``, ``key/0``, a store's ``000000``) is never matched across merges: it
+adds to the totals, and its instance records carry the image ``""``. Labels repeat (two
+keyless states both have ``#0``), so entries keyed by them overwrote one another. Absent chunks
+are kept per name or label (shown, summed). Integers only.
 """
 
 from __future__ import annotations
@@ -189,13 +194,15 @@ class Extras:
         self,
         labels: Sequence[str],
         *,
+        given: bool = False,
         boundary: IntArray | None = None,
         instances: InstanceTally | None = None,
         absent: Sequence[int] | None = None,
         widths: Iterable[int] = (),
     ) -> None:
-        """Add what was counted for the images ``labels`` (one label per image).
+        """Add what was counted for the images ``labels`` (one name or label per image).
 
+        ``given``: ``labels`` are names (per-image entries are kept for them), not labels.
         ``boundary`` is ``(images, 3, K)`` (or ``(1, 3, K)`` summed when per-image entries are
         not kept); ``instances`` indexes ``labels`` with its ``image`` (``-1``: untracked);
         ``absent`` holds absent ground-truth chunks per image; ``widths`` the boundary widths in
@@ -205,11 +212,11 @@ class Extras:
         if boundary is not None:
             b = np.asarray(boundary, dtype=np.int64).reshape(-1, 3, self.k)
             self.boundary_total += b.sum(axis=0)
-            if self.per_image and b.shape[0] == len(labels):
+            if given and self.per_image and b.shape[0] == len(labels):
                 for name, rows in zip(labels, b, strict=True):
                     self.boundary_images[name] = rows.copy()
         if instances is not None:
-            img = tuple(labels[i] if i >= 0 else "" for i in instances.image.tolist())
+            img = tuple(labels[i] if i >= 0 and given else "" for i in instances.image.tolist())
             self.records.append(InstanceRecords(img, instances.id, instances.cls,
                                                 instances.pixels, instances.tp,
                                                 instances.cat_tp))  # fmt: skip
@@ -219,13 +226,45 @@ class Extras:
             else:
                 fp = np.zeros((fp.shape[0] if fp.ndim == 2 else 1, 0), dtype=np.int64)
             self.category_fp += fp.sum(axis=0)
-            if self.per_image and fp.shape[0] == len(labels):
+            if given and self.per_image and fp.shape[0] == len(labels):
                 for name, row in zip(labels, fp, strict=True):
                     self.category_fp_images[name] = row.copy()
         if absent is not None:
             for name, n in zip(labels, absent, strict=True):
                 if n:
                     self.absent[name] = self.absent.get(name, 0) + int(n)
+
+    def keep_named(self, names: set[str], labels: set[str]) -> None:
+        """Drop the per-image entries of the images ``labels`` (labelled, not named).
+
+        A state written before only named images kept entries has them for labelled images
+        too, which could collide; their instance records get the image ``""``. Entries of
+        other images are left for the caller's checks (a name that is neither: altered).
+        """
+        for d in (self.boundary_images, self.category_fp_images):
+            for n in [n for n in d if n in labels and n not in names]:
+                del d[n]
+        r = self.instance_records()
+        if any(n in labels and n not in names for n in r.image):
+            img = tuple("" if n in labels and n not in names else n for n in r.image)
+            self.records = [InstanceRecords(img, r.id, r.cls, r.pixels, r.tp, r.cat_tp)]
+
+    def check_exact(self, source: str) -> None:
+        """Refuse per-image entries that do not add up to the totals exactly.
+
+        For a state whose images are all named: each has its entries.
+
+        Raises
+        ------
+        CheckpointError
+            Entries and totals differ, named.
+        """
+        if self.boundary is not None:
+            _check_sum(self.boundary_images, self.boundary_total, "boundary.images",
+                       "boundary.counts", source, exact=True)  # fmt: skip
+        if self.instances:
+            _check_sum(self.category_fp_images, self.category_fp, "instances.images",
+                       "instances.category_fp", source, exact=True)  # fmt: skip
 
     def instance_records(self) -> InstanceRecords:
         """Every instance record (joined once, kept joined)."""
@@ -457,9 +496,15 @@ def _check_boundary(e: Extras, source: str) -> None:
 
 
 def _check_sum(images: Mapping[str, IntArray], total: IntArray, name: str, total_name: str,
-               source: str) -> None:  # fmt: skip
-    """Per-image rows, when a state keeps them, add up to the state's total."""
-    if images and not np.array_equal(np.sum(list(images.values()), axis=0), total):
+               source: str, *, exact: bool = False) -> None:  # fmt: skip
+    """Per-image rows add up to at most the state's total.
+
+    Exactly when every image is named (``exact``); labelled images add to the total only.
+    """
+    if not images and not exact:
+        return
+    s = np.sum(list(images.values()), axis=0) if images else np.zeros_like(total)
+    if (exact and not np.array_equal(s, total)) or (s > total).any():
         msg = (
             f"{source}: field {name!r} does not add up to {total_name!r}; the file was altered "
             "or is corrupt"

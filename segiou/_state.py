@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from segiou._extras import Extras
+from segiou._extras import Extras, InstanceRecords
 from segiou._typing import IntArray
 from segiou._version import __version__
 from segiou.errors import CheckpointError
@@ -464,6 +464,14 @@ def _load(d: Any) -> StateParts:
     p.rows = _rows_v1(r, k, p.n_images) if legacy else _rows_v2(r, k, p.n_images)
     _check_rows_add_up(p)
     _check_extras(p)
+    rows = p.rows
+    if p.extras is not None and rows.legacy is None:
+        # entries are kept for named images only (a state written before kept them for labels
+        # too, which could collide: dropped here); with every image named they add up exactly
+        named = {n for n, g in zip(rows.names, rows.given, strict=True) if g}
+        p.extras.keep_named(named, set(rows.names) - named)
+        if all(rows.given):
+            p.extras.check_exact("state")
     _check_records(p)
     return p
 
@@ -497,7 +505,22 @@ def _check_records(p: StateParts) -> None:
             )
             raise _fail(msg)
         return
-    row_of = {n: i for i, n in enumerate(r.names)}
+    row_of = {n: i for i, (n, g) in enumerate(zip(r.names, r.given, strict=True)) if g}
+    held = np.zeros(r.n, dtype=np.int64)
+    np.add.at(held, r.image, r.count)
+    unnamed = np.array([n == "" for n in rec.image], dtype=bool)  # labelled images' records
+    if (unnamed_px := int(rec.pixels[unnamed].sum(dtype=object))) > int(
+        held[~np.array(r.given, dtype=bool)].sum(dtype=object)
+    ):
+        msg = (
+            f"field 'instances.records' gives images without names {unnamed_px:,} instance "
+            "pixels, more than they have; the file was altered"
+        )
+        raise _fail(msg)
+    if unnamed.any():
+        keep = ~unnamed
+        rec = InstanceRecords(tuple(n for n in rec.image if n), rec.id[keep], rec.cls[keep],
+                              rec.pixels[keep], rec.tp[keep], rec.cat_tp[keep])  # fmt: skip
     if stray := sorted(set(rec.image) - set(row_of))[:3]:
         msg = (
             f"field 'instances.records' names image(s) {stray} that have no per-image row; the "
@@ -505,8 +528,6 @@ def _check_records(p: StateParts) -> None:
         )
         raise _fail(msg)
     idx = np.array([row_of[n] for n in rec.image], dtype=np.int64)
-    held = np.zeros(r.n, dtype=np.int64)
-    np.add.at(held, r.image, r.count)
     used = np.zeros(r.n, dtype=np.int64)
     np.add.at(used, idx, rec.pixels)
     if (over := np.flatnonzero(used > held)).size:

@@ -403,6 +403,9 @@ class ConfusionMatrix(Totals):
                 raise overflow_error(self._pixels, tally.n_pixels)
             self.extras.check_add(n_images, boundary=boundary, instances=instances, absent=absent,
                                   where=key or "update")  # fmt: skip
+            if im is not None and labels is None:  # numbered under the lock: updates differ
+                start = sum(r.n for r in self._rows)
+                labels = tuple(f"#{start + i}" for i in range(im.n))
             with held_interrupts():  # all of it or nothing, also under Ctrl-C
                 self.counts += tally.counts
                 self.void += tally.void
@@ -413,16 +416,13 @@ class ConfusionMatrix(Totals):
                 self._pixels = total
                 if key is not None:
                     self.keys.add(key)
-                if im is not None:
-                    if labels is None:  # numbered under the lock: concurrent updates differ
-                        start = sum(r.n for r in self._rows)
-                        labels = tuple(f"#{start + i}" for i in range(im.n))
+                if im is not None and labels is not None:
                     self._rows.append(replace(im, names=labels, given=(given,) * im.n))
                     if given:
                         self._named.update(labels)
                 shown = labels or tuple(names or ()) or tuple(f"#{i}" for i in range(n_images))
-                self.extras.add(shown, boundary=boundary, instances=instances, absent=absent,
-                                widths=widths)  # fmt: skip
+                self.extras.add(shown, given=given, boundary=boundary, instances=instances,
+                                absent=absent, widths=widths)  # fmt: skip
 
     # -- merging ------------------------------------------------------------------------------
     def _config(self) -> dict[str, Any]:

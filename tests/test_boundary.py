@@ -82,7 +82,7 @@ def test_random_masks_equal_the_reference(seed, shape, k, d, cell, dtype) -> Non
     pred = np.where(pred == k, 255, pred)  # void predictions
     gt, pred = gt.astype(dtype), pred.astype("uint8" if dtype == "int64" else dtype)
     cm = ConfusionMatrix(k, ignore_index=255, boundary=f"{d}px", per_image=True)
-    cm.update(gt, pred, key="a")
+    cm.update(gt, pred, key="a", names=["a"])  # a named image keeps its own rows
     want = reference.boundary_counts(gt, pred, k, d)
     assert_array_equal(cm.extras.boundary_total, want)
     assert_array_equal(cm.extras.boundary_images["a"], want)
@@ -153,6 +153,64 @@ def test_states_with_boundary_merge_and_round_trip() -> None:
     other = ConfusionMatrix(19, ignore_index=255, boundary="4px", per_image=True)
     with pytest.raises(segiou.errors.IncompatibleMatrixError, match="boundary"):
         a + other
+
+
+def test_images_with_one_label_keep_their_boundary_counts_through_merges_and_files() -> None:
+    # per-image Boundary IoU rows are kept for named images only (the ones a merge matches);
+    # labelled images ('#0' of two keyless states, a key 'a/0' beside batch 'a') add to the
+    # totals. Kept per label, the second overwrote the first: the state saved, then failed to load
+    gt, pred = cityscapes_like(4, 32, 48, seed=6)
+    whole = ConfusionMatrix(19, ignore_index=255, boundary="1px", per_image=True).update(gt, pred)
+
+    def cm() -> ConfusionMatrix:
+        return ConfusionMatrix(19, ignore_index=255, boundary="1px", per_image=True)
+
+    parts = [cm().update(gt[i : i + 1], pred[i : i + 1]) for i in range(3)]  # each has '#0'
+    keyed = cm().update(gt[3:], pred[3:], key="a/0")  # the label of batch 'a''s first image
+    merged = parts[0] + parts[1] + parts[2] + keyed
+    assert_array_equal(merged.extras.boundary_total, whole.extras.boundary_total)
+    assert merged.extras.boundary_images == {}
+    loaded = ConfusionMatrix.from_dict(json.loads(json.dumps(merged.to_dict())))
+    assert loaded == merged
+    assert_array_equal(loaded.extras.boundary_total, whole.extras.boundary_total)
+    assert (
+        segiou.evaluate(loaded).to_dict()["boundary"]
+        == segiou.evaluate(whole).to_dict()["boundary"]
+    )
+    pickle_round = ConfusionMatrix.from_dict(merged.to_dict()) + cm().update(
+        gt[:2], pred[:2], key="a"
+    )
+    assert pickle_round.n_images == 6
+
+    named = cm().update(gt[:2], pred[:2], names=["x", "y"])
+    both = named + cm().update(gt[1:3], pred[1:3], names=["y", "z"])  # 'y' on both sides: once
+    assert sorted(both.extras.boundary_images) == ["x", "y", "z"]
+    assert_array_equal(both.extras.boundary_total,
+                       cm().update(gt[:3], pred[:3]).extras.boundary_total)  # fmt: skip
+    mixed = both + parts[0]
+    d = mixed.to_dict()
+    assert sorted(d["boundary"]["images"]) == ["x", "y", "z"]
+    assert ConfusionMatrix.from_dict(d) == mixed
+
+
+def test_a_state_written_with_entries_for_labels_loads() -> None:
+    # states written before kept per-image rows for labels too; a merge of keyless states then
+    # held one '#0' entry for two images, which did not add up: such a file loads, the labelled
+    # entries dropped, its totals intact
+    gt, pred = cityscapes_like(2, 32, 48, seed=8)
+    a = ConfusionMatrix(19, ignore_index=255, boundary="1px", per_image=True)
+    a.update(gt[:1], pred[:1])
+    b = ConfusionMatrix(19, ignore_index=255, boundary="1px", per_image=True)
+    b.update(gt[1:], pred[1:])
+    d = (a + b).to_dict()
+    rows = segiou.ConfusionMatrix(19, ignore_index=255, boundary="1px", per_image=True)
+    rows.update(gt[1:], pred[1:], names=["#0"])  # the rows the old form wrote for '#0'
+    d["boundary"]["images"] = rows.to_dict()["boundary"]["images"]  # one of the two images
+    loaded = ConfusionMatrix.from_dict(d)
+    assert loaded == a + b
+    d["boundary"]["images"]["#0"][1][0] += 10**6  # more than the totals: altered
+    with pytest.raises(segiou.errors.CheckpointError, match=r"boundary\.images"):
+        ConfusionMatrix.from_dict(d)
 
 
 @pytest.fixture(scope="module")

@@ -389,6 +389,34 @@ def test_quality_tables_show_control_characters_in_names_escaped() -> None:
     assert "\x1b" not in lines[0]
 
 
+def test_keyless_per_image_instance_states_merge_and_load() -> None:
+    # two keyless states both label their image '#0': their instance records and category
+    # false positives are kept without an image (only named images are matched in merges);
+    # keyed by the label, the merged state saved, then failed to load
+    g = np.full((8, 8), 7, np.uint8)
+    g[2:6, 2:6] = 26
+    p = g.copy()
+    p[2:4, 2:6] = 7
+    inst = np.where(g == 26, 26000, 7).astype(np.uint16)
+
+    def cm() -> ConfusionMatrix:
+        return ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
+
+    merged = cm().update(g, p, instances=inst) + cm().update(g, p, instances=inst)
+    whole = cm().update(np.stack([g, g]), np.stack([p, p]), instances=np.stack([inst, inst]))
+    loaded = ConfusionMatrix.from_dict(json.loads(json.dumps(merged.to_dict())))
+    assert loaded == merged
+    doc = segiou.evaluate(loaded, preset="cityscapes").to_dict()
+    assert doc["instances"] == segiou.evaluate(whole, preset="cityscapes").to_dict()["instances"]
+    named = cm().update(g, p, instances=inst, names=["img"])
+    d = (merged + named).to_dict()
+    assert d["instances"]["records"]["image"] == ["", "", "img"]
+    assert ConfusionMatrix.from_dict(d) == merged + named
+    d["instances"]["records"]["pixels"][0] = 200  # labelled images hold 128 pixels
+    with pytest.raises(segiou.errors.CheckpointError, match="images without names"):
+        ConfusionMatrix.from_dict(d)
+
+
 def _car_state() -> dict:
     g = np.full((8, 8), 7, np.uint8)
     g[2:6, 2:6] = 26
