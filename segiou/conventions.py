@@ -160,7 +160,10 @@ PRESETS: dict[str, Convention] = {
             "detectron2 SemSegEvaluator: mIoU, fwIoU, mACC, pACC over classes with ground truth; "
             "IoU of classes absent from the ground truth is nan, even if predicted",
             (("detectron2 counts predictions outside 0..K-1 into the wrong bins of its bincount; "
-             "segiou treats them as void or unexpected"),),
+             "segiou treats them as void or unexpected"),
+             ("with no ground-truth pixel at all (every pixel ignored) detectron2's fwIoU is 0 "
+              "(a sum over no class) beside nan mIoU, mACC and pACC; segiou's fwIoU is nan "
+              "too")),
         ),
         Convention(
             "torchmetrics", "present", 0.0,
