@@ -453,9 +453,17 @@ def _unexpected_in(t, k):
 
 @kernel
 def _count_flat(g, p, codes, luts, t):
-    """Count two flat masks into ``t``: 8-bit (``luts`` is None) or wider, narrowed."""
+    """Count two flat masks into ``t``: 8-bit (``luts`` is None) or wider, narrowed.
+
+    Two 8-bit masks of whole words, both starting on a word boundary (a numpy allocation of
+    a tile does), go straight to :func:`count_words`: the general span's slices and its loops
+    over the pixels before and after the words cost ~0.3-0.6 us of a 64 x 64 tile's ~2-5 us.
+    """
     if luts is None:
-        count_u8_span(g, p, 0, g.size, codes[0], codes[1], t)
+        if g.size % 8 == 0 and g.ctypes.data % 8 == 0 and p.ctypes.data % 8 == 0:
+            count_words(g.view(np.uint64), p.view(np.uint64), codes[0], codes[1], t)
+        else:
+            count_u8_span(g, p, 0, g.size, codes[0], codes[1], t)
     else:
         count_wide_span(g, p, 0, g.size, codes[0], codes[1], luts, t)
 
