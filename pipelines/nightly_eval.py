@@ -217,16 +217,11 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         print(text)
     print(f"nightly: report written to {out}")
     regressions: list[str] = []
-    created = []
-    for what, path, src in (("baseline", base_path, "report.json"),
-                            ("baseline state", state_path, "state.json")):  # fmt: skip
-        if path is not None and not path.is_file():  # only with --update-baseline (checked)
-            write_atomic(path, (out / src).read_bytes(), what=what)
-            created.append(f"{what} {path}")
-    if created:
-        print(f"nightly: no baseline yet; created {' and '.join(created)} from this run")
-        return EXIT_OK
-    if base_path is not None:
+    # a missing baseline (only with --update-baseline: checked) is made from this run after
+    # the one that exists was compared, and only without a regression: a baseline added to
+    # the configuration later must not let a regressed run through (or become its baseline)
+    missing = {p for p in (base_path, state_path) if p is not None and not p.is_file()}
+    if base_path is not None and base_path not in missing:
         baseline = json.loads(base_path.read_text(encoding="utf-8"))
         comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
                                max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
@@ -236,7 +231,7 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         if miou:
             print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f})")
         regressions += comp.regressions
-    if state_path is not None:  # the paired bootstrap gate on the images both runs share
+    if state_path is not None and state_path not in missing:  # the paired bootstrap gate
         gate = compare_states(
             load_state(str(state_path), "baseline state"), cm, preset=preset,
             resamples=gate_cfg["resamples"], seed=gate_cfg["seed"], alpha=gate_cfg["alpha"],
@@ -263,7 +258,8 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
                                 ("baseline state", state_path, "state.json")):  # fmt: skip
             if path is not None:
                 write_atomic(path, (out / src).read_bytes(), what=what)
-                print(f"nightly: {what} {path} updated")
+                done = "created from this run (none yet)" if path in missing else "updated"
+                print(f"nightly: {what} {path} {done}")
     return EXIT_OK
 
 

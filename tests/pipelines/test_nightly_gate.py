@@ -103,3 +103,34 @@ def test_gate_without_a_baseline_state_is_refused(store: Path, tmp_path: Path,
     cfg2 = _config(tmp_path, store)
     assert job.main([str(cfg2), "--quiet"]) == 2  # no baseline state yet, no --update-baseline
     assert "does not exist; run once with --update-baseline" in capsys.readouterr().err
+
+
+def test_a_missing_baseline_state_is_not_made_from_a_regressed_run(store: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    # a baseline state added to a job that has a baseline report: --update-baseline compares
+    # with the report first and makes the state only from a run that did not regress (it
+    # wrote the missing file and exited 0 before comparing anything)
+    import zarr
+
+    job = _load_pipeline()
+    cfg = _config(tmp_path, store).read_text().replace("max_drop = { miou = 0.5 }\nmax_class_drop = 0.9\n",
+                                                       "max_drop = { miou = 0.01 }\n")  # fmt: skip
+    (tmp_path / "job.toml").write_text(cfg)
+    cfg_path = tmp_path / "job.toml"
+    assert job.main([str(cfg_path), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    reports = tmp_path / "reports"
+    (reports / "baseline_state.json").unlink()  # as if [baseline] state were added now
+    good = (reports / "baseline.json").read_bytes()
+    pred = zarr.open_array(tmp_path / "data.zarr" / "pred", mode="r+")
+    worse = pred[:]
+    worse[:, :, :40] = 7  # road everywhere on the left: a regression
+    pred[:] = worse
+    capsys.readouterr()
+    assert job.main([str(cfg_path), "--date", "d2", "--quiet", "--update-baseline"]) == 1
+    assert "REGRESSION" in capsys.readouterr().err
+    assert not (reports / "baseline_state.json").exists()  # not made from the regressed run
+    assert (reports / "baseline.json").read_bytes() == good  # nor the report replaced
+    pred[:] = zarr.open_array(store / "pred")[:]  # the good model again: the state is made
+    assert job.main([str(cfg_path), "--date", "d3", "--quiet", "--update-baseline"]) == 0
+    assert "baseline state" in capsys.readouterr().out
+    assert (reports / "baseline_state.json").is_file()
