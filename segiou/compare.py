@@ -8,6 +8,7 @@ to 3). The paired bootstrap gate, which needs each image's counts, is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Any
 
 from segiou.errors import CheckpointError
@@ -108,6 +109,26 @@ def compare_reports(
                 f"{baseline.get(key)!r} in the baseline"
             )
             raise CheckpointError(msg)
+    # the same name can hide different rules or classes (another ignore set, a spec file
+    # edited under its name): compared too, where both reports say them
+    cur_cnt, base_cnt = current.get("counting"), baseline.get("counting")
+    if isinstance(cur_cnt, dict) and isinstance(base_cnt, dict):
+        for key in ("gt_ids", "pred_ids", "ignore", "void_rule", "ignore_rule"):
+            if cur_cnt.get(key) != base_cnt.get(key):
+                msg = (
+                    f"reports are not comparable: counting {key} is {cur_cnt.get(key)!r} now "
+                    f"but {base_cnt.get(key)!r} in the baseline; count both runs the same way"
+                )
+                raise CheckpointError(msg)
+    cur_cls = [(c.get("id"), c.get("name")) for c in current["classes"]]
+    base_cls_ids = [(c.get("id"), c.get("name")) for c in baseline["classes"]]
+    if cur_cls != base_cls_ids:
+        diff = next((a, b) for a, b in zip_longest(cur_cls, base_cls_ids) if a != b)
+        msg = (
+            f"reports are not comparable: their classes differ (first: {diff[0]!r} now, "
+            f"{diff[1]!r} in the baseline; (id, name)); compare runs of one label spec"
+        )
+        raise CheckpointError(msg)
     cur_conv, base_conv = current["convention"]["name"], baseline["convention"]["name"]
     if cur_conv != base_conv:
         msg = (

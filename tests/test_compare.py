@@ -53,3 +53,32 @@ def test_compare_refuses_unknown_report_versions(version: object) -> None:
     cur["version"] = version
     with pytest.raises(CheckpointError, match="reads versions 1, 2, 3"):
         compare_reports(cur, _report(0.7, 0.9))
+
+
+def test_compare_refuses_reports_of_other_counting_rules_or_classes() -> None:
+    # the spec's name alone was compared: a changed ignore set, or a spec file whose classes
+    # were reordered under the same name, compared silently (mIoU 0.848 -> 1.0 here)
+    import numpy as np
+
+    from segiou import ConfusionMatrix, LabelSpec, evaluate
+
+    gt = np.array([[0, 0, 1, 1, 2, 2]], np.uint8)
+    pred = np.array([[0, 1, 1, 1, 2, 0]], np.uint8)
+    gt2 = gt.copy()
+    gt2[0, [1, 5]] = 255  # the wrong pixels ignored now
+    plain = evaluate(ConfusionMatrix(3).update(gt, pred)).to_dict()
+    ignored = evaluate(ConfusionMatrix(3, ignore_index=255).update(gt2, pred)).to_dict()
+    assert plain["labels"] == ignored["labels"]  # the same name
+    with pytest.raises(
+        CheckpointError, match=r"counting ignore is \[255\] now but \[\] in the baseline"
+    ):
+        compare_reports(ignored, plain)
+    s1 = LabelSpec.from_dict({"name": "mine", "classes": ["road", "car", "sky"]})
+    s2 = LabelSpec.from_dict({"name": "mine", "classes": ["car", "road", "sky"]})
+    a = evaluate(ConfusionMatrix(s1).update(gt, pred)).to_dict()
+    b = evaluate(ConfusionMatrix(s2).update(gt, pred)).to_dict()
+    with pytest.raises(
+        CheckpointError, match=r"classes differ \(first: \(0, 'car'\) now, \(0, 'road'\)"
+    ):
+        compare_reports(b, a)
+    assert not compare_reports(a, a).regressions  # the same rules and classes: compared
