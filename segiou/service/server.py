@@ -122,6 +122,49 @@ def read_token(token_file: str | Path | None) -> str | None:
     return token
 
 
+#: The lock file a server holds in its data folder while it runs.
+LOCK_NAME = "segiou.lock"
+
+
+def hold_folder(folder: Path) -> object:
+    """Take the data folder for this process; return the open lock file (keep it open).
+
+    Two servers on one folder would each keep their own index of the runs and batches: one
+    serves stale results, refuses new batches with "retry" forever, and can write over a run's
+    row (its acknowledged batches then vanish from the report). An exclusive ``flock`` on
+    ``<data>/segiou.lock`` refuses the second; the system releases it when the process ends,
+    however it ends (kill -9 included). Where ``fcntl`` is missing (Windows) nothing is held.
+
+    Raises
+    ------
+    UsageError
+        Another process holds the folder (its pid is named when it wrote it).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    f = (folder / LOCK_NAME).open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        f.seek(0)
+        pid = f.read().strip()
+        f.close()
+        who = f"pid {pid}" if pid.isdigit() else "another process"
+        msg = (
+            f"the data folder {str(folder)!r} is in use by another segiou serve ({who}); two "
+            "servers on one folder would lose batches from each other's reports. Stop it "
+            "first, or give another --data"
+        )
+        raise UsageError(msg) from err
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
+
 def _bind(host: str, port: int) -> socket.socket:
     try:
         family = socket.AF_INET6 if ipaddress.ip_address(host.strip("[]")).version == 6 else (
@@ -181,8 +224,8 @@ def serve(
     Raises
     ------
     UsageError
-        A non-loopback ``host`` without a token, an address that cannot be bound, or the
-        ``service`` extra is not installed.
+        A non-loopback ``host`` without a token, an address that cannot be bound, a data
+        folder another server holds, or the ``service`` extra is not installed.
     ServiceStorageError
         The database is corrupt, truncated or of another schema (it is left as it is).
     """
@@ -200,6 +243,7 @@ def serve(
     check_bind(host, token)
     folder = Path(data)
     folder.mkdir(parents=True, exist_ok=True)
+    held = hold_folder(folder)  # noqa: F841 -- held open until the server stops
     storage = SQLiteStorage(folder / DB_NAME)  # a damaged database is refused before anything
     _warm_up()
     metrics_box: list[Metrics] = []

@@ -184,3 +184,20 @@ def test_the_database_is_wal_with_synchronous_full(tmp_path: Path) -> None:
     finally:
         st.close()
     assert (tmp_path / "x.db").stat().st_size > 0
+
+
+def test_a_second_server_on_one_data_folder_is_refused(tmp_path: Path) -> None:
+    # two servers on one folder each kept their own index: the second served stale results,
+    # answered every batch "retry" and could write over a run's row (acknowledged batches
+    # then vanished from the report). The folder is held by the first until it stops.
+    data = tmp_path / "data"
+    with ServerProcess(data) as srv, Client(srv.url, retries=0) as c:
+        c.create_run(RUN, K, **settings())  # type: ignore[arg-type]
+        c.put_masks(*batch(1), "k1")
+        done = _serve(data)
+        assert done.returncode == 2, done.stderr
+        assert f"in use by another segiou serve (pid {srv.proc.pid})" in done.stderr
+        c.put_masks(*batch(2), "k2")  # the first one serves on, untouched
+        assert c.run_info(RUN)["batches"] == 2
+    with ServerProcess(data) as srv, Client(srv.url, retries=0) as c:  # released when it stopped
+        assert c.run_info(RUN)["batches"] == 2
