@@ -33,6 +33,7 @@ from typing import Any
 from segiou.confusion import ConfusionMatrix
 from segiou.errors import (
     ConflictError,
+    CountOverflowError,
     NotFoundError,
     SegiouError,
     ServiceStorageError,
@@ -77,6 +78,7 @@ FAULT_ENV = "SEGIOU_SERVICE_FAULT"
 _GROUP = 256  # batches per commit at most
 _COMPRESS_ABOVE = 64 << 10  # canonical states larger than this are stored compressed
 _FOLD_AT = 256  # fold pending batch states into the run's total when this many wait
+_INT64_MAX = 2**63 - 1  # a run's pixel total (SQLite INTEGER, the state's counts)
 #: Most classes a run may have (every state of it holds a K x K int64 matrix).
 MAX_CLASSES = 4096
 _SETTINGS = ("name", "labels", "ignore_index", "gt_ids", "pred_ids", "per_image", "on_unexpected")
@@ -525,6 +527,14 @@ class Ledger:
                     "once per run)"
                 )
                 raise ConflictError(msg)
+        r = st["record"] if st else run.record
+        if r.pixels + prep.pixels > _INT64_MAX:  # refused before the database sees it
+            msg = (
+                f"batch {prep.key!r}: run {run.name!r} holds {r.pixels:,} pixels; with this "
+                f"batch's {prep.pixels:,} it would pass 2**63 - 1; nothing changed. Start "
+                "another run"
+            )
+            raise CountOverflowError(msg)
         if st is None:
             st = staged[run.name] = {"record": run.record, "batches": {}, "keys": {},
                                      "images": {}, "states": []}  # fmt: skip

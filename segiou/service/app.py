@@ -23,11 +23,13 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from segiou._version import __version__
 from segiou.errors import (
     ConflictError,
     CountMatrixError,
+    CountOverflowError,
     DuplicateBatchError,
     IncompatibleMatrixError,
     LabelDtypeError,
@@ -88,7 +90,7 @@ def status_of(err: SegiouError) -> int:
     if isinstance(err, ServiceStorageError):
         return 503
     unprocessable = (ShapeMismatchError, LabelDtypeError, LabelRangeError,
-                     IncompatibleMatrixError, CountMatrixError)  # fmt: skip
+                     IncompatibleMatrixError, CountMatrixError, CountOverflowError)  # fmt: skip
     return 422 if isinstance(err, unprocessable) else 400
 
 
@@ -340,6 +342,21 @@ def create_app(
         parts = [f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg')}" for e in err.errors()]
         msg = "invalid request: " + "; ".join(parts)
         return JSONResponse({"error": "UsageError", "message": msg, "status": 400}, 400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _no_route(request: Request, err: StarletteHTTPException) -> Response:
+        # routes that do not exist answer in the refusal form too (a run name or key holding
+        # '/', sent as %2F, names no route: it is not a valid name)
+        if err.status_code not in (404, 405):
+            return JSONResponse({"detail": err.detail}, err.status_code, headers=err.headers)
+        what = "no route" if err.status_code == 404 else "method not allowed"
+        msg = (
+            f"{what}: {request.method} {request.url.path} ({err.detail}); run names and "
+            "batch keys hold no '/' (their patterns: /docs)"
+        )
+        error = "NotFoundError" if err.status_code == 404 else "UsageError"
+        return JSONResponse({"error": error, "message": msg, "status": err.status_code},
+                            err.status_code, headers=err.headers)  # fmt: skip
 
     @app.get("/healthz", tags=["service"])
     async def healthz() -> dict[str, Any]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import re
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -393,7 +394,9 @@ def _npy_records(body: memoryview, where: str) -> Iterator[np.ndarray]:
             msg = f"{where}: the .npy record at byte {pos} holds Python objects; never unpickled"
             raise PayloadError(msg)
         start = pos + head.tell()
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(
+            int(d) for d in shape
+        )  # exact: np.prod in int64 wraps (2**32 x 2**32 -> 0)
         end = start + count * dtype.itemsize
         if end > n:
             msg = (

@@ -277,13 +277,17 @@ def test_a_state_in_another_id_space_is_refused(client, run_name, snapshot) -> N
 @pytest.mark.parametrize(
     ("path", "status"),
     [("/v1/runs/no-such-run/batches/k", 404), ("/v1/runs/{run}/batches/-bad", 400),
-     ("/v1/runs/{run}/batches/" + "k" * 201, 400), ("/v1/runs/{run}/batches/a%20b", 400)],
+     ("/v1/runs/{run}/batches/" + "k" * 201, 400), ("/v1/runs/{run}/batches/a%20b", 400),
+     ("/v1/runs/{run}/batches/a%2Fb", 404), ("/v1/nothing", 404)],
 )  # fmt: skip
 def test_unknown_runs_and_bad_keys_are_refused(client, run_name, raw, path, status) -> None:
+    # every refusal in one form, routes that do not exist too (a key holding '/' names none)
     make_run(client, run_name)
     body, ctype = encode_state(local(*masks(1), "x").to_dict())
     code, reply = raw("PUT", path.format(run=run_name), body, {"Content-Type": ctype})
     assert code == status, reply
+    assert set(reply) == {"error", "message", "status"}, reply
+    assert reply["status"] == status
     assert client.run_info(run_name)["batches"] == 0
 
 
@@ -447,3 +451,22 @@ def test_metrics_parse_and_count_batches(client, run_name, raw) -> None:
     key = ("segiou_request_duration_seconds_count",
            (("method", "PUT"), ("route", "/v1/runs/{name}/batches/{key}")))  # fmt: skip
     assert latency[key] >= 3
+
+
+def test_a_batch_that_would_pass_the_pixel_limit_is_422_and_counts_nothing(client, run_name,
+                                                                           snapshot) -> None:  # fmt: skip
+    # a run's pixel total past 2**63 - 1 failed in the database: 503 "retry", retried by the
+    # client, and every other batch of the same commit group refused with it
+    make_run(client, run_name, per_image=False)
+    big = ConfusionMatrix(K, ignore_index=255).to_dict()
+    big["counts"][0][0] = 2**62
+    big["pixels"] = 2**62
+    client.put_counts(ConfusionMatrix.from_dict(big), "a")
+    before = snapshot(client, run_name)
+    with pytest.raises(RefusedError) as err:  # 2**62 + 2**62 = 2**63: one pixel too many
+        client.put_counts(ConfusionMatrix.from_dict(big), "b")
+    assert (err.value.status, err.value.error) == (422, "CountOverflowError")
+    assert "would pass 2**63 - 1" in str(err.value)
+    assert snapshot(client, run_name) == before
+    g, p = masks(23)
+    client.put_masks(g, p, "c")  # the run still takes batches that fit

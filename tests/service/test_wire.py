@@ -156,7 +156,11 @@ def test_malformed_npy_records_are_refused() -> None:
     np.lib.format.write_array_header_2_0(head, {"descr": "|O", "fortran_order": False,
                                                 "shape": (1,)})  # fmt: skip
     objects = head.getvalue() + bytes(8)
+    huge = io.BytesIO()  # 2**32 x 2**32 elements: a product that wraps to 0 in int64
+    np.lib.format.write_array_header_2_0(huge, {"descr": "|u1", "fortran_order": False,
+                                                "shape": (2**32, 2**32)})  # fmt: skip
     cases = {
+        "declares 18446744073709551616 bytes": 2 * huge.getvalue(),
         "Python objects": objects + body,
         "no .npy record at byte": body + b"trailing",
         "expected 2 or 3": body[: len(body) // 2],
