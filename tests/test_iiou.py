@@ -389,15 +389,20 @@ def test_quality_tables_show_control_characters_in_names_escaped() -> None:
     assert "\x1b" not in lines[0]
 
 
-def test_keyless_per_image_instance_states_merge_and_load() -> None:
-    # two keyless states both label their image '#0': their instance records and category
-    # false positives are kept without an image (only named images are matched in merges);
-    # keyed by the label, the merged state saved, then failed to load
+def _car() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An 8 x 8 image with one car (instance 26000) whose top half is predicted as road."""
     g = np.full((8, 8), 7, np.uint8)
     g[2:6, 2:6] = 26
     p = g.copy()
     p[2:4, 2:6] = 7
-    inst = np.where(g == 26, 26000, 7).astype(np.uint16)
+    return g, p, np.where(g == 26, 26000, 7).astype(np.uint16)
+
+
+def test_keyless_per_image_instance_states_merge_and_load() -> None:
+    # two keyless states both label their image '#0': their instance records and category
+    # false positives are kept without an image (only named images are matched in merges);
+    # keyed by the label, the merged state saved, then failed to load
+    g, p, inst = _car()
 
     def cm() -> ConfusionMatrix:
         return ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
@@ -418,11 +423,7 @@ def test_keyless_per_image_instance_states_merge_and_load() -> None:
 
 
 def _car_state() -> dict:
-    g = np.full((8, 8), 7, np.uint8)
-    g[2:6, 2:6] = 26
-    p = g.copy()
-    p[2:4, 2:6] = 7
-    inst = np.where(g == 26, 26000, 7).astype(np.uint16)
+    g, p, inst = _car()
     cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
     cm.update(g, p, key="k", names=["img"], instances=inst)
     return json.loads(json.dumps(cm.to_dict()))
