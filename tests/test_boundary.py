@@ -193,6 +193,40 @@ def test_images_with_one_label_keep_their_boundary_counts_through_merges_and_fil
     assert ConfusionMatrix.from_dict(d) == mixed
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_merge_trees_of_named_and_labelled_states_equal_the_whole(seed: int) -> None:
+    # parts of one set, counted keyless ('#0' in every part), keyed or named, merged in a
+    # random tree with a file round trip at every step: the whole, whatever the order
+    import random
+
+    gt, pred = cityscapes_like(10, 16, 24, seed=3)
+    whole = ConfusionMatrix(19, ignore_index=255, boundary="1px", per_image=True).update(gt, pred)
+    rng = random.Random(seed)
+    parts, i = [], 0
+    while i < len(gt):
+        n = min(rng.randint(1, 3), len(gt) - i)
+        cm = ConfusionMatrix(19, ignore_index=255, boundary="1px", per_image=True)
+        sl, mode = slice(i, i + n), rng.choice(["keyless", "key", "names"])
+        if mode == "keyless":
+            cm.update(gt[sl], pred[sl])
+        elif mode == "key":
+            cm.update(gt[sl], pred[sl], key=f"b{i}")
+        else:
+            cm.update(gt[sl], pred[sl], names=[f"im{j}" for j in range(i, i + n)])
+        parts.append(cm)
+        i += n
+    while len(parts) > 1:
+        a = parts.pop(rng.randrange(len(parts)))
+        b = parts.pop(rng.randrange(len(parts)))
+        assert a + b == b + a
+        parts.append(ConfusionMatrix.from_dict(json.loads(json.dumps((a + b).to_dict()))))
+    merged = parts[0]
+    assert_array_equal(merged.extras.boundary_total, whole.extras.boundary_total)
+    assert_array_equal(merged.counts, whole.counts)
+    assert merged.n_images == len(gt)
+    assert all(n.startswith("im") for n in merged.extras.boundary_images)
+
+
 def test_a_state_written_with_entries_for_labels_loads() -> None:
     # states written before kept per-image rows for labels too; a merge of keyless states then
     # held one '#0' entry for two images, which did not add up: such a file loads, the labelled
