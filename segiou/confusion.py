@@ -403,9 +403,6 @@ class ConfusionMatrix(Totals):
                 raise overflow_error(self._pixels, tally.n_pixels)
             self.extras.check_add(n_images, boundary=boundary, instances=instances, absent=absent,
                                   where=key or "update")  # fmt: skip
-            if im is not None and labels is None:  # numbered under the lock: updates differ
-                start = sum(r.n for r in self._rows)
-                labels = tuple(f"#{start + i}" for i in range(im.n))
             with held_interrupts():  # all of it or nothing, also under Ctrl-C
                 self.counts += tally.counts
                 self.void += tally.void
@@ -416,7 +413,10 @@ class ConfusionMatrix(Totals):
                 self._pixels = total
                 if key is not None:
                     self.keys.add(key)
-                if im is not None and labels is not None:
+                if im is not None:
+                    if labels is None:  # numbered under the lock: concurrent updates differ
+                        start = sum(r.n for r in self._rows)
+                        labels = tuple(f"#{start + i}" for i in range(im.n))
                     self._rows.append(replace(im, names=labels, given=(given,) * im.n))
                     if given:
                         self._named.update(labels)
