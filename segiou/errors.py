@@ -233,6 +233,11 @@ class ServiceStorageError(SegiouError, OSError):
 class RefusedError(SegiouError, ValueError):
     """The service refused a request (an HTTP 4xx reply); nothing of it was stored.
 
+    Also raised, as retrying cannot help, when something other than segiou's server answered
+    (a redirect: ``error`` ``"Redirect"``; a 2xx reply that is not segiou's JSON:
+    ``"UnreadableReply"``), and for a partial state the streaming evaluator could not send
+    (``status`` 0, ``error`` the name of the exception): check, then put it again.
+
     Attributes ``status`` (the HTTP status), ``error`` (the server's error class name) and
     ``message`` (the server's message).
     """

@@ -137,7 +137,7 @@ class Client:
 
     def _once(
         self, method: str, path: str, chunks: Sequence[bytes | memoryview], headers: dict[str, str]
-    ) -> tuple[int, str, bytes]:
+    ) -> tuple[int, str, bytes, str]:
         conn = self._conn()
         conn.putrequest(method, self._base + path, skip_accept_encoding=True)
         for name, value in headers.items():
@@ -152,7 +152,7 @@ class Client:
         data = resp.read()
         if resp.will_close:
             self._drop()
-        return resp.status, resp.getheader("content-type", ""), data
+        return resp.status, resp.getheader("content-type", ""), data, resp.getheader("location", "")
 
     def request(
         self,
@@ -177,12 +177,13 @@ class Client:
         Returns
         -------
         (int, str, bytes)
-            Status, content type and body of the reply (2xx or 3xx).
+            Status, content type and body of the reply (2xx only).
 
         Raises
         ------
         RefusedError
-            A 4xx reply (the server's message; nothing was stored).
+            A 4xx reply (the server's message; nothing was stored), or a 1xx/3xx one (segiou's
+            server never redirects: something else answered, a proxy or a wrong URL).
         ServiceUnavailableError
             Still no answer, or a 5xx one, after every retry.
         """
@@ -197,7 +198,7 @@ class Client:
         while True:
             reused = getattr(self._local, "conn", None) is not None
             try:
-                status, ctype, data = self._once(method, path, body, headers)
+                status, ctype, data, location = self._once(method, path, body, headers)
             except (OSError, http.client.HTTPException) as err:
                 self._drop()
                 stale = isinstance(err, http.client.RemoteDisconnected | ConnectionResetError |
@@ -207,8 +208,10 @@ class Client:
                     continue
                 problem = f"{type(err).__name__}: {err}"
             else:
-                if status < 400:
+                if 200 <= status < 300:
                     return status, ctype, data
+                if status < 400:  # segiou's server never redirects: a proxy or a wrong URL
+                    raise _redirected(method, path, status, location)
                 if status < 500:
                     raise _refused(method, path, status, data)
                 problem = f"HTTP {status}: {_message(data)}"
@@ -224,9 +227,9 @@ class Client:
 
     def _json(self, method: str, path: str, payload: Any = None) -> Any:
         body = [] if payload is None else [json.dumps(payload).encode()]
-        _, _, data = self.request(method, path, body=body,
-                                  content_type=CONTENT_JSON if body else None)  # fmt: skip
-        return json.loads(data)
+        status, _, data = self.request(method, path, body=body,
+                                       content_type=CONTENT_JSON if body else None)  # fmt: skip
+        return _reply_json(method, path, status, data)
 
     def _run_path(self, run: str | None) -> str:
         name = run if run is not None else self.run
@@ -343,8 +346,8 @@ class Client:
         if binary is None:
             binary = cm.n_images > _BINARY_ABOVE
         body, ctype = encode_state(cm.to_dict(), binary=binary)
-        _, _, data = self.request("PUT", path, body=[body], content_type=ctype)
-        out: dict[str, Any] = json.loads(data)
+        status, _, data = self.request("PUT", path, body=[body], content_type=ctype)
+        out: dict[str, Any] = _reply_json("PUT", path, status, data)
         return out
 
     def put_masks(
@@ -387,8 +390,8 @@ class Client:
         """
         path = f"{self._run_path(run)}/batches/{check_key(key)}"
         chunks, _, ctype = encode_masks(np.asarray(gt), np.asarray(pred), names, npz=npz)
-        _, _, data = self.request("PUT", path, body=chunks, content_type=ctype)
-        out: dict[str, Any] = json.loads(data)
+        status, _, data = self.request("PUT", path, body=chunks, content_type=ctype)
+        out: dict[str, Any] = _reply_json("PUT", path, status, data)
         return out
 
     # -- results -------------------------------------------------------------------------------
@@ -483,6 +486,31 @@ def _message(data: bytes) -> str:
         return str(json.loads(data)["message"])
     except (ValueError, KeyError, TypeError):
         return data[:300].decode("utf-8", "replace")
+
+
+def _reply_json(method: str, path: str, status: int, data: bytes) -> Any:
+    """Return the JSON object of a 2xx reply; anything else did not come from segiou's server."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        msg = (
+            f"{method} {path}: the reply ({status}) is not segiou's JSON: "
+            f"{data[:120].decode('utf-8', 'replace')!r}; something else answered (a proxy, or "
+            "a wrong URL): check the client's URL"
+        )
+        raise RefusedError(msg, status=status, error="UnreadableReply")
+    return doc
+
+
+def _redirected(method: str, path: str, status: int, location: str) -> RefusedError:
+    msg = (
+        f"{method} {path}: redirected ({status}{' to ' + location if location else ''}); "
+        "segiou's server never redirects, so something else answered (a proxy, or a wrong URL): "
+        "check the client's URL. Nothing was stored"
+    )
+    return RefusedError(msg, status=status, error="Redirect")
 
 
 def _refused(method: str, path: str, status: int, data: bytes) -> RefusedError:

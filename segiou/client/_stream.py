@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import secrets
 import threading
 import time
@@ -54,6 +55,7 @@ class StreamingEvaluator:
     spool : str or Path, optional
         A folder where each partial is saved until acknowledged; partials left there by a
         process that died are put first (under their keys) when an evaluator starts on it.
+        Its own partials are numbered after the leftovers of its prefix, never over them.
 
     Raises
     ------
@@ -93,6 +95,7 @@ class StreamingEvaluator:
             self._spool.mkdir(parents=True, exist_ok=True)
             for f in sorted(self._spool.glob("*.json")):
                 self._outbox.append((f.stem, ConfusionMatrix.load(f)))
+            self._seq = _last_seq(self._spool, self.prefix)
         self._thread = threading.Thread(target=self._send_loop, name="segiou-stream", daemon=True)
         self._thread.start()
 
@@ -152,6 +155,8 @@ class StreamingEvaluator:
         if self._n == 0:
             return
         self._seq += 1
+        if self._spool is not None:  # another process on this spool with this prefix
+            self._seq = max(self._seq, _last_seq(self._spool, self.prefix) + 1)
         key = f"{self.prefix}.{self._seq:06d}"
         cm, self._cm, self._n, self._since = self._cm, self._empty(), 0, time.monotonic()
         if self._spool is not None:
@@ -176,20 +181,31 @@ class StreamingEvaluator:
                 time.sleep(self.client.max_backoff)  # never dropped: the same key again
                 continue
             except RefusedError as err:  # retrying cannot help; keep it for the caller
-                with self._cond:
-                    self._outbox.popleft()
-                    self.failed.append((key, cm, err))
-                    self._cond.notify_all()
-                if self._spool is not None:
-                    f = self._spool / f"{key}.json"
-                    f.replace(f.with_suffix(".refused"))
+                self._fail(key, cm, err)
                 continue
+            except Exception as err:  # noqa: BLE001 -- the thread must live: keep it, say why
+                msg = (
+                    f"partial state {key!r} was not sent ({type(err).__name__}: {err}); it is "
+                    "kept in .failed (and the spool, if any): put it again with put_counts"
+                )
+                self._fail(key, cm, RefusedError(msg, status=0, error=type(err).__name__))
+                continue
+            if self._spool is not None:  # first: flush() returns once the outbox is empty
+                (self._spool / f"{key}.json").unlink(missing_ok=True)
             with self._cond:
                 self._outbox.popleft()
                 self.sent += 1
                 self._cond.notify_all()
-            if self._spool is not None:
-                (self._spool / f"{key}.json").unlink(missing_ok=True)
+
+    def _fail(self, key: str, cm: ConfusionMatrix, err: RefusedError) -> None:
+        if self._spool is not None:  # first: flush() returns once the outbox is empty
+            f = self._spool / f"{key}.json"
+            if f.exists():
+                f.replace(f.with_suffix(".refused"))
+        with self._cond:
+            self._outbox.popleft()
+            self.failed.append((key, cm, err))
+            self._cond.notify_all()
 
     def _raise_refusal(self) -> None:
         if self.failed:
@@ -241,3 +257,13 @@ class StreamingEvaluator:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _last_seq(spool: Path, prefix: str) -> int:
+    """Return the highest number of a partial of ``prefix`` in ``spool`` (waiting or refused)."""
+    last = 0
+    for f in spool.glob(f"{glob.escape(prefix)}.*"):
+        number = f.name[len(prefix) + 1 :].split(".", 1)[0]
+        if f.suffix in (".json", ".refused") and number.isdigit():
+            last = max(last, int(number))
+    return last

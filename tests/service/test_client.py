@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from segiou import ConfusionMatrix, evaluate
-from segiou.client import Client, result_from_dict
+from segiou.client import Client, StreamingEvaluator, result_from_dict
 from segiou.errors import DuplicateBatchError, RefusedError, ServiceUnavailableError, UsageError
 from segiou.testing.service import ServerProcess
 from segiou.testing.synthetic import cityscapes_like
@@ -37,6 +37,7 @@ def settings() -> dict[str, object]:
 class _Stub(http.server.BaseHTTPRequestHandler):
     script: ClassVar[list[int]] = []
     seen: ClassVar[list[tuple[str, str, bytes]]] = []
+    reply: ClassVar[bytes | None] = None  # instead of the JSON below
 
     def _answer(self) -> None:
         n = int(self.headers.get("Content-Length") or 0)
@@ -44,8 +45,10 @@ class _Stub(http.server.BaseHTTPRequestHandler):
         type(self).seen.append((self.command, self.path, body))
         status = type(self).script.pop(0) if type(self).script else 200
         doc = {"outcome": "counted", "error": "ConflictError", "message": "no: stub says so"}
-        data = json.dumps(doc).encode()
+        data = json.dumps(doc).encode() if type(self).reply is None else type(self).reply
         self.send_response(status)
+        if 300 <= status < 400:
+            self.send_header("Location", "https://elsewhere.example/v1/runs")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -62,6 +65,7 @@ def stub() -> Iterator[tuple[str, type[_Stub]]]:
     class Handler(_Stub):
         script: ClassVar[list[int]] = []
         seen: ClassVar[list[tuple[str, str, bytes]]] = []
+        reply: ClassVar[bytes | None] = None
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     t = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -95,6 +99,36 @@ def test_retries_give_up_with_a_clear_error_and_4xx_is_not_retried(stub) -> None
     assert (err.value.status, err.value.error) == (409, "ConflictError")
     assert "no: stub says so" in str(err.value)
     assert len(handler.seen) == 1
+
+
+@pytest.mark.parametrize("status", [301, 307, 308])
+def test_a_redirect_is_not_an_acknowledgement(stub, status: int) -> None:
+    """segiou's server never redirects: a 3xx came from something else, and stored nothing."""
+    url, handler = stub
+    handler.script = [status]
+    cm = ConfusionMatrix(3).update(np.zeros(4, np.uint8), np.ones(4, np.uint8), key="a")
+    with (
+        Client(url, run="r", retries=3, backoff=0.01) as c,
+        pytest.raises(RefusedError, match=rf"redirected \({status} to https://elsewhere") as err,
+    ):
+        c.put_counts(cm, "k")
+    assert (err.value.status, err.value.error) == (status, "Redirect")
+    assert len(handler.seen) == 1
+
+
+def test_a_reply_that_is_not_segious_json_is_not_an_acknowledgement(stub) -> None:
+    url, handler = stub
+    handler.reply = b"<html>ok</html>"
+    cm = ConfusionMatrix(3).update(np.zeros(4, np.uint8), np.ones(4, np.uint8), key="a")
+    with Client(url, run="r", retries=3, backoff=0.01) as c:
+        with pytest.raises(RefusedError, match="not segiou's JSON: '<html>ok</html>'") as err:
+            c.put_counts(cm, "k")
+        assert err.value.error == "UnreadableReply"
+        with pytest.raises(RefusedError, match="not segiou's JSON"):
+            c.runs()
+        handler.reply = b"[1, 2]"  # JSON, but not segiou's object
+        with pytest.raises(RefusedError, match="not segiou's JSON"):
+            c.health()
 
 
 def test_connection_errors_are_retried_then_reported(tmp_path: Path) -> None:
@@ -185,6 +219,76 @@ def test_a_refused_partial_is_kept_and_raised(client, run_name) -> None:
     with pytest.raises(RefusedError):
         ev.update(*batch(2), key="next")
     assert client.run_info(run_name)["batches"] == 1
+
+
+class _FakeServer:
+    """What the evaluator needs of a client, in this process: ``put`` decides each reply."""
+
+    run = "r"
+    max_backoff = 0.01
+
+    def __init__(self, put: object) -> None:
+        self.put, self.got = put, {}
+
+    def run_info(self, run: str | None = None) -> dict[str, object]:
+        return {"template": ConfusionMatrix(K, **settings()).to_dict()}  # type: ignore[arg-type]
+
+    def put_counts(self, cm: ConfusionMatrix, key: str, **_: object) -> dict[str, object]:
+        self.put(key)  # type: ignore[operator]
+        self.got[key] = cm
+        return {"outcome": "counted"}
+
+
+def _down(key: str) -> None:
+    msg = "down"
+    raise ServiceUnavailableError(msg)
+
+
+def test_an_unexpected_error_in_the_sender_keeps_the_partial_and_the_thread(tmp_path: Path) -> None:
+    """The background thread survives any error: the partial goes to .failed (and stays in
+    the spool as .refused), flush() says so, and later partials are still sent."""
+    calls = []
+
+    def put(key: str) -> None:
+        calls.append(key)
+        if len(calls) == 1:
+            msg = "boom"
+            raise KeyError(msg)
+
+    srv = _FakeServer(put)
+    ev = StreamingEvaluator(srv, every=1, prefix="p", spool=tmp_path)
+    ev.update(*batch(0), key="a")
+    with pytest.raises(RefusedError, match=r"'p\.000001' was not sent \(KeyError: 'boom'\)") as err:
+        ev.flush(timeout=30)
+    assert (err.value.status, err.value.error) == (0, "KeyError")
+    assert [k for k, _, _ in ev.failed] == ["p.000001"]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["p.000001.refused"]
+    assert ev._thread.is_alive()
+    ev.failed.clear()  # the caller took it over
+    ev.update(*batch(1), key="b")
+    ev.close(timeout=30)
+    assert list(srv.got) == ["p.000002"]
+
+
+def test_a_spool_never_numbers_a_partial_over_a_leftover_of_its_prefix(tmp_path: Path) -> None:
+    """Two processes in turn with one prefix on one spool, the server down for both: the second
+    numbers its partial after the first's leftover, and a third sends both."""
+    spool = tmp_path / "spool"
+    first = StreamingEvaluator(_FakeServer(_down), every=1, prefix="rank0", spool=spool)
+    first.update(*batch(0), key="img-a", names=["a0", "a1"])  # sealed, never sent
+    second = StreamingEvaluator(_FakeServer(_down), every=1, prefix="rank0", spool=spool)
+    second.update(*batch(1), key="img-b", names=["b0", "b1"])
+    assert sorted(f.name for f in spool.iterdir()) == ["rank0.000001.json", "rank0.000002.json"]
+    (spool / "rank0.000001.json").replace(spool / "rank0.000001.refused")  # refused: still counts
+    third = StreamingEvaluator(_FakeServer(_down), every=1, prefix="rank0", spool=spool)
+    third.update(*batch(2), key="img-c", names=["c0", "c1"])
+    assert (spool / "rank0.000003.json").exists()
+    (spool / "rank0.000001.refused").replace(spool / "rank0.000001.json")
+    srv = _FakeServer(lambda key: None)
+    StreamingEvaluator(srv, prefix="rank0", spool=spool).close(timeout=30)
+    assert sorted(srv.got) == ["rank0.000001", "rank0.000002", "rank0.000003"]
+    assert [srv.got[f"rank0.00000{i + 1}"].images.names for i in range(3)] == [
+        ["a0", "a1"], ["b0", "b1"], ["c0", "c1"]]  # fmt: skip
 
 
 _SPOOLER = """
