@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -76,10 +77,52 @@ def _array_kind(path: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Head
     return Header((shape[0], shape[1]), np.dtype(np.uint8) if dtype.kind == "b" else dtype)
 
 
-def _pil_kind(path: str, mode: str, size: tuple[int, int], frames: int) -> Header:
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: PNG colour types Pillow reads lossily at 16 bits (it keeps each sample's high byte).
+_PNG_LOSSY_16 = {2: "RGB", 4: "grey + alpha", 6: "RGBA"}
+
+
+def _png_depth(path: str, im: Any) -> tuple[int, int]:
+    """Bit depth and colour type of a PNG file, from its IHDR chunk; ``(8, -1)`` for others.
+
+    A TIFF of 2 or 4 bits a sample (which Pillow scales to 0..255 as well) is refused here.
+    """
+    if im.format == "TIFF":
+        bits = im.tag_v2.get(258, (8,))
+        bits = bits if isinstance(bits, tuple) else (bits,)
+        if any(b not in (1, 8, 16, 32) for b in bits):
+            msg = (
+                f"{path}: a TIFF of {'/'.join(map(str, bits))} bits a sample; its values cannot "
+                "be read exactly (the decoder scales them). Save ids with 8, 16 or 32 bits"
+            )
+            raise ImageDecodeError(msg)
+    if im.format != "PNG":
+        return 8, -1
+    with Path(path).open("rb") as f:
+        head = f.read(26)
+    if len(head) < 26 or head[:8] != _PNG_SIGNATURE or head[12:16] != b"IHDR":
+        return 8, -1
+    return head[24], head[25]
+
+
+def _check_png_depth(path: str, depth: int, color: int) -> None:
+    """Refuse PNGs whose label values Pillow cannot hand over exactly."""
+    if depth == 16 and color in _PNG_LOSSY_16:
+        msg = (
+            f"{path}: a 16-bit {_PNG_LOSSY_16[color]} PNG; its values cannot be read exactly "
+            "(the decoder keeps each sample's high byte only). Save ids as 8- or 16-bit grey "
+            "without alpha, colours as 8-bit RGB"
+        )
+        raise ImageDecodeError(msg)
+
+
+def _pil_kind(
+    path: str, mode: str, size: tuple[int, int], frames: int, png: tuple[int, int] = (8, -1)
+) -> Header:
     shape = (size[1], size[0])
     if frames > 1:
         raise _not_2d(path, f"{frames} frames/pages")
+    _check_png_depth(path, *png)
     if mode in _MODES_8:
         return Header(shape, np.dtype(np.uint8))
     if mode in _MODES_16:
@@ -105,7 +148,8 @@ def read_header(path: str) -> Header:
 
     try:
         with Image.open(path) as im:
-            return _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1))
+            png = _png_depth(path, im)
+            return _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
     except ImageDecodeError:
         raise
     except FileNotFoundError as err:
@@ -151,8 +195,11 @@ def decode_file(path: str) -> np.ndarray:
 
     try:
         with Image.open(path) as im:
-            head = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1))
+            png = _png_depth(path, im)
+            head = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
             arr = np.asarray(im)
+        if png[1] == 0 and png[0] in (2, 4):  # grey of 2/4 bits: Pillow scales to 0..255
+            arr = arr // np.uint8(255 // (2 ** png[0] - 1))
     except ImageDecodeError:
         raise
     except FileNotFoundError as err:

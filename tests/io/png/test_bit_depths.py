@@ -1,0 +1,137 @@
+"""Label PNGs of every bit depth and colour type decode to the values the file holds, or are
+refused by name (Pillow scales 2- and 4-bit grey to 0..255 and keeps the high byte of 16-bit
+colour and grey + alpha samples: either way a label would become another one)."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from numpy.testing import assert_array_equal
+from PIL import Image
+
+from segiou import ConfusionMatrix
+from segiou.errors import ImageDecodeError
+from segiou.io.png import find_pairs, ingest
+from segiou.parallel import count_stores
+
+
+def write_png(path: Path, samples: np.ndarray, color: int, depth: int) -> Path:
+    """Write ``samples`` (H x W, or H x W x channels) as a PNG of this colour type and depth.
+
+    Written by hand (signature, IHDR, one IDAT of unfiltered rows, IEND): Pillow cannot write
+    grey of 2 or 4 bits, or 16-bit grey + alpha.
+    """
+    h, w = samples.shape[:2]
+    flat = samples.reshape(h, -1).astype(np.uint64)
+    rows = []
+    for row in flat:
+        if depth < 8:  # pack samples into bytes, first sample in the high bits
+            per = 8 // depth
+            padded = np.zeros(-(-row.size // per) * per, np.uint64)
+            padded[: row.size] = row
+            shifts = np.arange(per - 1, -1, -1, dtype=np.uint64) * np.uint64(depth)
+            data = (padded.reshape(-1, per) << shifts).sum(axis=1).astype(np.uint8).tobytes()
+        elif depth == 8:
+            data = row.astype(np.uint8).tobytes()
+        else:
+            data = row.astype(">u2").tobytes()
+        rows.append(b"\0" + data)
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, color, 0, 0, 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+                     + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))  # fmt: skip
+    return path
+
+
+def _decoded(path: Path) -> np.ndarray:
+    from segiou.io.png._decode import decode_file
+
+    return decode_file(str(path))
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4, 8, 16])
+def test_grey_of_every_depth_decodes_to_its_samples(tmp_path: Path, depth: int) -> None:
+    rng = np.random.default_rng(depth)
+    ids = rng.integers(0, 2**depth, (7, 13))  # odd width: padded rows at 1, 2 and 4 bits
+    got = _decoded(write_png(tmp_path / "a.png", ids, 0, depth))
+    assert_array_equal(got, ids)
+
+
+def test_grey_alpha_of_8_bits_decodes_to_its_grey_samples(tmp_path: Path) -> None:
+    ids = np.arange(40).reshape(5, 8)
+    got = _decoded(write_png(tmp_path / "a.png", np.stack([ids, ids * 0 + 255], -1), 4, 8))
+    assert_array_equal(got, ids)
+
+
+@pytest.mark.parametrize(("color", "channels", "what"),
+                         [(4, 2, "grey \\+ alpha"), (2, 3, "RGB"), (6, 4, "RGBA")])  # fmt: skip
+def test_16_bit_colour_and_grey_alpha_are_refused(tmp_path: Path, color: int, channels: int,
+                                                  what: str) -> None:  # fmt: skip
+    px = np.zeros((4, 6, channels), np.uint64) + np.arange(channels, dtype=np.uint64) * 300
+    path = write_png(tmp_path / "gt" / "a.png", px, color, 16)
+    with pytest.raises(ImageDecodeError, match=f"a.png: a 16-bit {what} PNG; its values cannot"):
+        _decoded(path)
+    from segiou.io.png._decode import read_header
+
+    with pytest.raises(ImageDecodeError, match="16-bit"):
+        read_header(str(path))
+
+
+def test_a_4_bit_ground_truth_counts_as_the_8_bit_prediction(tmp_path: Path) -> None:
+    """End to end, from the folders and from an ingested store: a 4-bit grey ground truth
+    against the same labels saved in 8 bits is all correct."""
+    ids = np.random.default_rng(3).integers(0, 9, (2, 8, 8))
+    (tmp_path / "pred").mkdir()
+    for i in range(2):
+        write_png(tmp_path / "gt" / f"{i}.png", ids[i], 0, 4)
+        Image.fromarray(ids[i].astype(np.uint8)).save(tmp_path / "pred" / f"{i}.png")
+    want = ConfusionMatrix(9).update(ids, ids, key="a").counts
+    cm = count_stores(tmp_path / "gt", tmp_path / "pred", labels=9)
+    assert_array_equal(cm.counts, want)
+    gt, pred = find_pairs(tmp_path / "gt", tmp_path / "pred")
+    ingest(gt, pred, tmp_path / "s.zarr", progress=False)
+    assert_array_equal(zarr.open_array(tmp_path / "s.zarr", path="gt", mode="r")[...], ids)
+    cm = count_stores(tmp_path / "s.zarr" / "gt", tmp_path / "s.zarr" / "pred", labels=9)
+    assert_array_equal(cm.counts, want)
+
+
+def _write_tiff(path: Path, samples: np.ndarray, bits: int) -> Path:
+    """A grey little-endian TIFF of ``bits`` a sample, one strip, no compression, by hand."""
+    h, w = samples.shape
+    per = 8 // bits
+    rows = b""
+    for row in samples.astype(np.uint8):
+        padded = np.zeros(-(-w // per) * per, np.uint8)
+        padded[:w] = row
+        shifts = np.arange(per - 1, -1, -1, dtype=np.uint8) * np.uint8(bits)
+        rows += (padded.reshape(-1, per) << shifts).sum(axis=1).astype(np.uint8).tobytes()
+    # (tag, type SHORT=3 / LONG=4, value): width, height, bits, no compression, black is zero,
+    # strip offset, rows per strip, strip bytes
+    entries = [(256, 4, w), (257, 4, h), (258, 3, bits), (259, 3, 1), (262, 3, 1),
+               (273, 4, 8 + 2 + 8 * 12 + 4), (278, 4, h), (279, 4, len(rows))]  # fmt: skip
+    ifd = struct.pack("<H", len(entries))
+    for tag, kind, value in entries:
+        ifd += struct.pack("<HHI", tag, kind, 1) + struct.pack("<I" if kind == 4 else "<HH",
+                                                               *((value,) if kind == 4 else (value, 0)))  # fmt: skip
+    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0) + rows)
+    return path
+
+
+@pytest.mark.parametrize("bits", [2, 4])
+def test_a_tiff_of_2_or_4_bits_is_refused(tmp_path: Path, bits: int) -> None:
+    ids = np.arange(12).reshape(3, 4) % 2**bits
+    with Image.open(_write_tiff(tmp_path / "a.tif", ids, bits)) as im:
+        assert np.asarray(im).max() > ids.max()  # what Pillow makes of it: scaled
+    with pytest.raises(ImageDecodeError, match=f"a TIFF of {bits} bits a sample"):
+        _decoded(tmp_path / "a.tif")
