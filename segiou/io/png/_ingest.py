@@ -76,6 +76,26 @@ def _check_out(out: Path, overwrite: bool, inputs: list[str]) -> None:
         raise StoreExistsError(msg)
 
 
+def _put_in_place(new: Path, final: Path) -> None:
+    """Move the store ``new`` to ``final``; a store there is set aside until it is replaced.
+
+    Should the move fail, the old store goes back; should the process die between the two
+    renames, it is kept as ``.<name>.replaced-*/<name>`` beside ``final``.
+    """
+    if not final.exists():
+        new.replace(final)
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{final.name}.replaced-", dir=final.parent))
+    final.replace(aside / final.name)
+    try:
+        new.replace(final)
+    except BaseException:
+        (aside / final.name).replace(final)
+        aside.rmdir()
+        raise
+    shutil.rmtree(aside)
+
+
 def _dir_bytes(path: Path) -> int:
     return sum((Path(d) / f).stat().st_size for d, _, files in os.walk(path) for f in files)
 
@@ -427,9 +447,7 @@ def ingest(
         nbytes = None
         if tmp is not None:
             nbytes = _dir_bytes(tmp)
-            if final.exists():
-                shutil.rmtree(final)
-            tmp.replace(final)
+            _put_in_place(tmp, final)
             tmp = None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -539,6 +539,21 @@ def test_ingest_overwrite_rules(tmp_path):
     _save(tmp_path / "gt" / "a.png", np.full((4, 4), 2, np.uint8))
     ingest(png_set(tmp_path / "gt"), None, out, progress=False, overwrite=True)
     assert int(np.asarray(__import__("zarr").open_array(out, path="gt", mode="r")[0, 0, 0])) == 2
+    real = Path.replace
+
+    def fail_into_out(self: Path, target: Path) -> Path:
+        if Path(target) == out and ".partial-" in self.name:
+            msg = "disk says no"
+            raise OSError(msg)
+        return real(self, target)
+
+    _save(tmp_path / "gt" / "a.png", np.full((4, 4), 3, np.uint8))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "replace", fail_into_out)
+        with pytest.raises(OSError, match="disk says no"):
+            ingest(png_set(tmp_path / "gt"), None, out, progress=False, overwrite=True)
+    assert int(np.asarray(__import__("zarr").open_array(out, path="gt", mode="r")[0, 0, 0])) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gt", "o.zarr"]  # nothing left over
     precious = tmp_path / "precious"
     _save(precious / "keep.txt.npy", np.zeros(1))
     with pytest.raises(StoreExistsError, match="not a Zarr store"):
