@@ -497,11 +497,13 @@ def _create_arrays(root: Any, sides: list[_Side], layout: str, compressors: Any)
             s.array.attrs["segiou"] = {"names": list(s.src.names), "all_chunks_written": True}
             continue
         s.array_names = tuple(n.replace("/", GROUP_SEP) for n in s.src.names)
-        bad = [n for n in s.array_names if n in ("", ".", "..") or n.startswith(GROUP_SEP)]
+        bad = [n for n in s.array_names
+               if n in ("", ".", "..", "zarr.json") or n.startswith(GROUP_SEP)]  # fmt: skip
         if bad:
             msg = (
-                f"{s.name}: image name(s) {bad[:3]} cannot be Zarr array names; name images "
-                "without a leading '/' (use a regex)"
+                f"{s.name}: image name(s) {bad[:3]} cannot be Zarr array names (reserved: "
+                "'zarr.json', '.', '..', a leading '/' or '__'); rename the files, or name the "
+                "images with a regex"
             )
             raise NamingError(msg)
         check_unique(f"{s.name}: group array names ('/' -> {GROUP_SEP!r})",

@@ -501,6 +501,14 @@ def test_ingest_group_layout(tmp_path):
             assert_array_equal(grp[ms.names[i].replace("/", "__")][...], ps.read(i))
 
 
+def test_ingest_group_layout_refuses_reserved_array_names(tmp_path):
+    _save(tmp_path / "gt" / "zarr.json.png", np.zeros((4, 4), np.uint8))
+    _save(tmp_path / "gt" / "b.png", np.zeros((4, 5), np.uint8))
+    with pytest.raises(NamingError, match=r"\['zarr.json'\] cannot be Zarr array names"):
+        ingest(png_set(tmp_path / "gt"), None, tmp_path / "o.zarr", progress=False)
+    assert not (tmp_path / "o.zarr").exists()
+
+
 def test_ingest_colour_images(tmp_path):
     spec = builtin_spec("pascal_voc")
     ids = np.random.default_rng(6).integers(0, 21, (2, 8, 8))
