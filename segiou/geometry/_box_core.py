@@ -109,6 +109,13 @@ def as_box_array(boxes: ArrayLike, name: str, fmt: str) -> tuple[NDArray[Any], b
             "format: reshape with .reshape(-1, 4)"
         )
         raise BoxError(msg)
+    if arr.dtype.kind in "iu" and arr.size and int(np.abs(arr).max()) > 2**53:
+        msg = (
+            f"{name} has integer coordinates up to {int(np.abs(arr).max())}, beyond 2**53: "
+            "float64 arithmetic would round them (a box one unit wide could have area 0); "
+            "shift or rescale the boxes"
+        )
+        raise BoxError(msg)
     dtype = np.float32 if arr.dtype == np.float32 else np.float64
     return arr.astype(dtype, copy=False), single
 
@@ -207,6 +214,14 @@ def prepare(boxes: ArrayLike, name: str, fmt: str, inclusive: bool) -> _Boxes:
         rows[3] += 1.0
     w, h = rows[2] - rows[0], rows[3] - rows[1]
     rows[4] = w * h
+    tiny = (w > 0.0) & (h > 0.0) & (rows[4] < np.finfo(np.float64).tiny)
+    if tiny.any():  # (every metric is scale-free; float64 is not: such areas are 0 or inexact)
+        i = int(np.argmax(tiny))
+        msg = (
+            f"{name if single else f'{name}[{i}]'} = {_fmt_box(arr[i])} has an area of "
+            f"{rows[4, i]:g}, too small for float64 arithmetic (it underflows); rescale the boxes"
+        )
+        raise BoxError(msg)
     rows[5] = np.arctan2(w, h)
     return _Boxes(rows, single, arr.dtype)
 
@@ -251,9 +266,9 @@ def elementwise(metric: str, a: NDArray[np.float64], b: NDArray[np.float64], emp
     cw = np.maximum(ax2, bx2) - np.minimum(ax1, bx1)
     ch = np.maximum(ay2, by2) - np.minimum(ay1, by1)
     c2 = cw * cw + ch * ch
-    dx = (ax1 + ax2) - (bx1 + bx2)
-    dy = (ay1 + ay2) - (by1 + by2)
-    rho2 = 0.25 * (dx * dx + dy * dy)
+    dx = 0.5 * ((ax1 + ax2) - (bx1 + bx2))  # halved before squaring: up to 8 L^2, within
+    dy = 0.5 * ((ay1 + ay2) - (by1 + by2))  # the 16 L^2 that validate() keeps from overflow
+    rho2 = dx * dx + dy * dy
     d = np.minimum(np.divide(rho2, c2, out=np.zeros_like(c2), where=c2 > 0.0), 1.0)
     if metric == "diou":
         return iou - d

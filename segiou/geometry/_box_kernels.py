@@ -122,9 +122,9 @@ def distance_penalty(
     cw = max(ax2, bx2) - min(ax1, bx1)
     ch = max(ay2, by2) - min(ay1, by1)
     c2 = cw * cw + ch * ch
-    dx = (ax1 + ax2) - (bx1 + bx2)
-    dy = (ay1 + ay2) - (by1 + by2)
-    rho2 = 0.25 * (dx * dx + dy * dy)
+    dx = 0.5 * ((ax1 + ax2) - (bx1 + bx2))  # halved before squaring: up to 8 L^2, within
+    dy = 0.5 * ((ay1 + ay2) - (by1 + by2))  # the 16 L^2 that validate() keeps from overflow
+    rho2 = dx * dx + dy * dy
     d = rho2 / c2 if c2 > 0.0 else 0.0
     return min(d, 1.0)  # clamp rounding only: mathematically rho <= c
 

@@ -103,7 +103,9 @@ def box_iou(
     BoxError
         A box has a non-finite coordinate, ``x2 < x1`` or ``y2 < y1`` (negative ``w``/``h``),
         an input has a shape other than ``(N, 4)`` or ``(4,)`` or a non-numeric dtype, or an
-        option is invalid. The message names the box (e.g. ``boxes1[3]``) and its values.
+        option is invalid. Also boxes float64 cannot score exactly: coordinates so large that
+        areas would overflow, a positive area that underflows, integers beyond 2**53. The
+        message names the box (e.g. ``boxes1[3]``) and its values.
     ShapeMismatchError
         Element-wise with ``N != M`` and neither side a single box.
 

@@ -451,6 +451,34 @@ def test_bad_inputs_and_options():
         box_overlap([0, 0, 1, 1], [[0, 0, 1, 1], [0, 0, 1, 1]])
 
 
+@pytest.mark.parametrize("pairwise", [True, False])
+def test_diou_and_ciou_at_the_largest_accepted_coordinates(pairwise):
+    """Centre distances are halved before squaring: at coordinates near the limit validate()
+    accepts, the squared distance overflowed and DIoU read -1 where it is -5/8 at any scale."""
+    big = math.sqrt(np.finfo(np.float64).max / 18)
+    a, b = np.array([[-big, -big, -big, big]]), np.array([[big, big, big, big]])
+    for fn in (box_diou, box_ciou):
+        want = fn(a / big, b / big, pairwise=pairwise)
+        with np.errstate(all="raise"):
+            got = fn(a, b, pairwise=pairwise)
+        assert_allclose(got, want, rtol=1e-12)
+        assert_allclose(want, -0.625)
+
+
+def test_areas_that_underflow_or_integers_beyond_2_53_are_refused():
+    """Every metric is scale-free, float64 is not: a positive area that underflows read as an
+    empty box (identical boxes scored 0), an integer past 2**53 as another one."""
+    with pytest.raises(BoxError, match=r"boxes1\[1\] = \[0, 0, 1e-200, 1e-200\] has an area of 0"):
+        box_iou([[0, 0, 1, 1], [0, 0, 1e-200, 1e-200]], [0, 0, 1, 1])
+    with pytest.raises(BoxError, match="too small for float64"):
+        box_area([0, 0, 1e-160, 1e-160])
+    assert box_iou([0, 0, 1e-150, 1e-150], [0, 0, 1e-150, 1e-150]) == 1.0
+    assert box_iou([0, 0, 0, 1e-200], [0, 0, 0, 1e-200]) == 0.0  # zero width: empty, as always
+    with pytest.raises(BoxError, match="integer coordinates up to 9007199254740993, beyond 2"):
+        box_iou(np.array([2**53, 0, 2**53 + 1, 1], np.int64), [0, 0, 1, 1])
+    assert box_iou(np.array([2**53 - 1, 0, 2**53, 1], np.int64), [2**53 - 1, 0, 2**53, 1]) == 1.0
+
+
 @pytest.mark.parametrize("empty", ["x", None, [0.5]])
 def test_non_numeric_empty_option(empty):
     with pytest.raises(
