@@ -93,6 +93,21 @@ def test_json_metadata_in_both_forms(tmp_path: Path) -> None:
     assert ma.values["img0"] == {"city": "aachen", "night": "true", "cam": "0"}
 
 
+def test_csv_cells_with_line_breaks_and_odd_whitespace_are_read_as_written(tmp_path: Path) -> None:
+    """A quoted cell may hold a line break (it was joined: "x\ny" read as "xy", merging two
+    slices); a form feed or a line separator inside a cell is just a character."""
+    path = tmp_path / "m.csv"
+    path.write_text(
+        'image,site\nimg0,"x\ny"\nimg1,xy\nimg2,a\u2028b\nimg3,c\x0cd\n', encoding="utf-8"
+    )
+    meta = read_metadata(path)
+    assert {n: v["site"] for n, v in meta.values.items()} == {
+        "img0": "x\ny", "img1": "xy", "img2": "a\u2028b", "img3": "c\x0cd"}  # fmt: skip
+    path.write_text('image,site\nimg0,"x\ny"\nimg0,z\n')
+    with pytest.raises(UsageError, match="line 4: image 'img0' is listed twice"):
+        read_metadata(path)
+
+
 @pytest.mark.parametrize(
     ("name", "text", "needle"),
     [

@@ -8,6 +8,7 @@ Images without metadata and metadata rows without an image are listed, never dro
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -146,7 +147,11 @@ def read_metadata(path: str | os.PathLike[str]) -> Metadata:
 
 
 def _from_csv(text: str, where: str) -> Metadata:
-    rows = list(csv.reader(text.splitlines()))
+    reader = csv.reader(io.StringIO(text, newline=""))  # a quoted cell may hold line breaks
+    lines, rows = [], []
+    for row in reader:
+        rows.append(row)
+        lines.append(reader.line_num)
     if not rows:
         msg = f"metadata {where!r} is empty; expected a header row with an {IMAGE_COLUMN!r} column"
         raise UsageError(msg)
@@ -163,7 +168,7 @@ def _from_csv(text: str, where: str) -> Metadata:
         raise UsageError(msg)
     at = header.index(IMAGE_COLUMN)
     records: dict[str, dict[str, str]] = {}
-    for line, row in enumerate(rows[1:], start=2):
+    for line, row in zip(lines[1:], rows[1:], strict=True):
         if not row:
             continue  # a blank line
         if len(row) != len(header):
