@@ -70,8 +70,12 @@ class Convention:
         return [
             over,
             f"per-class scores outside the averaged classes are reported as {fill}",
-            "a class only predicted scores IoU 0"
-            + (" and is included in means" if self.mean_over != "gt" else ""),
+            (
+                "a class only predicted scores IoU 0 and is included in means"
+                if self.mean_over != "gt"
+                else f"a class only predicted (no ground truth) is left out of means and "
+                f"reported as {fill}"
+            ),
             fbeta,
             "ratios are computed once from the summed counts of the whole dataset",
         ]
@@ -121,6 +125,12 @@ _SKLEARN_IGNORE_DIFF = (
     "segiou does not count it"
 )
 
+_ADE20K_DIFF = (
+    "{option} (ADE20K) is the ade20k spec read with gt_ids='raw' for the annotations and "
+    "pred_ids='class' for a model's outputs (0..149); pred_ids defaults to gt_ids, and outputs "
+    "read as raw ids are one class off (0 becomes 'other', ignored)"
+)
+
 #: Named conventions; ``segiou`` is the default.
 PRESETS: dict[str, Convention] = {
     c.name: c
@@ -146,14 +156,16 @@ PRESETS: dict[str, Convention] = {
             "mmsegmentation IoUMetric / mean_iou: aAcc, mIoU, mAcc, mDice, mFscore, mPrecision "
             "and mRecall (= mean_accuracy) with np.nanmean; mFscore leaves out classes without "
             "true positives (F from precision and recall is 0/0 there)",
-            (*_MMSEG_DIFF, *_MMSEG_ONLY_DIFF),
+            (*_MMSEG_DIFF, *_MMSEG_ONLY_DIFF,
+             _ADE20K_DIFF.format(option="reduce_zero_label=True")),
             fbeta_from_pr=True,
         ),
         Convention(
             "hf_evaluate", "present", _NAN,
             "Hugging Face evaluate 'mean_iou' (a port of mmsegmentation's): mean_iou, "
             "mean_accuracy, overall_accuracy, per_category_iou",
-            (*_MMSEG_DIFF, "nan_to_num is not applied; reduce_labels=True is the ade20k spec"),
+            (*_MMSEG_DIFF, "nan_to_num is not applied",
+             _ADE20K_DIFF.format(option="reduce_labels=True")),
         ),
         Convention(
             "detectron2", "gt", _NAN,
@@ -178,7 +190,9 @@ PRESETS: dict[str, Convention] = {
              _ZERO_DIVISION_DIFF.format(tool="MulticlassPrecision(average='macro')"),
              ("MulticlassRecall / MulticlassAccuracy(average='macro') average over classes with "
               "TP+FP+FN > 0, a class only predicted scoring 0; segiou's mean_accuracy runs over "
-              "classes with ground truth")),
+              "classes with ground truth"),
+             ("with no counted pixel at all, average='micro' gives 0 (its zero_division); "
+              "segiou's micro_iou is nan")),
         ),
         Convention(
             "sklearn", "present", _NAN,
@@ -201,6 +215,9 @@ PRESETS: dict[str, Convention] = {
         Convention(
             "keras", "present", _NAN,
             "Keras MeanIoU: mean over classes whose union is non-zero",
+            (("with no counted pixel at all MeanIoU is 0 (divide_no_nan); segiou's miou is nan"),
+             ("MeanIoU keeps its confusion matrix in float32 by default, so cells above 2**24 "
+              "pixels are rounded; segiou counts exactly in int64")),
         ),
     ]
 }  # fmt: skip

@@ -767,6 +767,27 @@ def test_presets_document_zero_division_differences():
     assert any("MulticlassRecall" in d for d in get_convention("torchmetrics").differences)
 
 
+def test_rules_say_what_a_class_only_predicted_scores():
+    """The rules echoed in every result match the numbers (detectron2's said "IoU 0": nan)."""
+    cm = np.array([[3, 1], [0, 0]])  # class 1 only predicted
+    r = evaluate(cm, preset="detectron2")
+    assert np.isnan(r.per_class["iou"][1])
+    assert "a class only predicted (no ground truth) is left out of means and reported as nan (undefined)" in (
+        r.convention.rules())  # fmt: skip
+    r = evaluate(cm, preset="segiou")
+    same(r.per_class["iou"][1], 0.0)
+    assert "a class only predicted scores IoU 0 and is included in means" in r.convention.rules()
+
+
+def test_ade20k_presets_say_predictions_are_class_ids():
+    g = np.array([[1, 1, 2, 2], [3, 3, 0, 0]], np.uint8)  # annotations: raw ids, 0 = other
+    p = np.array([[0, 0, 1, 1], [2, 2, 5, 5]], np.uint8)  # a perfect model's class ids
+    cm = ConfusionMatrix("ade20k", gt_ids="raw", pred_ids="class").update(g, p)
+    for preset in ("hf_evaluate", "mmseg"):
+        same(evaluate(cm, preset=preset).miou, 1.0)
+        assert any("pred_ids='class'" in d for d in get_convention(preset).differences)
+
+
 # -- presets on pixels (ignore and void included), each tool's pipeline written out ------------
 def _areas_from_pixels(gt, pred, k, ignore):  # type: ignore[no-untyped-def]
     """intersect_and_union of mmsegmentation and HF evaluate, written out in numpy."""

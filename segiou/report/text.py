@@ -136,8 +136,8 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
     st.add_column("value", justify="right")
     if ivs:
         st.add_column(ivs.level_label, justify="right")
-    for key, _, v, iv in doc.summary_rows():
-        st.add_row(_safe(key), _pct(v), *([fmt_ci(iv)] if ivs else []))
+    for _, label, v, iv in doc.summary_rows():  # named as in Markdown and HTML (with beta)
+        st.add_row(_safe(label), _pct(v), *([fmt_ci(iv)] if ivs else []))
     _print_table(console, st)
     console.print(_safe(ivs.describe()) if ivs else "no intervals (run with --bootstrap)")
     px = doc.pixels

@@ -185,6 +185,11 @@ def test_markdown_rows_keep_their_cells(hostile_state: ConfusionMatrix) -> None:
     assert "no intervals (run with --bootstrap)" in md
 
 
+def test_text_report_names_beta(hostile_state: ConfusionMatrix) -> None:
+    text = render_text(Report.from_result(evaluate(hostile_state, beta=2)), width=200)
+    assert "mean F-beta (beta=2)" in text
+
+
 def test_text_report_says_the_same(hostile_state: ConfusionMatrix,
                                    hostile_v2: dict[str, Any]) -> None:  # fmt: skip
     report = Report.from_result(hostile_v2, cm=hostile_state)
@@ -198,6 +203,9 @@ def test_text_report_says_the_same(hostile_state: ConfusionMatrix,
     assert "worst images" in text
     assert "tab\\tnew\\nline" in text  # a control character is shown, not sent
     assert "\x1b" not in text
+    summary = text.split("summary")[1].split("pixels:")[0]
+    assert "mIoU " in summary  # named as in Markdown and HTML
+    assert "miou" not in summary
     assert "ghost|row" in text
     # a bare Result still renders as before, plus the intervals line
     plain = render_text(evaluate(hostile_state))
