@@ -167,6 +167,19 @@ class ImageRows:
                    np.concatenate([p.pred for p in parts]),
                    np.concatenate([p.count for p in parts]), unexpected)  # fmt: skip
 
+    def _times(self, rows: Sequence[int] | IntArray) -> IntArray:
+        """How many times each image is listed in ``rows`` (checked, numpy's indexing)."""
+        idx = np.asarray(rows)
+        if idx.size and idx.dtype.kind not in "iu":
+            msg = f"image rows must be integers, got dtype {idx.dtype}"
+            raise IndexError(msg)
+        idx = idx.astype(np.int64).reshape(-1)
+        bad = (idx < -self.n) | (idx >= self.n)
+        if bad.any():
+            msg = f"image row {int(idx[bad][0])} is out of range for {self.n} image(s)"
+            raise IndexError(msg)
+        return np.bincount(np.where(idx < 0, idx + self.n, idx), minlength=self.n)
+
     def select(self, rows: Sequence[int] | IntArray) -> ImageRows:
         """Return the rows ``rows`` (distinct, in that order) as a new table.
 
@@ -179,7 +192,10 @@ class ImageRows:
         -------
         ImageRows
         """
-        idx = np.asarray(rows, dtype=np.int64)
+        if (self._times(rows) > 1).any():
+            msg = "select() takes each image once; totals() counts an image listed twice twice"
+            raise IndexError(msg)
+        idx = np.asarray(rows, dtype=np.int64).reshape(-1) % max(self.n, 1)
         new = np.full(self.n, -1, dtype=np.int64)
         new[idx] = np.arange(idx.size)
         names = tuple(self.names[i] for i in idx.tolist())
@@ -225,7 +241,8 @@ class ImageRows:
         Parameters
         ----------
         rows : sequence of int, optional
-            The images; default all.
+            The images (default all), indexed as numpy does (``-1`` is the last); an image
+            listed twice counts twice (a bootstrap resample).
 
         Returns
         -------
@@ -237,25 +254,25 @@ class ImageRows:
         ------
         ValueError
             The rows are legacy (a version-1 state keeps no per-image matrix).
+        IndexError
+            A row outside ``-n .. n-1``, or not an integer.
         """
         if self.legacy is not None:
             msg = "per-image rows of a version-1 state hold TP/FP/FN only, no confusion matrix"
             raise ValueError(msg)
         k = self.k
-        sel = np.ones(self.image.size, dtype=bool)
-        chosen: set[int] | None = None
-        if rows is not None:
-            chosen = {int(r) for r in np.asarray(rows).tolist()}
-            sel = np.isin(self.image, np.fromiter(chosen, dtype=np.int64, count=len(chosen)))
-        g, p, c = self.gt[sel], self.pred[sel], self.count[sel]
+        times = np.ones(self.n, dtype=np.int64) if rows is None else self._times(rows)
+        weight = times[self.image]
+        sel = weight > 0
+        g, p, c = self.gt[sel], self.pred[sel], self.count[sel] * weight[sel]
         table = np.zeros((k + 2, k + 2), dtype=np.int64)
         np.add.at(table, (g, p), c)
         ug: dict[int, int] = {}
         up: dict[int, int] = {}
         for i, side, value, count in self.unexpected:
-            if chosen is None or i in chosen:
+            if times[i]:
                 d = ug if side == "gt" else up
-                d[value] = d.get(value, 0) + count
+                d[value] = d.get(value, 0) + count * int(times[i])
         return {
             "counts": table[:k, :k],
             "void": table[:k, k].copy(),

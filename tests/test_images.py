@@ -68,6 +68,42 @@ def test_any_subset_of_images_sums_to_its_own_count(seeds, data):
         assert_array_equal(void, ref.void)
 
 
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**16), data=st.data())
+def test_a_resample_counts_an_image_as_often_as_it_is_drawn(seed, data):
+    """A bootstrap resample (indices with repeats, negative ones as numpy reads them) sums to
+    counting each drawn image that many times; an image drawn twice was counted once."""
+    gt, pred = _batch(seed, n=4)
+    cm = _cm().update(gt, pred, key="b", names=list("abcd"))
+    rows = cm.images.rows
+    assert rows is not None
+    draw = data.draw(st.lists(st.integers(-4, 3), max_size=8))
+    got = rows.totals(draw)
+    alone = _cm()
+    for j, i in enumerate(draw):
+        alone.update(gt[i], pred[i], names=[f"x{j}"])
+    assert_array_equal(got["counts"], alone.counts)
+    assert_array_equal(got["void"], alone.void)
+    assert got["ignored"] == alone.n_ignored
+    assert got["unexpected_gt"] == alone.unexpected_gt
+    assert got["unexpected_pred"] == alone.unexpected_pred
+
+
+def test_rows_out_of_range_are_refused_not_read_as_empty():
+    cm = _cm().update(*_batch(1, n=2), key="b", names=["a", "b"])
+    last = cm.images.confusion(1)
+    for got, want in zip(cm.images.confusion(-1), last, strict=True):
+        assert_array_equal(got, want)
+    for bad in (2, -3, 5):
+        with pytest.raises(IndexError, match=f"image row {bad} is out of range for 2 image"):
+            cm.images.confusion(bad)
+    with pytest.raises(IndexError, match="must be integers"):
+        cm.images.rows.totals([0.5])
+    with pytest.raises(IndexError, match="takes each image once"):
+        cm.images.rows.select([0, 0])
+    assert cm.images.rows.select([-1]).names == ("b",)
+
+
 def test_all_rows_sum_to_the_totals_and_evaluate_agrees():
     cm = _cm()
     for b in range(3):
