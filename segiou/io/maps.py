@@ -389,6 +389,7 @@ def create_maps(
     pred_ids: IdSpace,
     *,
     sources: Mapping[str, str] | None = None,
+    inputs: Iterable[str | os.PathLike[str]] = (),
 ) -> MapWriter:
     """Create an empty error-maps store for the images of ``gt`` (in a temporary folder).
 
@@ -405,6 +406,8 @@ def create_maps(
         The id spaces counted in.
     sources : mapping of str to str, optional
         What was compared (recorded in the attributes), e.g. ``{"gt": ..., "pred": ...}``.
+    inputs : iterable of path, optional
+        The stores and folders read: the maps may be neither inside one nor around one.
 
     Returns
     -------
@@ -412,7 +415,7 @@ def create_maps(
     """
     import zarr
 
-    target = check_maps_output(path)
+    target = check_maps_output(path, inputs=inputs)
     tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
     k = spec.num_classes
     dtype = map_dtype(k)

@@ -323,8 +323,11 @@ def count_stores(
               instances=inst)  # fmt: skip
     maps = None
     if error_maps is not None:  # written by the counting tasks, as they count (segiou.io.maps)
+        stores = [getattr(m, a, None) for m in (gms, pms) for a in ("url", "root")]
+        read = [x for x in (gt, pred, *stores) if isinstance(x, str | Path) and x]
         maps = create_maps(error_maps, gms, spec, out.gt_ids, out.pred_ids,
-                           sources={"gt": gms.where(), "pred": pms.where() if pms else ""})  # fmt: skip
+                           sources={"gt": gms.where(), "pred": pms.where() if pms else ""},
+                           inputs=[x for x in read if "://" not in str(x)])  # fmt: skip
         job = replace(job, maps=maps)
     chunked = isinstance(gms, MaskSet) and (pms is None or isinstance(pms, MaskSet))
     try:

@@ -190,6 +190,13 @@ def test_existing_paths_are_never_replaced(demo_store: Path, tmp_path: Path) -> 
     assert open_maps(out).names
     with pytest.raises(UsageError, match="inside"):
         maps_mod.check_maps_output(demo_store / "maps", inputs=[demo_store])
+    # from Python too (only the command line checked): maps inside an input store became
+    # images of it for the next run
+    for inside in (demo_store / "gt" / "maps", demo_store / "maps"):
+        with pytest.raises(UsageError, match="inside \\(or around\\) the input"):
+            count_stores(*args, labels="cityscapes", gt_ids="raw", error_maps=inside)
+    assert sorted(p.name for p in demo_store.iterdir() if not p.name.startswith(".")) == [
+        "gt", "pred", "zarr.json"]  # fmt: skip
     with pytest.raises(UsageError, match="not a URL"):
         maps_mod.check_maps_output("s3://b/maps.zarr")
 
