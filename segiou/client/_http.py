@@ -347,7 +347,7 @@ class Client:
             binary = cm.n_images > _BINARY_ABOVE
         body, ctype = encode_state(cm.to_dict(), binary=binary)
         status, _, data = self.request("PUT", path, body=[body], content_type=ctype)
-        out: dict[str, Any] = _reply_json("PUT", path, status, data)
+        out: dict[str, Any] = _reply_json("PUT", path, status, data, needs="outcome")
         return out
 
     def put_masks(
@@ -391,7 +391,7 @@ class Client:
         path = f"{self._run_path(run)}/batches/{check_key(key)}"
         chunks, _, ctype = encode_masks(np.asarray(gt), np.asarray(pred), names, npz=npz)
         status, _, data = self.request("PUT", path, body=chunks, content_type=ctype)
-        out: dict[str, Any] = _reply_json("PUT", path, status, data)
+        out: dict[str, Any] = _reply_json("PUT", path, status, data, needs="outcome")
         return out
 
     # -- results -------------------------------------------------------------------------------
@@ -459,7 +459,10 @@ class Client:
 
     def images_csv(self, run: str | None = None) -> str:
         """Return the run's per-image rows as CSV text (runs with ``per_image``)."""
-        _, _, data = self.request("GET", self._run_path(run) + "/images")
+        path = self._run_path(run) + "/images"
+        status, ctype, data = self.request("GET", path)
+        if ctype.split(";")[0].strip() != "text/csv":
+            raise _unreadable(method="GET", path=path, status=status, data=data)
         return data.decode("utf-8")
 
     def stream(self, run: str | None = None, **options: Any) -> StreamingEvaluator:
@@ -488,20 +491,27 @@ def _message(data: bytes) -> str:
         return data[:300].decode("utf-8", "replace")
 
 
-def _reply_json(method: str, path: str, status: int, data: bytes) -> Any:
-    """Return the JSON object of a 2xx reply; anything else did not come from segiou's server."""
+def _reply_json(method: str, path: str, status: int, data: bytes, *, needs: str = "") -> Any:
+    """Return the JSON object of a 2xx reply (holding the field ``needs``, if given).
+
+    Anything else did not come from segiou's server.
+    """
     try:
         doc = json.loads(data)
     except ValueError:
         doc = None
-    if not isinstance(doc, dict):
-        msg = (
-            f"{method} {path}: the reply ({status}) is not segiou's JSON: "
-            f"{data[:120].decode('utf-8', 'replace')!r}; something else answered (a proxy, or "
-            "a wrong URL): check the client's URL"
-        )
-        raise RefusedError(msg, status=status, error="UnreadableReply")
+    if not isinstance(doc, dict) or (needs and needs not in doc):
+        raise _unreadable(method, path, status, data)
     return doc
+
+
+def _unreadable(method: str, path: str, status: int, data: bytes) -> RefusedError:
+    msg = (
+        f"{method} {path}: the reply ({status}) is not segiou's: "
+        f"{data[:120].decode('utf-8', 'replace')!r}; something else answered (a proxy, or a "
+        "wrong URL): check the client's URL"
+    )
+    return RefusedError(msg, status=status, error="UnreadableReply")
 
 
 def _redirected(method: str, path: str, status: int, location: str) -> RefusedError:

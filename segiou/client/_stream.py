@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import secrets
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self
 
 from segiou.confusion import ConfusionMatrix
-from segiou.errors import DuplicateBatchError, RefusedError, ServiceUnavailableError, UsageError
+from segiou.errors import (
+    DuplicateBatchError,
+    RefusedError,
+    SegiouWarning,
+    ServiceUnavailableError,
+    UsageError,
+)
 from segiou.service.wire import check_key
 
 __all__ = ["StreamingEvaluator"]
@@ -159,10 +167,10 @@ class StreamingEvaluator:
             self._seq = max(self._seq, _last_seq(self._spool, self.prefix) + 1)
         key = f"{self.prefix}.{self._seq:06d}"
         cm, self._cm, self._n, self._since = self._cm, self._empty(), 0, time.monotonic()
+        self._outbox.append((key, cm))  # first: a failed save loses no batch (under the lock,
+        self._cond.notify_all()  # the sender sees it once it is saved)
         if self._spool is not None:
             cm.save(self._spool / f"{key}.json")
-        self._outbox.append((key, cm))
-        self._cond.notify_all()
 
     def _send_loop(self) -> None:
         while True:
@@ -171,7 +179,10 @@ class StreamingEvaluator:
                     if self._closing:
                         return
                     if self._n and time.monotonic() - self._since >= self.seconds:
-                        self._seal()
+                        try:
+                            self._seal()
+                        except Exception as err:  # noqa: BLE001 -- queued, not spooled
+                            _warn_unspooled(err)
                         continue
                     self._cond.wait(timeout=min(self.seconds, 0.5))
                 key, cm = self._outbox[0]
@@ -191,7 +202,8 @@ class StreamingEvaluator:
                 self._fail(key, cm, RefusedError(msg, status=0, error=type(err).__name__))
                 continue
             if self._spool is not None:  # first: flush() returns once the outbox is empty
-                (self._spool / f"{key}.json").unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # (left, it is put again later: a duplicate)
+                    (self._spool / f"{key}.json").unlink(missing_ok=True)
             with self._cond:
                 self._outbox.popleft()
                 self.sent += 1
@@ -200,7 +212,7 @@ class StreamingEvaluator:
     def _fail(self, key: str, cm: ConfusionMatrix, err: RefusedError) -> None:
         if self._spool is not None:  # first: flush() returns once the outbox is empty
             f = self._spool / f"{key}.json"
-            if f.exists():
+            with contextlib.suppress(OSError):  # gone: another evaluator on the spool took it
                 f.replace(f.with_suffix(".refused"))
         with self._cond:
             self._outbox.popleft()
@@ -264,6 +276,14 @@ def _last_seq(spool: Path, prefix: str) -> int:
     last = 0
     for f in spool.glob(f"{glob.escape(prefix)}.*"):
         number = f.name[len(prefix) + 1 :].split(".", 1)[0]
-        if f.suffix in (".json", ".refused") and number.isdigit():
+        if f.suffix in (".json", ".refused") and number.isascii() and number.isdigit():
             last = max(last, int(number))
     return last
+
+
+def _warn_unspooled(err: Exception) -> None:
+    msg = (
+        f"a partial state could not be saved to the spool ({type(err).__name__}: {err}); it is "
+        "queued and sent all the same, but would not survive the death of this process"
+    )
+    warnings.warn(msg, SegiouWarning, stacklevel=2)

@@ -109,13 +109,18 @@ def as_box_array(boxes: ArrayLike, name: str, fmt: str) -> tuple[NDArray[Any], b
             "format: reshape with .reshape(-1, 4)"
         )
         raise BoxError(msg)
-    if arr.dtype.kind in "iu" and arr.size and int(np.abs(arr).max()) > 2**53:
-        msg = (
-            f"{name} has integer coordinates up to {int(np.abs(arr).max())}, beyond 2**53: "
-            "float64 arithmetic would round them (a box one unit wide could have area 0); "
-            "shift or rescale the boxes"
-        )
-        raise BoxError(msg)
+    if arr.dtype.kind in "iu" and arr.size:
+        wide = arr.astype(np.int64) if arr.dtype.kind == "i" else arr
+        mag = np.where(wide < 0, (-(wide + 1)).astype(np.uint64) + np.uint64(1),
+                       wide.astype(np.uint64))  # exact (abs of int64's minimum overflows)  # fmt: skip
+        reach = int(mag.max()) if fmt == "xyxy" else int(mag[:, :2].max()) + int(mag[:, 2:].max())
+        if reach + 1 > 2**53:  # corners (x + w, cx +- w / 2, x2 + 1 when inclusive) included
+            msg = (
+                f"{name} has integer coordinates reaching {reach} ({fmt}), beyond 2**53 - 1: "
+                "float64 arithmetic would round them (a box one unit wide could have area 0); "
+                "shift or rescale the boxes"
+            )
+            raise BoxError(msg)
     dtype = np.float32 if arr.dtype == np.float32 else np.float64
     return arr.astype(dtype, copy=False), single
 
@@ -214,8 +219,8 @@ def prepare(boxes: ArrayLike, name: str, fmt: str, inclusive: bool) -> _Boxes:
         rows[3] += 1.0
     w, h = rows[2] - rows[0], rows[3] - rows[1]
     rows[4] = w * h
-    tiny = (w > 0.0) & (h > 0.0) & (rows[4] < np.finfo(np.float64).tiny)
-    if tiny.any():  # (every metric is scale-free; float64 is not: such areas are 0 or inexact)
+    tiny = (w > 0.0) & (h > 0.0) & (rows[4] == 0.0)
+    if tiny.any():  # (every metric is scale-free; float64 is not: such a box reads as empty)
         i = int(np.argmax(tiny))
         msg = (
             f"{name if single else f'{name}[{i}]'} = {_fmt_box(arr[i])} has an area of "

@@ -471,12 +471,22 @@ def test_areas_that_underflow_or_integers_beyond_2_53_are_refused():
     with pytest.raises(BoxError, match=r"boxes1\[1\] = \[0, 0, 1e-200, 1e-200\] has an area of 0"):
         box_iou([[0, 0, 1, 1], [0, 0, 1e-200, 1e-200]], [0, 0, 1, 1])
     with pytest.raises(BoxError, match="too small for float64"):
-        box_area([0, 0, 1e-160, 1e-160])
+        box_area([0, 0, 1e-160, 1e-170])
+    assert box_area([0, 0, 1e-160, 1e-160]) > 0  # subnormal: inexact, not empty
     assert box_iou([0, 0, 1e-150, 1e-150], [0, 0, 1e-150, 1e-150]) == 1.0
     assert box_iou([0, 0, 0, 1e-200], [0, 0, 0, 1e-200]) == 0.0  # zero width: empty, as always
-    with pytest.raises(BoxError, match="integer coordinates up to 9007199254740993, beyond 2"):
+    with pytest.raises(BoxError, match="integer coordinates reaching 9007199254740993 "):
         box_iou(np.array([2**53, 0, 2**53 + 1, 1], np.int64), [0, 0, 1, 1])
-    assert box_iou(np.array([2**53 - 1, 0, 2**53, 1], np.int64), [2**53 - 1, 0, 2**53, 1]) == 1.0
+    # corners made from the coordinates count too, and int64's minimum
+    for box, fmt in (([2**53, 0, 1, 1], "xywh"), ([-(2**63), 0, 2, 2], "cxcywh"),
+                     ([2**53, 0, 2**53, 0], "xyxy")):  # fmt: skip
+        with pytest.raises(BoxError, match="beyond 2\\*\\*53 - 1"):
+            box_iou(
+                np.array(box, np.int64), np.array(box, np.int64), fmt=fmt, inclusive=fmt == "xyxy"
+            )
+    box = np.array([2**53 - 3, 0, 2**53 - 2, 1], np.int64)
+    assert box_iou(box, box, inclusive=True) == 1.0
+    assert box_iou(box, box + np.array([1, 0, 1, 0])) == 0.0  # touching
 
 
 @pytest.mark.parametrize("empty", ["x", None, [0.5]])

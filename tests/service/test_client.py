@@ -121,14 +121,20 @@ def test_a_reply_that_is_not_segious_json_is_not_an_acknowledgement(stub) -> Non
     handler.reply = b"<html>ok</html>"
     cm = ConfusionMatrix(3).update(np.zeros(4, np.uint8), np.ones(4, np.uint8), key="a")
     with Client(url, run="r", retries=3, backoff=0.01) as c:
-        with pytest.raises(RefusedError, match="not segiou's JSON: '<html>ok</html>'") as err:
+        with pytest.raises(RefusedError, match="not segiou's: '<html>ok</html>'") as err:
             c.put_counts(cm, "k")
         assert err.value.error == "UnreadableReply"
-        with pytest.raises(RefusedError, match="not segiou's JSON"):
+        with pytest.raises(RefusedError, match="not segiou's"):
             c.runs()
         handler.reply = b"[1, 2]"  # JSON, but not segiou's object
-        with pytest.raises(RefusedError, match="not segiou's JSON"):
+        with pytest.raises(RefusedError, match="not segiou's"):
             c.health()
+        handler.reply = b'{"status": "ok"}'  # an object, but no outcome: not an acknowledgement
+        with pytest.raises(RefusedError, match="not segiou's"):
+            c.put_counts(cm, "k")
+        handler.reply = b"<html>a,b</html>"  # served as JSON, not as CSV
+        with pytest.raises(RefusedError, match="not segiou's"):
+            c.images_csv()
 
 
 def test_connection_errors_are_retried_then_reported(tmp_path: Path) -> None:
@@ -268,6 +274,55 @@ def test_an_unexpected_error_in_the_sender_keeps_the_partial_and_the_thread(tmp_
     ev.update(*batch(1), key="b")
     ev.close(timeout=30)
     assert list(srv.got) == ["p.000002"]
+
+
+def test_the_sender_survives_its_spool_files_vanishing_or_refusing(tmp_path: Path,
+                                                                   monkeypatch) -> None:  # fmt: skip
+    """Another evaluator on the spool took a refused partial's file (both were sending it), or
+    a file cannot be deleted: the thread goes on (it died, and flush() waited for ever)."""
+
+    def put(key: str) -> None:
+        if key == "p.000001":
+            (tmp_path / f"{key}.json").unlink()  # the other evaluator got there first
+            msg = "taken"
+            raise RefusedError(msg, status=409, error="ConflictError")
+
+    srv = _FakeServer(put)
+    ev = StreamingEvaluator(srv, every=1, prefix="p", spool=tmp_path)
+    ev.update(*batch(0), key="a")
+    with pytest.raises(RefusedError, match="taken"):
+        ev.flush(timeout=30)
+    ev.failed.clear()
+
+    def deny(self: Path, missing_ok: bool = False) -> None:
+        msg = "read-only spool"
+        raise PermissionError(msg)
+
+    monkeypatch.setattr(Path, "unlink", deny)
+    ev.update(*batch(1), key="b")
+    ev.flush(timeout=30)  # acknowledged; the file stays (put again later: a duplicate)
+    assert ev._thread.is_alive()
+    assert list(srv.got) == ["p.000002"]
+    assert (tmp_path / "p.000002.json").exists()
+    monkeypatch.undo()
+    ev.close(timeout=30)
+
+
+def test_a_partial_the_spool_cannot_save_is_sent_all_the_same(tmp_path: Path,
+                                                              monkeypatch) -> None:  # fmt: skip
+    srv = _FakeServer(lambda key: None)
+    ev = StreamingEvaluator(srv, every=1, prefix="p", spool=tmp_path)
+
+    def full(self: ConfusionMatrix, path: object) -> None:
+        msg = "No space left on device"
+        raise OSError(msg)
+
+    monkeypatch.setattr(ConfusionMatrix, "save", full)
+    with pytest.raises(OSError, match="No space left"):
+        ev.update(*batch(0), key="a")  # the caller hears of it ...
+    ev.close(timeout=30)
+    assert list(srv.got) == ["p.000001"]  # ... and the batch is not lost
+    assert srv.got["p.000001"] == ConfusionMatrix(K, **settings()).update(*batch(0), key="a")  # type: ignore[arg-type]
 
 
 def test_a_spool_never_numbers_a_partial_over_a_leftover_of_its_prefix(tmp_path: Path) -> None:

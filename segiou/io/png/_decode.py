@@ -90,10 +90,14 @@ def _png_depth(path: str, im: Any) -> tuple[int, int]:
     if im.format == "TIFF":
         bits = im.tag_v2.get(258, (8,))
         bits = bits if isinstance(bits, tuple) else (bits,)
-        if any(b not in (1, 8, 16, 32) for b in bits):
+        grey = im.tag_v2.get(262, 1) in (0, 1)  # (a palette's indices are read as they are)
+        scaled = grey and any(b not in (1, 8, 16, 32) for b in bits)
+        if scaled or (16 in bits and len(bits) > 1):
+            what = "grey of " if scaled else f"{len(bits)} samples of "
             msg = (
-                f"{path}: a TIFF of {'/'.join(map(str, bits))} bits a sample; its values cannot "
-                "be read exactly (the decoder scales them). Save ids with 8, 16 or 32 bits"
+                f"{path}: a TIFF of {what}{'/'.join(map(str, bits))} bits; its values cannot be "
+                "read exactly (the decoder scales them, or keeps each sample's high byte). Save "
+                "ids as grey of 8, 16 or 32 bits, colours as 8-bit RGB"
             )
             raise ImageDecodeError(msg)
     if im.format != "PNG":

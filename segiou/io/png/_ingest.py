@@ -86,14 +86,18 @@ def _put_in_place(new: Path, final: Path) -> None:
         new.replace(final)
         return
     aside = Path(tempfile.mkdtemp(prefix=f".{final.name}.replaced-", dir=final.parent))
-    final.replace(aside / final.name)
+    try:
+        final.replace(aside / final.name)
+    except BaseException:
+        aside.rmdir()
+        raise
     try:
         new.replace(final)
     except BaseException:
         (aside / final.name).replace(final)
         aside.rmdir()
         raise
-    shutil.rmtree(aside)
+    shutil.rmtree(aside, ignore_errors=True)  # the new store is in place: done either way
 
 
 def _dir_bytes(path: Path) -> int:

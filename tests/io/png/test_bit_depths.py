@@ -106,32 +106,61 @@ def test_a_4_bit_ground_truth_counts_as_the_8_bit_prediction(tmp_path: Path) -> 
     assert_array_equal(cm.counts, want)
 
 
-def _write_tiff(path: Path, samples: np.ndarray, bits: int) -> Path:
-    """A grey little-endian TIFF of ``bits`` a sample, one strip, no compression, by hand."""
-    h, w = samples.shape
-    per = 8 // bits
-    rows = b""
-    for row in samples.astype(np.uint8):
-        padded = np.zeros(-(-w // per) * per, np.uint8)
-        padded[:w] = row
-        shifts = np.arange(per - 1, -1, -1, dtype=np.uint8) * np.uint8(bits)
-        rows += (padded.reshape(-1, per) << shifts).sum(axis=1).astype(np.uint8).tobytes()
-    # (tag, type SHORT=3 / LONG=4, value): width, height, bits, no compression, black is zero,
-    # strip offset, rows per strip, strip bytes
-    entries = [(256, 4, w), (257, 4, h), (258, 3, bits), (259, 3, 1), (262, 3, 1),
-               (273, 4, 8 + 2 + 8 * 12 + 4), (278, 4, h), (279, 4, len(rows))]  # fmt: skip
-    ifd = struct.pack("<H", len(entries))
-    for tag, kind, value in entries:
-        ifd += struct.pack("<HHI", tag, kind, 1) + struct.pack("<I" if kind == 4 else "<HH",
-                                                               *((value,) if kind == 4 else (value, 0)))  # fmt: skip
-    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0) + rows)
+def _write_tiff(path: Path, samples: np.ndarray, bits: int, photometric: int = 1) -> Path:
+    """A little-endian TIFF, one strip, no compression, by hand (Pillow writes no 2/4-bit one).
+
+    ``samples``: H x W (grey, or palette indices with ``photometric=3``: a grey ColorMap is
+    added) or H x W x C; ``bits`` per sample.
+    """
+    h, w = samples.shape[:2]
+    c = 1 if samples.ndim == 2 else samples.shape[2]
+    flat = samples.reshape(h, w * c).astype(np.uint64)
+    if bits < 8:  # pack each row, first sample in the high bits
+        per = 8 // bits
+        padded = np.zeros((h, -(-w * c // per) * per), np.uint64)
+        padded[:, : w * c] = flat
+        shifts = np.arange(per - 1, -1, -1, dtype=np.uint64) * np.uint64(bits)
+        strip = (padded.reshape(h, -1, per) << shifts).sum(axis=2).astype(np.uint8).tobytes()
+    else:
+        strip = flat.astype(f"<u{bits // 8}").tobytes()
+    tags = {256: (4, [w]), 257: (4, [h]), 258: (3, [bits] * c), 259: (3, [1]),
+            262: (3, [photometric]), 273: (4, [0]), 277: (3, [c]), 278: (4, [h]),
+            279: (4, [len(strip)])}  # fmt: skip
+    if photometric == 3:
+        ramp = [v * 65535 // (2**bits - 1) for v in range(2**bits)]
+        tags[320] = (3, ramp * 3)
+    ifd_end = 8 + 2 + 12 * len(tags) + 4
+    extra = b""  # values longer than 4 bytes, after the IFD; then the strip
+    ifd = struct.pack("<H", len(tags))
+    for tag in sorted(tags):
+        kind, values = tags[tag]
+        data = struct.pack(f"<{len(values)}{'H' if kind == 3 else 'I'}", *values)
+        if len(data) > 4:
+            data, extra = struct.pack("<I", ifd_end + len(extra)), extra + data
+        ifd += struct.pack("<HHI", tag, kind, len(values)) + data.ljust(4, b"\0")
+    at = ifd.index(struct.pack("<HHI", 273, 4, 1)) + 8  # the strip's offset, now known
+    ifd = ifd[:at] + struct.pack("<I", ifd_end + len(extra)) + ifd[at + 4 :]
+    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0) + extra + strip)
     return path
 
 
 @pytest.mark.parametrize("bits", [2, 4])
-def test_a_tiff_of_2_or_4_bits_is_refused(tmp_path: Path, bits: int) -> None:
+def test_a_grey_tiff_of_2_or_4_bits_is_refused_a_palette_one_read(
+    tmp_path: Path, bits: int
+) -> None:
     ids = np.arange(12).reshape(3, 4) % 2**bits
     with Image.open(_write_tiff(tmp_path / "a.tif", ids, bits)) as im:
-        assert np.asarray(im).max() > ids.max()  # what Pillow makes of it: scaled
-    with pytest.raises(ImageDecodeError, match=f"a TIFF of {bits} bits a sample"):
+        assert np.asarray(im).max() > ids.max()  # what Pillow makes of grey: scaled
+    with pytest.raises(ImageDecodeError, match=f"a TIFF of grey of {bits} bits"):
         _decoded(tmp_path / "a.tif")
+    assert_array_equal(_decoded(_write_tiff(tmp_path / "p.tif", ids, bits, photometric=3)), ids)
+
+
+def test_a_16_bit_colour_tiff_is_refused_a_16_bit_grey_one_read(tmp_path: Path) -> None:
+    px = np.array([[[1, 300, 65535], [7, 7, 7]]])
+    with Image.open(_write_tiff(tmp_path / "c.tif", px, 16, photometric=2)) as im:
+        assert np.asarray(im)[0, 0].tolist() == [0, 1, 255]  # what Pillow makes of it
+    with pytest.raises(ImageDecodeError, match="a TIFF of 3 samples of 16/16/16 bits"):
+        _decoded(tmp_path / "c.tif")
+    ids = np.array([[0, 300], [65535, 7]])
+    assert_array_equal(_decoded(_write_tiff(tmp_path / "g.tif", ids, 16)), ids)
