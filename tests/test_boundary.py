@@ -324,6 +324,22 @@ def test_engine_on_image_folders_equals_the_reference(tmp_path: Path) -> None:
     assert detect_dataset_is_plain(tmp_path / "g")
 
 
+@pytest.mark.parametrize(("h", "w"), [(5, 0), (0, 5)])
+def test_an_image_of_no_pixels_in_a_store_counts_nothing(tmp_path: Path, h: int, w: int) -> None:
+    """An image 0 pixels wide: Boundary IoU from a store read no chunk and failed (an assert)."""
+    import zarr
+
+    for side in ("g", "p"):
+        zarr.create_array(tmp_path / side, shape=(2, h, w), chunks=(1, max(h, 1), max(w, 1)),
+                          dtype="u1", fill_value=0)  # fmt: skip
+    for d in ("2px", 0.5):
+        cm = count_stores(tmp_path / "g", tmp_path / "p", labels=3, boundary=d,
+                          scheduler="synchronous")  # fmt: skip
+        eager = ConfusionMatrix(3, boundary=d).update(*(np.zeros((2, h, w), np.uint8),) * 2)
+        assert cm.counts.sum() == 0
+        assert_array_equal(cm.extras.boundary_total, eager.extras.boundary_total)
+
+
 def detect_dataset_is_plain(folder: Path) -> bool:
     from segiou.io.datasets import detect_dataset
 

@@ -137,6 +137,8 @@ def read_region(cache: ChunkCache, n: int | None, y0: int, y1: int, x0: int,
     ys = list(arr.chunk_ranges(ax, y0, y1))
     xs = list(arr.chunk_ranges(ax + 1, x0, x1))
     lead = () if n is None else (n // arr.chunks[0],)
+    if not ys or not xs:  # an empty region (an image 0 pixels wide or high): no chunk to read
+        return np.empty((y1 - y0, x1 - x0), dtype=arr.dtype)
     if len(ys) == 1 and len(xs) == 1:
         (cy, _, _), (cx, _, _) = ys[0], xs[0]
         chunk = cache.get((*lead, cy, cx))
@@ -152,5 +154,5 @@ def read_region(cache: ChunkCache, n: int | None, y0: int, y1: int, x0: int,
                 out = np.empty((y1 - y0, x1 - x0), dtype=sub.dtype)
             oy, ox = cy * arr.chunks[ax], cx * arr.chunks[ax + 1]
             out[ya - y0 : yb - y0, xa - x0 : xb - x0] = sub[ya - oy : yb - oy, xa - ox : xb - ox]
-    assert out is not None
+    assert out is not None  # (ys and xs are not empty)
     return out
