@@ -184,11 +184,18 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, what: str =
     """
     target = check_output(path, what=what)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    # not mkstemp, whose files are private (0600): this one gets the mode the umask gives
+    # not mkstemp, whose files are private (0600): a new file gets the mode the umask gives, a
+    # replaced one keeps its own (a private state file stays private)
     tmp = target.parent / f".{target.name}.{secrets.token_hex(8)}.tmp"
+    try:
+        old_mode = stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        old_mode = None
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
+            if old_mode is not None:
+                os.fchmod(fd, old_mode)
             view = memoryview(payload)
             while view:
                 view = view[os.write(fd, view) :]

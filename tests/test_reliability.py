@@ -522,6 +522,20 @@ def test_save_writes_through_a_symlink_atomically(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "target.json"]
 
 
+def test_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
+    """A private (0600) state stays private when saved again; a new file gets the umask's."""
+    cm = ConfusionMatrix(2).update(halves(), halves(), key="a")
+    private = tmp_path / "private.json"
+    cm.save(private)
+    private.chmod(0o600)
+    cm.save(private)
+    assert private.stat().st_mode & 0o777 == 0o600
+    umask = os.umask(0o022)
+    os.umask(umask)
+    cm.save(tmp_path / "new.json")
+    assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
 @pytest.mark.parametrize("spelling", ["same", "dotdot", "symlink"])
 def test_two_outputs_that_are_one_file_are_refused_before_evaluating(
     tmp_path: Path, spelling: str
