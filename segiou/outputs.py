@@ -147,8 +147,9 @@ def check_outputs(
         for root in roots:
             if target == root or target.is_relative_to(root):
                 msg = (
-                    f"{option} {os.fspath(value)!r} lies inside the input {str(root)!r}; writing "
-                    "it would change the data being evaluated: write outputs elsewhere"
+                    f"{option} {os.fspath(value)!r} lies inside {str(root)!r}, an input (writing "
+                    "it would change the data being evaluated) or the error maps (replaced whole "
+                    "by each run): write outputs elsewhere"
                 )
                 raise UsageError(msg)
         seen[target] = f"{option} {os.fspath(value)!r}"

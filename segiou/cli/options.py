@@ -412,7 +412,7 @@ class EvalOptions:
                 f"--{o.replace('_', '-')}": getattr(ns, o, None)
                 for o in ("json", "per_image", "state", "report")
             },
-            inputs=[gt, pred],
+            inputs=[gt, pred] + ([] if maps is None else [maps]),  # (maps are replaced whole)
         )  # every output writable, distinct and outside the inputs, before anything is read
         report_format = None
         if outputs["--report"] is not None:

@@ -46,6 +46,20 @@ def test_bootstrap_zero_turns_intervals_off(demo_store: Path, tmp_path: Path,
     assert json.loads(js.read_text())["intervals"] is None
 
 
+def test_an_output_inside_the_error_maps_is_refused(demo_store: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """The maps of the last run are replaced whole by this one: a report kept inside them would
+    be deleted with them."""
+    from segiou.parallel import count_stores
+
+    maps = tmp_path / "maps.zarr"
+    count_stores(demo_store / "gt", demo_store / "pred", labels="cityscapes", gt_ids="raw",
+                 error_maps=maps, scheduler="synchronous")  # fmt: skip
+    assert _eval(demo_store, "--error-maps", str(maps), "--json", str(maps / "r.json")) == 2
+    assert "or the error maps (replaced whole" in capsys.readouterr().err
+    assert not (maps / "r.json").exists()
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [

@@ -113,7 +113,7 @@ def test_report_reads_saved_states_of_both_versions(name: str, tmp_path: Path) -
         (["{state}", "-o", "{tmp}/r.html", "--preset", "nope"], "--preset 'nope' is not a preset"),
         (["{result}", "-o", "{tmp}/r.html", "--preset", "mmseg"], "--preset applies to a saved"),
         (["{tmp}/missing.json", "-o", "{tmp}/r.html"], "does not exist"),
-        (["{state}", "-o", "{state}"], "lies inside the input"),
+        (["{state}", "-o", "{state}"], "lies inside"),
         (["{state}", "-o", "{tmp}/no/such/dir/r.html"], "does not exist; create it first"),
         (["{state}", "-o", "{tmp}"], "is a folder"),
         (["{state}", "-o", "{tmp}/r.md", "--plots", "{result}"], "--plots"),
