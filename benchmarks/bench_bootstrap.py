@@ -55,11 +55,17 @@ def make_rows(n_images: int, seed: int = 0) -> ImageRows:
 
 
 def loop_reference(rows: ImageRows, weights: np.ndarray) -> list[dict[str, float]]:
-    """The same resamples, one at a time: sum the drawn images' entries, then evaluate."""
+    """The same resamples, one at a time: sum the drawn images' entries, then evaluate.
+
+    Unit ``j`` of the weights is the ``j``-th image in name order (as :func:`bootstrap` draws).
+    """
     out = []
+    order = np.array(sorted(range(rows.n), key=rows.names.__getitem__))
     for w in weights:
+        per_image = np.empty(rows.n, dtype=np.int64)
+        per_image[order] = w
         table = np.zeros((K + 2, K + 2), dtype=np.int64)
-        np.add.at(table, (rows.gt, rows.pred), rows.count * w[rows.image])
+        np.add.at(table, (rows.gt, rows.pred), rows.count * per_image[rows.image])
         r = evaluate(table[:K, :K], void=table[:K, K], spec=SPEC, preset="cityscapes")
         out.append(r.summary | {"iou": r.per_class["iou"]})
     return out

@@ -129,6 +129,23 @@ def test_thresholds_decide_which_significant_drops_fail(runs) -> None:
     assert not off.failed
 
 
+def test_the_order_images_were_counted_in_does_not_move_the_verdict(runs) -> None:
+    """Paired resamples draw the shared images in name order, not in the baseline's order."""
+    gt = _gt()
+    names = [f"im{i:03d}" for i in range(N)]
+
+    def later_half_first(pred: np.ndarray) -> ConfusionMatrix:
+        cm = ConfusionMatrix("cityscapes", gt_ids="class", per_image=True)
+        for part in (slice(40, N), slice(0, 40)):
+            cm.update(gt[part], pred[part], names=names[part], key=f"{part.start}")
+        return cm
+
+    base, cand = later_half_first(_noisy(gt, 1)), later_half_first(_noisy(gt, 2))
+    want = compare_states(runs["baseline"], runs["noise"], resamples=300, seed=2).to_dict()
+    assert compare_states(base, runs["noise"], resamples=300, seed=2).to_dict() == want
+    assert compare_states(runs["baseline"], cand, resamples=300, seed=2).to_dict() == want
+
+
 def test_different_runs_are_refused(runs) -> None:
     gt = _gt()
     fewer = _state(gt[:60], _noisy(gt, 1)[:60])

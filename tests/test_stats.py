@@ -48,7 +48,8 @@ def _spec(k: int, categories: bool) -> LabelSpec:
 
 def _state(gt: np.ndarray, pred: np.ndarray, spec: LabelSpec) -> ConfusionMatrix:
     cm = ConfusionMatrix(spec, on_unexpected="count", per_image=True)
-    return cm.update(gt, pred, names=[f"im{i}" for i in range(len(gt))])
+    # names in the reverse of the images' order: resamples draw images in name order
+    return cm.update(gt, pred, names=[f"im{len(gt) - i}" for i in range(len(gt))])
 
 
 def _weighted_oracle(gt, pred, k, weights):
@@ -73,7 +74,7 @@ def test_every_resample_is_the_sum_of_its_images(seed, n, boot_seed, categories,
     b = bootstrap(cm, preset=preset, resamples=6, seed=boot_seed)
     weights = resample_weights(n, 6, seed=boot_seed)
     for r in range(6):
-        ref = _weighted_oracle(gt, pred, k, weights[r])
+        ref = _weighted_oracle(gt, pred, k, weights[r][::-1])  # unit j: the j-th name
         want = evaluate(ref.counts, void=ref.void, spec=spec, preset=preset)
         got = {key: v[r] for key, v in b.replicates.items()}
         pc = want.per_class
@@ -143,6 +144,22 @@ def test_seed_reproduces_and_changes_intervals():
     assert a["summary"] != c["summary"]
     assert a["seed"] == 7
     assert a["resamples"] == 300
+
+
+def test_intervals_do_not_depend_on_the_order_batches_arrived_in():
+    """Two producers, either first (a service run): the same images give the same intervals
+    (images are drawn in name order; they were drawn in arrival order)."""
+    gt, pred = cityscapes_like(12, 32, 64, seed=5)
+    names = [f"img{i}" for i in range(12)]  # (img10 sorts before img2: not arrival order)
+
+    def run(order: list[slice]) -> dict:
+        cm = ConfusionMatrix("cityscapes", gt_ids="class", per_image=True)
+        for s in order:
+            cm.update(gt[s], pred[s], key=f"{s.start}", names=names[s])
+        return evaluate_with_intervals(cm, resamples=200, seed=3).intervals
+
+    halves = [slice(0, 5), slice(5, 12)]
+    assert run(halves) == run(halves[::-1])
 
 
 def _dirichlet_rows(rng: np.random.Generator, n: int, alpha: np.ndarray) -> ImageRows:

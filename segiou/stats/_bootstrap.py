@@ -219,7 +219,8 @@ def resample_weights(m: int, resamples: int, seed: int = 0) -> IntArray:
         Number of resamples ``B``.
     seed : int, default 0
         Seed of the random generator: the same seed gives the same resamples (the ones
-        :func:`bootstrap` uses).
+        :func:`bootstrap` uses, unit ``j`` being the ``j``-th image in name order, or the
+        ``j``-th group label in sorted order).
 
     Returns
     -------
@@ -507,7 +508,8 @@ def bootstrap(
     -----
     Each resample draws ``n`` images (or ``m`` groups) uniformly with replacement; its metrics
     are computed from the sums of the drawn images' entries, exactly as counting those images
-    would give (repeats counted again). Percentile intervals assume the images (groups) are
+    would give (repeats counted again). Images are drawn in the order of their names (groups:
+    of their labels), so the order the batches were counted in does not change the intervals. Percentile intervals assume the images (groups) are
     independent draws from the population of interest.
 
     References
@@ -535,7 +537,9 @@ def bootstrap(
     feats = features(rows, spec)
     index, m = group_index(groups, rows.n, "bootstrap")
     values = feats.values
-    if groups is not None:
+    if groups is None:  # images in name order: the order batches arrived in must not matter
+        values = values[sorted(range(rows.n), key=rows.names.__getitem__)]
+    else:
         summed = np.zeros((m, values.shape[1]), dtype=np.int64)
         np.add.at(summed, index, values)
         values = summed

@@ -170,8 +170,8 @@ def _align(
     in_base = set(base_names)
     only_base = [n for n in base_names if n not in where]
     only_cand = [n for n in cand_names if n not in in_base]
-    shared = [n for n in base_names if n in where]
-    if (only_base or only_cand) and not shared_images:
+    shared = sorted(n for n in base_names if n in where)  # (name order: arrival order of the
+    if (only_base or only_cand) and not shared_images:  # batches must not move the resamples)
         msg = (
             f"the runs scored different images: {len(only_base)} only in the baseline "
             f"(e.g. {only_base[:3]}), {len(only_cand)} only in the candidate (e.g. "
@@ -182,7 +182,8 @@ def _align(
     if not shared:
         msg = "the runs share no image name; nothing to compare (are the names the same?)"
         raise UsageError(msg)
-    bi = np.fromiter((j for j, n in enumerate(base_names) if n in where), dtype=np.int64)
+    at = {n: j for j, n in enumerate(base_names)}
+    bi = np.fromiter((at[n] for n in shared), dtype=np.int64, count=len(shared))
     ci = np.fromiter((where[n] for n in shared), dtype=np.int64, count=len(shared))
     info = {
         "shared": len(shared),
