@@ -21,7 +21,7 @@ from segiou.errors import (
     ServiceUnavailableError,
     UsageError,
 )
-from segiou.service.wire import check_key
+from segiou.service.wire import check_key, check_run_name
 
 __all__ = ["StreamingEvaluator"]
 
@@ -61,9 +61,10 @@ class StreamingEvaluator:
         Key prefix of the partial states (default: random, unique to this evaluator). Give
         each process its own.
     spool : str or Path, optional
-        A folder where each partial is saved until acknowledged; partials left there by a
-        process that died are put first (under their keys) when an evaluator starts on it.
-        Its own partials are numbered after the leftovers of its prefix, never over them.
+        A folder where each partial is saved until acknowledged, in a subfolder per run;
+        partials of this run left there by a process that died are put first (under their
+        keys, into this run) when an evaluator starts on it. Its own partials are numbered
+        after the leftovers of its prefix, never over them.
 
     Raises
     ------
@@ -90,7 +91,8 @@ class StreamingEvaluator:
         self.run = run if run is not None else client.run
         self._template = client.run_info(self.run)["template"]
         self.prefix = check_key(prefix) if prefix else f"s{secrets.token_hex(6)}"
-        self._spool = None if spool is None else Path(spool)
+        # one folder per run: a leftover goes back to the run it was sealed for
+        self._spool = None if spool is None else Path(spool) / check_run_name(self.run)
         self._cond = threading.Condition()
         self._cm, self._n, self._since = self._empty(), 0, time.monotonic()
         self._seq = self._auto = 0
@@ -104,6 +106,7 @@ class StreamingEvaluator:
             for f in sorted(self._spool.glob("*.json")):
                 self._outbox.append((f.stem, ConfusionMatrix.load(f)))
             self._seq = _last_seq(self._spool, self.prefix)
+            _warn_stray(self._spool.parent)
         self._thread = threading.Thread(target=self._send_loop, name="segiou-stream", daemon=True)
         self._thread.start()
 
@@ -287,3 +290,15 @@ def _warn_unspooled(err: Exception) -> None:
         "queued and sent all the same, but would not survive the death of this process"
     )
     warnings.warn(msg, SegiouWarning, stacklevel=2)
+
+
+def _warn_stray(spool: Path) -> None:
+    """Warn of partials in the spool's own folder (an older layout: their run is not known)."""
+    stray = sorted(f.name for f in spool.glob("*.json"))
+    if stray:
+        msg = (
+            f"{len(stray)} partial state(s) in {str(spool)!r} itself ({', '.join(stray[:3])}"
+            f"{', ...' if len(stray) > 3 else ''}) do not say their run and are not sent; put "
+            "each into its run with Client.put_counts(ConfusionMatrix.load(f), key=<file stem>)"
+        )
+        warnings.warn(msg, SegiouWarning, stacklevel=3)

@@ -18,7 +18,13 @@ import pytest
 
 from segiou import ConfusionMatrix, evaluate
 from segiou.client import Client, StreamingEvaluator, result_from_dict
-from segiou.errors import DuplicateBatchError, RefusedError, ServiceUnavailableError, UsageError
+from segiou.errors import (
+    DuplicateBatchError,
+    RefusedError,
+    SegiouWarning,
+    ServiceUnavailableError,
+    UsageError,
+)
 from segiou.testing.service import ServerProcess
 from segiou.testing.synthetic import cityscapes_like
 
@@ -268,7 +274,7 @@ def test_an_unexpected_error_in_the_sender_keeps_the_partial_and_the_thread(tmp_
         ev.flush(timeout=30)
     assert (err.value.status, err.value.error) == (0, "KeyError")
     assert [k for k, _, _ in ev.failed] == ["p.000001"]
-    assert sorted(f.name for f in tmp_path.iterdir()) == ["p.000001.refused"]
+    assert sorted(f.name for f in (tmp_path / "r").iterdir()) == ["p.000001.refused"]
     assert ev._thread.is_alive()
     ev.failed.clear()  # the caller took it over
     ev.update(*batch(1), key="b")
@@ -283,7 +289,7 @@ def test_the_sender_survives_its_spool_files_vanishing_or_refusing(tmp_path: Pat
 
     def put(key: str) -> None:
         if key == "p.000001":
-            (tmp_path / f"{key}.json").unlink()  # the other evaluator got there first
+            (tmp_path / "r" / f"{key}.json").unlink()  # the other evaluator got there first
             msg = "taken"
             raise RefusedError(msg, status=409, error="ConflictError")
 
@@ -303,7 +309,7 @@ def test_the_sender_survives_its_spool_files_vanishing_or_refusing(tmp_path: Pat
     ev.flush(timeout=30)  # acknowledged; the file stays (put again later: a duplicate)
     assert ev._thread.is_alive()
     assert list(srv.got) == ["p.000002"]
-    assert (tmp_path / "p.000002.json").exists()
+    assert (tmp_path / "r" / "p.000002.json").exists()
     monkeypatch.undo()
     ev.close(timeout=30)
 
@@ -333,17 +339,38 @@ def test_a_spool_never_numbers_a_partial_over_a_leftover_of_its_prefix(tmp_path:
     first.update(*batch(0), key="img-a", names=["a0", "a1"])  # sealed, never sent
     second = StreamingEvaluator(_FakeServer(_down), every=1, prefix="rank0", spool=spool)
     second.update(*batch(1), key="img-b", names=["b0", "b1"])
-    assert sorted(f.name for f in spool.iterdir()) == ["rank0.000001.json", "rank0.000002.json"]
-    (spool / "rank0.000001.json").replace(spool / "rank0.000001.refused")  # refused: still counts
+    folder = spool / "r"  # (one folder per run)
+    assert sorted(f.name for f in folder.iterdir()) == ["rank0.000001.json", "rank0.000002.json"]
+    (folder / "rank0.000001.json").replace(folder / "rank0.000001.refused")  # still counts
     third = StreamingEvaluator(_FakeServer(_down), every=1, prefix="rank0", spool=spool)
     third.update(*batch(2), key="img-c", names=["c0", "c1"])
-    assert (spool / "rank0.000003.json").exists()
-    (spool / "rank0.000001.refused").replace(spool / "rank0.000001.json")
+    assert (folder / "rank0.000003.json").exists()
+    (folder / "rank0.000001.refused").replace(folder / "rank0.000001.json")
     srv = _FakeServer(lambda key: None)
     StreamingEvaluator(srv, prefix="rank0", spool=spool).close(timeout=30)
     assert sorted(srv.got) == ["rank0.000001", "rank0.000002", "rank0.000003"]
     assert [srv.got[f"rank0.00000{i + 1}"].images.names for i in range(3)] == [
         ["a0", "a1"], ["b0", "b1"], ["c0", "c1"]]  # fmt: skip
+
+
+def test_a_leftover_goes_back_to_its_own_run(tmp_path: Path) -> None:
+    """A partial sealed for run A and left in the spool is not put into run B by an evaluator
+    of B on the same spool (it was: A's images were counted in B); A's next evaluator sends it.
+    Partials in the spool's own folder (an older layout) do not say their run: not sent, and
+    said so."""
+    a_down, b_srv = _FakeServer(_down), _FakeServer(lambda key: None)
+    a_down.run = "epochA"
+    b_srv.run = "epochB"
+    StreamingEvaluator(a_down, every=1, prefix="pa", spool=tmp_path).update(*batch(0), key="a")
+    ConfusionMatrix(K, **settings()).save(tmp_path / "old.000001.json")  # type: ignore[arg-type]
+    with pytest.warns(SegiouWarning, match="1 partial state\\(s\\) in .* do not say their run"):
+        StreamingEvaluator(b_srv, prefix="pb", spool=tmp_path).close(timeout=30)
+    assert b_srv.got == {}
+    a_srv = _FakeServer(lambda key: None)
+    a_srv.run = "epochA"
+    with pytest.warns(SegiouWarning):
+        StreamingEvaluator(a_srv, prefix="pa2", spool=tmp_path).close(timeout=30)
+    assert list(a_srv.got) == ["pa.000001"]
 
 
 _SPOOLER = """
@@ -370,15 +397,15 @@ def test_a_spooled_partial_survives_the_death_of_its_process(tmp_path: Path) -> 
             subprocess.run([sys.executable, "-c", _SPOOLER, srv.url, str(spool),
                             str(srv.proc.pid)], check=True, timeout=120)  # fmt: skip
             assert srv.kill() == -9
-            assert sorted(f.name for f in spool.iterdir()) == ["dead.000001.json",
-                                                               "dead.000002.json"]  # fmt: skip
+            assert sorted(f.name for f in (spool / "r").iterdir()) == [
+                "dead.000001.json", "dead.000002.json"]  # fmt: skip
             srv.start()
             c.stream("r", spool=spool).close(timeout=120)
             eager = ConfusionMatrix(K, **settings())  # type: ignore[arg-type]
             for i in range(4):
                 eager.update(*cityscapes_like(2, 16, 24, seed=i), key=f"k{i}")
             assert c.state() == eager
-            assert list(spool.iterdir()) == []
+            assert list((spool / "r").iterdir()) == []
     finally:
         srv.stop()
 
