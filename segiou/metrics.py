@@ -303,8 +303,12 @@ def fbeta(
     [0.6667, nan]
     """
     tp, fp, fn = tp_fp_fn(cm, void=void)
-    b2 = float(beta) ** 2
-    out = _ratio((1 + b2) * tp, (1 + b2) * tp + b2 * fn + fp)
+    if float(beta) <= 1e100:  # b^2 times any count stays finite
+        b2 = float(beta) ** 2
+        out = _ratio((1 + b2) * tp, (1 + b2) * tp + b2 * fn + fp)
+    else:  # F's limit (FP / b^2 < 1e-181 beside TP + FN >= 1): recall; 0 for a class only
+        out = _ratio(tp, tp + fn)  # predicted (b^2 overflowed: nan, or an OverflowError)
+        out[(tp + fn == 0) & (fp > 0)] = 0.0
     if from_precision_recall:
         out[tp == 0] = np.nan
     return out

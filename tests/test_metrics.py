@@ -767,6 +767,18 @@ def test_presets_document_zero_division_differences():
     assert any("MulticlassRecall" in d for d in get_convention("torchmetrics").differences)
 
 
+@pytest.mark.parametrize("beta", [1e100, 1e154, 1e200, 1e300])
+def test_a_huge_beta_gives_the_limit_recall_not_nan_or_an_error(beta):
+    """F-beta tends to recall as beta grows (0 for a class only predicted); past 1e154 beta^2
+    overflowed: nan, or an OverflowError (a 500 from the service)."""
+    cm = np.array([[5, 2, 1], [1, 3, 0], [0, 0, 0]])  # class 2 only predicted
+    tp, fn = np.diag(cm), cm.sum(1) - np.diag(cm)
+    want = np.array([tp[0] / (tp[0] + fn[0]), tp[1] / (tp[1] + fn[1]), 0.0])
+    np.testing.assert_allclose(metrics.fbeta(cm, beta), want, rtol=1e-15)
+    r = evaluate(cm, beta=beta)
+    same(r.summary["mfbeta"], float(np.mean(want)))
+
+
 def test_rules_say_what_a_class_only_predicted_scores():
     """The rules echoed in every result match the numbers (detectron2's said "IoU 0": nan)."""
     cm = np.array([[3, 1], [0, 0]])  # class 1 only predicted
