@@ -114,18 +114,21 @@ def _push(args: argparse.Namespace, client: Client) -> int:
         if err.status != 404:
             raise
         info = None
-    explicit = any(getattr(args, o) is not None
-                   for o in ("labels", "ignore", "gt_ids", "pred_ids", "on_unexpected"))  # fmt: skip
-    if info is not None and not explicit:
-        t = ConfusionMatrix.from_dict(info["template"], source=f"run {args.run!r}")
-        if not t.per_image:
+    if info is not None:  # the run's settings; an option given replaces its own (the server
+        t = ConfusionMatrix.from_dict(info["template"], source=f"run {args.run!r}")  # then
+        if not t.per_image:  # refuses a state counted otherwise, naming both)
             msg = (
                 f"run {args.run!r} keeps no per-image rows, but segiou push counts a whole test "
                 "set with its per-image rows; push into a run created with per_image true"
             )
             raise UsageError(msg)
-        options: dict[str, Any] = {"labels": t.spec, "gt_ids": t.gt_ids, "pred_ids": t.pred_ids,
-                                   "on_unexpected": t.on_unexpected}  # fmt: skip
+        options: dict[str, Any] = {
+            "labels": t.spec if args.labels is None else labels_arg(args.labels),
+            "ignore_index": args.ignore,
+            "gt_ids": args.gt_ids or t.gt_ids,
+            "pred_ids": args.pred_ids or (t.pred_ids if args.gt_ids is None else None),
+            "on_unexpected": args.on_unexpected or t.on_unexpected,
+        }
     else:
         options = {"labels": labels_arg(args.labels or "cityscapes"), "ignore_index": args.ignore,
                    "gt_ids": args.gt_ids or "auto", "pred_ids": args.pred_ids,

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from segiou.cli._server_options import add_server_options, client_from
+from segiou.report.document import printable
 
 __all__ = ["register", "run"]
 
@@ -44,8 +45,10 @@ def run(args: argparse.Namespace) -> int:
     with client_from(args) as client:
         runs = client.runs()
     head = ("run", "status", "labels", "batches", "images", "pixels")
+    # names come from whoever created the run: a newline or an ANSI escape is shown, not sent
     rows = [head] + [
-        (r["name"], r["status"], f"{r['labels']['name']} ({r['labels']['num_classes']})",
+        (printable(r["name"]), printable(r["status"]),
+         f"{printable(r['labels']['name'])} ({r['labels']['num_classes']})",
          f"{r['batches']:,}", f"{r['images']:,}", f"{r['pixels']:,}")
         for r in runs
     ]  # fmt: skip

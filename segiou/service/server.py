@@ -100,7 +100,7 @@ def read_token(token_file: str | Path | None) -> str | None:
     ------
     UsageError
         The file cannot be read, or the token is shorter than 16 characters or holds white
-        space or control characters.
+        space, control or non-ASCII characters.
     """
     if token_file is not None:
         try:
@@ -113,9 +113,11 @@ def read_token(token_file: str | Path | None) -> str | None:
         token, where = os.environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}"
     else:
         return None
-    if len(token) < MIN_TOKEN_CHARS or not token.isprintable() or any(c.isspace() for c in token):
+    if (len(token) < MIN_TOKEN_CHARS or not token.isascii() or not token.isprintable()
+            or any(c.isspace() for c in token)):  # (HTTP headers travel as latin-1)  # fmt: skip
         msg = (
-            f"{where} must be at least {MIN_TOKEN_CHARS} printable characters without spaces; "
+            f"{where} must be at least {MIN_TOKEN_CHARS} printable ASCII characters without "
+            "spaces; "
             'make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
         )
         raise UsageError(msg)

@@ -61,6 +61,39 @@ def test_push_into_an_existing_run_uses_its_settings(
     assert "refused (422)" in err[0]
 
 
+def test_push_keeps_the_runs_labels_when_another_option_is_given(
+    server, run_name: str, demo_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--on-unexpected alone counted with cityscapes labels instead of the run's (pascal_voc
+    here), and the server's refusal named gt_ids."""
+    with Client(server.url) as c:
+        c.create_run(run_name, "pascal_voc", per_image=True, on_unexpected="raise")
+    base = ["--server", server.url, "--retries", "0", "--run", run_name, "--gt",
+            f"{demo_store}/gt", "--pred", f"{demo_store}/pred", "--quiet", "--scheduler",
+            "synchronous"]  # fmt: skip
+    assert main(["push", *base, "--on-unexpected", "count", "--key", "k"]) == 2
+    err = capsys.readouterr().err
+    assert "on_unexpected is 'raise' here but 'count'" in err  # the one difference named
+    assert "gt_ids" not in err
+
+
+def test_runs_shows_hostile_names_without_sending_them(
+    server, run_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A spec name holding a newline forged a row of `segiou runs`; an ANSI escape reached the
+    terminal."""
+    from segiou import LabelSpec
+
+    spec = LabelSpec("x (19)  0  0  0\nval  open  cityscapes\x1b[2J", ("a", "b", "c"))
+    with Client(server.url) as c:
+        c.create_run(run_name, spec)
+    assert main(["runs", "--server", server.url, "--retries", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert not any(line.startswith("val  open") for line in out.splitlines())
+    assert "\\nval  open  cityscapes\\x1b[2J (3)" in out
+
+
 def test_push_needs_a_run_with_per_image_rows(
     server, run_name: str, demo_store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -90,8 +90,12 @@ def test_check_bind_and_is_loopback() -> None:
 def test_tokens_must_be_long_enough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     short = tmp_path / "short"
     short.write_text("abc")
-    with pytest.raises(UsageError, match="at least 16 printable characters"):
+    with pytest.raises(UsageError, match="at least 16 printable ASCII characters"):
         read_token(short)
+    wide = tmp_path / "wide"  # headers travel as latin-1: the client could never send it
+    wide.write_text("sécret-token-0123456789", encoding="utf-8")
+    with pytest.raises(UsageError, match="printable ASCII"):
+        read_token(wide)
     with pytest.raises(UsageError, match="cannot be read"):
         read_token(tmp_path / "missing")
     monkeypatch.setenv("SEGIOU_TOKEN", TOKEN)
