@@ -9,7 +9,7 @@ configuration or input (the message says what to fix); 3 the run failed for anot
 (a crashed cluster, a full disk: the traceback is printed). Nothing but a regression exits 1, so
 a scheduler can tell "the model got worse" from "the job broke". The dated folder is created
 only once the evaluation succeeded. Writes into ``<report_dir>/<date>/``:
-``report.json`` (segiou.result v2, with bootstrap intervals), ``report.html`` (one
+``report.json`` (segiou.result version 3, with bootstrap intervals), ``report.html`` (one
 self-contained page with the tables and plots; needs ``segiou[report]``), ``report.txt``
 (tables), ``per_image.csv``, ``state.json`` (the count state, to merge or re-score later) and,
 with a baseline, ``comparison.json`` (fixed tolerances) and, with a baseline state, ``gate.json``
@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from segiou import PRESETS, evaluate
+from segiou import PRESETS, Result, evaluate
 from segiou.cli.compare import load_state
 from segiou.cli.options import labels_arg
 from segiou.cli.scheduler import scheduler_context
@@ -56,6 +56,7 @@ EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
 #: Summary metrics of a segiou result report a baseline can guard (``[baseline] max_drop``).
 _METRICS = {"miou", "fwiou", "micro_iou", "mdice", "mprecision", "pixel_accuracy",
             "mean_accuracy", "kappa", "category_miou", "mfbeta"}  # fmt: skip
+_TABLES = {"eval", "report", "baseline", "gate"}
 _BASELINE_KEYS = {"path", "state", "max_drop", "max_class_drop"}
 _REPORT_KEYS = {"dir"}
 _EVAL_KEYS = {"gt", "pred", "labels", "preset", "beta", "scheduler", "gt_ids", "pred_ids", "ignore",
@@ -78,9 +79,13 @@ def load_config(path: Path) -> dict[str, Any]:
     if not isinstance(ev, dict) or "gt" not in ev or "pred" not in ev:
         msg = f"config {str(path)!r}: an [eval] table with 'gt' and 'pred' is required"
         raise UsageError(msg)
+    if unknown := sorted(set(cfg) - _TABLES):  # a misspelt [baseline] turned every check off
+        msg = f"config {str(path)!r}: unknown table(s) {unknown}; known: {sorted(_TABLES)}"
+        raise UsageError(msg)
     if unknown := sorted(set(ev) - _EVAL_KEYS):
         msg = f"config {str(path)!r}: unknown [eval] key(s) {unknown}; known: {sorted(_EVAL_KEYS)}"
         raise UsageError(msg)
+    _check_eval(ev, str(path))
     _check_tables(cfg, str(path))
     beta = ev.get("beta")
     if beta is not None and (
@@ -101,6 +106,20 @@ def load_config(path: Path) -> dict[str, Any]:
         if "baseline" in cfg and key in cfg["baseline"]:
             cfg["baseline"][key] = str(base / cfg["baseline"][key])
     return cfg
+
+
+def _check_eval(ev: dict[str, Any], where: str) -> None:
+    """Refuse [eval] values of the wrong type before evaluating (not after the whole count)."""
+    for key, kinds, what in (("labels", (str, int), "a spec name, a spec file or a class count"),
+                             ("bootstrap", (int,), "a whole number >= 0 (0: no intervals)"),
+                             ("bootstrap_seed", (int,), "a whole number >= 0"),
+                             ("split_every", (int,), "a whole number >= 2")):  # fmt: skip
+        v = ev.get(key)
+        low = {"bootstrap": 0, "bootstrap_seed": 0, "split_every": 2}.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, kinds)
+                              or (low is not None and v < low)):  # fmt: skip
+            msg = f"config {where!r}: [eval] {key} = {v!r} must be {what}"
+            raise UsageError(msg)
 
 
 def _check_tables(cfg: dict[str, Any], where: str) -> None:
@@ -131,15 +150,29 @@ def _check_tables(cfg: dict[str, Any], where: str) -> None:
         msg = f"[baseline] max_drop names unknown metric(s) {unknown}; known: {sorted(_METRICS)}"
         raise bad(msg)
     gate = cfg.get("gate", {})
-    if gate and "state" not in bl:
+    if "gate" in cfg and "state" not in bl:  # (an empty [gate] too: it asks for the gate)
         msg = '[gate] needs the baseline\'s state: set [baseline] state = "...state.json"'
+        raise bad(msg)
+    if ({"max_drop", "max_class_drop"} & set(bl)) and "path" not in bl:
+        msg = ('[baseline] max_drop and max_class_drop guard the baseline report: set [baseline] '
+               'path = "...report.json" (the gate\'s thresholds are [gate] max_miou_drop and '
+               "max_class_drop)")  # fmt: skip
         raise bad(msg)
     for name in ("alpha", "max_miou_drop", "max_class_drop"):
         v = gate.get(name, _GATE_DEFAULTS[name])
-        top = 1 if name == "alpha" else math.inf
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < top:
-            msg = f"[gate] {name} = {v!r} must be a number >= 0{' and < 1' if top == 1 else ''}"
+        if name == "alpha":
+            ok, want = 0 < v < 1, "a number in (0, 1)"
+        else:
+            ok, want = 0 <= v < math.inf, "a finite number >= 0"
+        if isinstance(v, bool) or not isinstance(v, int | float) or not ok:
+            msg = f"[gate] {name} = {v!r} must be {want}"
             raise bad(msg)
+    if not isinstance(gate.get("shared_images", False), bool):
+        msg = f"[gate] shared_images = {gate['shared_images']!r} must be true or false"
+        raise bad(msg)
+    if gate.get("correction", "holm") not in ("holm", "none"):
+        msg = f'[gate] correction = {gate["correction"]!r} must be "holm" or "none"'
+        raise bad(msg)
     for name in ("resamples", "seed"):
         v = gate.get(name, _GATE_DEFAULTS[name])
         if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "resamples" else 0):
@@ -182,6 +215,15 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     if update_baseline and state_path is not None:
         files["[baseline] state"] = state_path
     check_outputs(files, inputs=[ev["gt"], ev["pred"]], create_parents=True)
+    ours = {p.resolve() for p in files.values()}
+    for what, path in (("[baseline] path", base_path), ("[baseline] state", state_path)):
+        if path is not None and path.resolve() in ours and files.get(what) != path:
+            msg = (
+                f"{what} {str(path)!r} is one of this run's own outputs: it would be compared "
+                "with itself and replaced by this run; point it at a baseline kept elsewhere"
+            )
+            raise UsageError(msg)
+    baseline = _read_baseline(base_path)  # read before anything of this run is written
     with scheduler_context(ev.get("scheduler", "threads")) as scheduler:
         cm = count_stores(
             ev["gt"], ev["pred"], labels=spec, ignore_index=ev.get("ignore"),
@@ -221,8 +263,7 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     # the one that exists was compared, and only without a regression: a baseline added to
     # the configuration later must not let a regressed run through (or become its baseline)
     missing = {p for p in (base_path, state_path) if p is not None and not p.is_file()}
-    if base_path is not None and base_path not in missing:
-        baseline = json.loads(base_path.read_text(encoding="utf-8"))
+    if baseline is not None:
         comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
                                max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
         write_atomic(out / "comparison.json", json.dumps(comp.to_dict(), indent=2) + "\n",
@@ -261,6 +302,28 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
                 done = "created from this run (none yet)" if path in missing else "updated"
                 print(f"nightly: {what} {path} {done}")
     return EXIT_OK
+
+
+def _read_baseline(path: Path | None) -> dict[str, Any] | None:
+    """The baseline report (``None``: none configured, or none yet), checked as a result."""
+    if path is None or not path.is_file():
+        return None
+
+    def refuse(constant: str) -> None:
+        msg = f"{constant} is not JSON (a hand-edited value?)"
+        raise ValueError(msg)
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+        Result.from_dict(doc)  # a segiou result of a version this segiou reads
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        msg = (
+            f"[baseline] path {str(path)!r} is not a segiou result report ({err}); restore it, "
+            "or make a new one with --update-baseline"
+        )
+        raise UsageError(msg) from err
+    out: dict[str, Any] = doc
+    return out
 
 
 def _folder_name(text: str) -> str:

@@ -133,6 +133,25 @@ def test_nightly_failure_that_is_no_regression_exits_3(
         ('[baseline]\npath = "b.json"\nmax_class_drop = "x"\n', "max_class_drop = 'x'"),
         ('[baseline]\npath = "b.json"\nmax_drop = { miou = nan }\n', "miou = nan must be a finite"),
         ("[baseline]\npath = 5\n", "[baseline] path = 5 must be a path"),
+        # each of these let a regressed run exit 0 (or failed only after the evaluation)
+        ('[basline]\npath = "b.json"\n', "unknown table(s) ['basline']"),
+        (
+            '[baseline]\nstate = "s.json"\nmax_drop = { miou = 0.001 }\n',
+            "guard the baseline report",
+        ),
+        ('[baseline]\npath = "b.json"\n[gate]\n', "[gate] needs the baseline's state"),
+        (
+            '[baseline]\npath = "b.json"\nstate = "s.json"\n[gate]\nshared_images = "false"\n',
+            "shared_images = 'false' must be true or false",
+        ),
+        (
+            '[baseline]\npath = "b.json"\nstate = "s.json"\n[gate]\nalpha = 0\n',
+            "alpha = 0 must be a number in (0, 1)",
+        ),
+        (
+            '[baseline]\npath = "b.json"\nstate = "s.json"\n[gate]\ncorrection = "bonf"\n',
+            "correction = 'bonf' must be",
+        ),
     ],
 )
 def test_nightly_refuses_a_misspelt_or_mistyped_baseline_before_evaluating(
@@ -145,6 +164,50 @@ def test_nightly_refuses_a_misspelt_or_mistyped_baseline_before_evaluating(
     assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
     assert needle in capsys.readouterr().err
     assert not (tmp_path / "reports" / "d1").exists()
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    ("labels = true\n", "labels = True must be a spec name"),
+    ("bootstrap = -1\n", "bootstrap = -1 must be a whole number >= 0"),
+    ('bootstrap = "many"\n', "bootstrap = 'many' must be"),
+    ("split_every = 1\n", "split_every = 1 must be a whole number >= 2"),
+])  # fmt: skip
+def test_nightly_refuses_mistyped_eval_values_before_evaluating(
+    demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], extra: str, needle: str,
+) -> None:  # fmt: skip
+    """labels = true crashed with a traceback (exit 3); others were refused after the count."""
+    job = _load_pipeline()
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError
+
+    monkeypatch.setattr(job, "count_stores", never)
+    cfg = _nightly_config(tmp_path, demo_store, extra)
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_nightly_baseline_that_is_this_runs_own_output_or_damaged_is_refused(
+    demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A baseline in the dated folder a same-date rerun writes was compared with the run itself
+    and replaced by it (a regression passed); a damaged or hand-edited one is a bad input."""
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store, "bootstrap = 0\n")
+    assert job.main([str(cfg), "--date", "d9", "--quiet"]) == 0
+    good = (tmp_path / "reports" / "d9" / "report.json").read_text()
+    text = cfg.read_text()
+    cfg.write_text(text + '[baseline]\npath = "reports/d9/report.json"\n')
+    assert job.main([str(cfg), "--date", "d9", "--quiet"]) == 2
+    assert "is one of this run's own outputs" in capsys.readouterr().err
+    assert (tmp_path / "reports" / "d9" / "report.json").read_text() == good
+    base = tmp_path / "b.json"
+    cfg.write_text(text + '[baseline]\npath = "b.json"\n')
+    for damaged in (good[: len(good) // 2], good.replace('"miou": ', '"miou": NaN, "x": ', 1)):
+        base.write_text(damaged)
+        assert job.main([str(cfg), "--date", "d10", "--quiet"]) == 2
+        assert "is not a segiou result report" in capsys.readouterr().err
 
 
 def test_nightly_missing_baseline_is_refused_before_evaluating(
