@@ -129,6 +129,25 @@ def compare_reports(
             f"{diff[1]!r} in the baseline; (id, name)); compare runs of one label spec"
         )
         raise CheckpointError(msg)
+    cur_cat = [(c.get("name"), c.get("classes")) for c in current.get("categories") or []]
+    base_cat = [(c.get("name"), c.get("classes")) for c in baseline.get("categories") or []]
+    if [n for n, _ in cur_cat] != [n for n, _ in base_cat] or (
+        all(m is not None for _, m in cur_cat + base_cat) and cur_cat != base_cat
+    ):
+        msg = (
+            "reports are not comparable: their categories differ (names, or the classes each "
+            "holds); compare runs of one label spec"
+        )
+        raise CheckpointError(msg)
+    if None not in (current.get("beta"), baseline.get("beta")) and (
+        current["beta"] != baseline["beta"]
+    ):
+        msg = (
+            f"reports are not comparable: beta is {current['beta']!r} now but "
+            f"{baseline['beta']!r} in the baseline (F-beta depends on it); evaluate with the "
+            "baseline's beta"
+        )
+        raise CheckpointError(msg)
     cur_conv, base_conv = current["convention"]["name"], baseline["convention"]["name"]
     if cur_conv != base_conv:
         msg = (

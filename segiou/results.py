@@ -139,6 +139,7 @@ class Result:
                     "fp": _num(c["fp"][i]),
                     "fn": _num(c["fn"][i]),
                 }
+                | ({"classes": list(c["members"][i])} if "members" in c else {})
                 for i, n in enumerate(c["names"])
             ]
         return {
@@ -237,6 +238,8 @@ class Result:
             cs = d["categories"]
             cats = {"names": [x["name"] for x in cs], "iou": _floats(x["iou"] for x in cs)}
             cats |= {k: np.array([x[k] for x in cs], dtype=np.int64) for k in ("tp", "fp", "fn")}
+            if cs and all("classes" in x for x in cs):  # (the class ids of each: since 0.3)
+                cats["members"] = [[int(i) for i in x["classes"]] for x in cs]
         summary = {k: math.nan if v is None else float(v) for k, v in d["summary"].items()}
         return cls(labels=d["labels"], class_names=[x["name"] for x in classes],
                    convention=conv, per_class=per_class, summary=summary, categories=cats,
@@ -469,8 +472,10 @@ def evaluate(
         craw = m.iou(ccm, void=cv)
         cscored = {"present": (ctp + cfp + cfn) > 0, "gt": (ctp + cfn) > 0,
                    "all": np.ones(len(ctp), dtype=bool)}[over]  # fmt: skip
+        members = [[i for i, g in enumerate(spec.class_categories) if g == j]
+                   for j in range(len(spec.categories))]  # fmt: skip
         categories = {"names": list(spec.categories), "iou": _fill(craw, cscored, conv),
-                      "tp": ctp, "fp": cfp, "fn": cfn}  # fmt: skip
+                      "tp": ctp, "fp": cfp, "fn": cfn, "members": members}  # fmt: skip
         summary["category_miou"] = m.mean(craw, ccm, void=cv, over=over)
     quality = _quality(source, spec, cm) if isinstance(source, ConfusionMatrix) else {}
     return Result(

@@ -82,3 +82,33 @@ def test_compare_refuses_reports_of_other_counting_rules_or_classes() -> None:
     ):
         compare_reports(b, a)
     assert not compare_reports(a, a).regressions  # the same rules and classes: compared
+
+
+def test_compare_refuses_other_betas_and_other_category_members() -> None:
+    """mfbeta of beta 0.5 was compared with mfbeta of beta 3 (a drop of 0.076 on the same
+    predictions); a spec edited under its name that moved a class to another category compared
+    category_miou silently."""
+    import numpy as np
+
+    from segiou import ConfusionMatrix, LabelSpec, evaluate
+
+    g = np.array([[0, 0, 1, 2], [1, 1, 2, 0]], np.uint8)
+    p = np.array([[0, 1, 1, 2], [1, 0, 2, 0]], np.uint8)
+
+    def doc(categories: tuple[str, ...], of: tuple[int, ...], beta: float | None = None) -> dict:
+        spec = LabelSpec("roads", ("road", "car", "bus"), categories=categories,
+                         class_categories=of)  # fmt: skip
+        return evaluate(ConfusionMatrix(spec).update(g, p, key="a"), beta=beta).to_dict()
+
+    a = doc(("flat", "vehicle"), (0, 1, 1))
+    assert a["categories"][1]["classes"] == [1, 2]
+    assert not compare_reports(a, doc(("flat", "vehicle"), (0, 1, 1))).regressed
+    with pytest.raises(CheckpointError, match="their categories differ"):
+        compare_reports(doc(("flat", "vehicle"), (0, 0, 1)), a)
+    old = doc(("flat", "vehicle"), (0, 0, 1))
+    for c in old["categories"]:
+        del c["classes"]  # a report written before categories listed their classes
+    assert compare_reports(old, a, max_drop={"miou": 1.0}) is not None
+    with pytest.raises(CheckpointError, match=r"beta is 3 now but 0\.5 in the baseline"):
+        compare_reports(doc(("flat", "vehicle"), (0, 1, 1), beta=3),
+                        doc(("flat", "vehicle"), (0, 1, 1), beta=0.5))  # fmt: skip

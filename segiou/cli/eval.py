@@ -46,7 +46,9 @@ def register(sub: Any) -> None:
     ev.add_argument("--no-instances", action="store_true", help="do not count iIoU")
     ev.add_argument("--gt-pattern", help="PNG folders only: glob of ground-truth files")
     ev.add_argument("--pred-pattern", help="PNG folders only: glob of prediction files")
-    ev.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result, version 3)")
+    ev.add_argument(
+        "--json", metavar="FILE", help="write the JSON report (segiou.result, version 3)"
+    )
     ev.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
     ev.add_argument("--state", metavar="FILE", help="also save the count state (JSON checkpoint)")
     ev.add_argument("--report", metavar="FILE",

@@ -31,7 +31,9 @@ def register(sub: Any) -> None:
                    "(runs with per-image rows; 0 turns them off; default: %(default)s)")  # fmt: skip
     p.add_argument("--bootstrap-seed", type=nonnegative_int, default=0, metavar="S",
                    help="seed of the resamples (default: %(default)s)")  # fmt: skip
-    p.add_argument("--json", metavar="FILE", help="write the JSON report (segiou.result, version 3)")
+    p.add_argument(
+        "--json", metavar="FILE", help="write the JSON report (segiou.result, version 3)"
+    )
     p.add_argument("--per-image", metavar="CSV", help="write per-image IoU rows as CSV")
     p.add_argument("--state", metavar="FILE", help="also save the run's state (JSON checkpoint)")
     p.add_argument("--top", type=positive_int, default=5,
