@@ -381,11 +381,16 @@ def count_extras(
             )
             raise ShapeMismatchError(msg)
         a3 = _images(a)
-        ic = counters.instances()
+        ic = counters.instances()  # (this thread's: kept across calls)
         parts = []
-        for i in range(n):
-            ic.add(a3[i], g[i], p[i], where=f"{where} image {i}" if n > 1 else where)
-            parts.append(ic.finish(image=i))
+        ic.discard()  # what an interrupted call added (Ctrl-C between add and finish)
+        try:
+            for i in range(n):
+                ic.add(a3[i], g[i], p[i], where=f"{where} image {i}" if n > 1 else where)
+                parts.append(ic.finish(image=i))
+        except BaseException:
+            ic.discard()
+            raise
         inst = InstanceTally.concat(parts, ic.n_categories)
     return bnd, inst
 

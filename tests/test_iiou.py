@@ -422,6 +422,36 @@ def test_keyless_per_image_instance_states_merge_and_load() -> None:
         ConfusionMatrix.from_dict(d)
 
 
+def test_an_interrupted_update_leaves_no_instance_counts_behind(monkeypatch) -> None:
+    """Ctrl-C between a counter's add and finish left the image's instance table in this
+    thread's counter: the next update added it to its own (miIoU 0.375 for 1.0; the state's
+    records held more pixels than it counted, and would not load)."""
+    from segiou import _instances
+
+    g, p, inst = _car()
+    real = _instances.InstanceCounter.add
+
+    def interrupted(self: object, *args: object, **kwargs: object) -> None:
+        real(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    def cm() -> ConfusionMatrix:
+        return ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
+
+    a = cm()
+    with monkeypatch.context() as m:
+        m.setattr(_instances.InstanceCounter, "add", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            a.update(g, p, instances=inst, key="b0")
+    assert a.n_pixels == 0
+    a.update(g, g, instances=inst, key="b1")  # a perfect prediction
+    want = cm().update(g, g, instances=inst, key="b1")
+    assert a == want
+    got, ref = (segiou.evaluate(x, preset="cityscapes").to_dict()["instances"] for x in (a, want))
+    assert got == ref
+    assert ConfusionMatrix.from_dict(a.to_dict()) == a
+
+
 def _car_state() -> dict:
     g, p, inst = _car()
     cm = ConfusionMatrix("cityscapes", gt_ids="raw", instances=True, per_image=True)
