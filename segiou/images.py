@@ -377,9 +377,9 @@ def check_names(names: object, n: int, where: str, *, per_image: bool = True) ->
     Raises
     ------
     UsageError
-        Not a sequence of ``n`` distinct strings (a string is read as one name, never as its
-        characters; ``None`` or numbers are refused, never made into names), or names for an
-        accumulator without per-image rows.
+        Not a sequence of ``n`` distinct non-empty strings (a string is read as one name, never
+        as its characters; ``None`` or numbers are refused, never made into names), or names for
+        an accumulator without per-image rows.
     """
     if not per_image:
         msg = (
@@ -400,6 +400,9 @@ def check_names(names: object, n: int, where: str, *, per_image: bool = True) ->
         raise UsageError(msg)
     if len(names) != n:
         msg = f"{where}: {len(names)} image name(s) given for a batch of {n} image(s)"
+        raise UsageError(msg)
+    if "" in names:  # (a state marks what belongs to no named image with "")
+        msg = f"{where}: image {list(names).index('')} has an empty name; name every image"
         raise UsageError(msg)
     if len(set(names)) != n:
         dup = sorted({x for x in names if names.count(x) > 1})[:3]

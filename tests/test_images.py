@@ -169,6 +169,22 @@ def test_labels_are_not_identities():
     assert (c + d).n_images == 4  # the same arrays under other keys: the caller's choice
 
 
+def test_an_empty_name_is_refused():
+    """ "" marks what belongs to no named image in a state (instance records): an image named
+    "" made a state that would not load, and refused valid merges."""
+    with pytest.raises(UsageError, match="image 1 has an empty name"):
+        _cm().update(*_batch(0, n=2), names=["a", ""])
+    import tempfile
+
+    from segiou.errors import StoreLayoutError
+    from segiou.io.zarr import create_stack, open_masks
+
+    with tempfile.TemporaryDirectory() as d:
+        create_stack(f"{d}/s.zarr", n=2, height=2, width=2, names=["", "b"])
+        with pytest.raises(StoreLayoutError, match="image 0 has an empty name"):
+            open_masks(f"{d}/s.zarr")
+
+
 def test_names_must_be_one_distinct_string_per_image():
     gt, pred = _batch(10, n=2)
     for bad in ("ab", ["a"], ["a", "a"], ["a", None], [1, 2]):

@@ -561,6 +561,9 @@ def _check_dtype(where: str, dtype: Any) -> None:
 
 
 def _unique(where: str, names: tuple[str, ...]) -> None:
+    if "" in names:  # (a state marks what belongs to no named image with "")
+        msg = f"{where}: image {names.index('')} has an empty name; name every image"
+        raise StoreLayoutError(msg)
     seen: set[str] = set()
     dups = [n for n in names if n in seen or seen.add(n)]  # type: ignore[func-returns-value]
     if dups:
