@@ -105,10 +105,10 @@ def dump(p: StateParts) -> dict[str, Any]:
         r = p.rows
         if r.legacy is not None:  # loaded from version 1: TP/FP/FN rows only
             out["version"] = 1
-            out["image_rows"] = {"names": list(r.names)} | {
-                f: a.tolist()
+            out["image_rows"] = {"names": list(r.names), "given": list(r.given)} | {
+                f: a.tolist()  # ("given": which names were given, not labels; merged rows can
                 for f, a in zip(("tp", "fp", "fn", "ignored", "unexpected"), r.legacy, strict=True)
-            }
+            }  # hold a label such as 'a' beside an image named 'a')
         else:
             order = np.lexsort((r.pred, r.gt, r.image))
             out["image_rows"] = {
@@ -263,10 +263,13 @@ def _rows_v2(r: Any, k: int, n: int) -> ImageRows:
 
 def _rows_v1(r: Any, k: int, n: int) -> ImageRows:
     fields = ("names", "tp", "fp", "fn", "ignored", "unexpected")
-    if not isinstance(r, Mapping) or set(r) != set(fields):
-        msg = f"field 'image_rows' is malformed ({str(r)[:40]}): it holds {list(fields)}"
+    if not isinstance(r, Mapping) or set(r) - {"given"} != set(fields):
+        msg = (
+            f"field 'image_rows' is malformed ({str(r)[:40]}): it holds {list(fields)} (and "
+            "'given', since segiou 0.3)"
+        )
         raise _fail(msg)
-    names, given = _names(r["names"], None)
+    names, given = _names(r["names"], r.get("given"))
     if len(names) != n:
         msg = (
             f"field 'images' is {n} but 'image_rows' holds {len(names)} row(s), one per counted "

@@ -221,6 +221,27 @@ def test_version_1_state_merged_with_absent_chunks_loads_what_it_saved(tmp_path)
     assert back.to_dict()["image_rows"] == merged.to_dict()["image_rows"]
 
 
+def test_version_1_merged_rows_keep_which_names_were_given(tmp_path):
+    """A label 'a' (of key 'a') beside an image named 'a': saved as version 1 (merged with a
+    version-1 state), the file would not load, and labels came back as given names."""
+    from pathlib import Path
+
+    v1 = ConfusionMatrix.load(Path(__file__).parent / "data" / "confusion_v1_per_image.json")
+    new = ConfusionMatrix(v1.spec, gt_ids="raw", on_unexpected="count", per_image=True)
+    g = np.full((3, 6), 7, np.uint8)
+    new.update(g, g, key="a")  # labelled 'a'
+    new.update(g, g, names=["a"])  # named 'a'
+    new.update(g, g, key="b")  # labelled 'b'
+    merged = v1 + new
+    merged.save(tmp_path / "m.json")
+    back = ConfusionMatrix.load(tmp_path / "m.json")
+    assert back == merged
+    assert back.images.rows.given == merged.images.rows.given
+    other = ConfusionMatrix(v1.spec, gt_ids="raw", on_unexpected="count", per_image=True)
+    other.update(g, g, names=["b"])  # an image named 'b': not the row labelled 'b'
+    assert (back + other).n_images == merged.n_images + 1
+
+
 def _v2_state() -> dict:
     cm = _cm()
     cm.update(*_batch(11, n=2), key="k", names=["a", "b"])
