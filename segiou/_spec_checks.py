@@ -121,6 +121,11 @@ def read_instance_sizes(
 RawEntry = tuple[int, str, int | None, tuple[int, int, int] | None, int | None]
 
 
+#: Keys of a raw-id entry and of a class object in a spec file (anything else is refused).
+_RAW_KEYS = frozenset({"id", "name", "class", "color", "category"})
+_CLASS_KEYS = frozenset({"name", "color", "category"})
+
+
 def read_raw_entries(
     value: Any, names: Sequence[str], cats: Sequence[str], source: str
 ) -> list[RawEntry]:
@@ -132,6 +137,10 @@ def read_raw_entries(
     for i, r in enumerate(value):
         if not isinstance(r, Mapping) or "id" not in r:
             msg = f"{source}: raw[{i}] is {r!r}; expected an object with 'id' (and 'class')"
+            raise LabelSpecError(msg)
+        # a misspelt 'class' would leave the id without one: not evaluated, silently ignored
+        if unknown := sorted(set(r) - _RAW_KEYS):
+            msg = f"{source}: raw[{i}] has unknown key(s) {unknown}; expected some of {sorted(_RAW_KEYS)}"
             raise LabelSpecError(msg)
         rid = as_int(r["id"])
         if rid is None:
@@ -201,12 +210,19 @@ def read_spec_fields(d: Any, source: str) -> dict[str, Any]:
     class_cats = int_list(
         d.get("class_categories", []), source, "class_categories", "category index"
     )
+    given_cats = len(class_cats)
     for i, c in enumerate(d["classes"]):
         if isinstance(c, str):
             names.append(c)
             continue
         if not isinstance(c, Mapping) or "name" not in c:
             msg = f"{source}: classes[{i}] is {c!r}; expected a name or an object with 'name'"
+            raise LabelSpecError(msg)
+        if unknown := sorted(set(c) - _CLASS_KEYS):
+            msg = (
+                f"{source}: classes[{i}] has unknown key(s) {unknown}; expected some of "
+                f"{sorted(_CLASS_KEYS)}"
+            )
             raise LabelSpecError(msg)
         names.append(str(c["name"]))
         if "color" in c:
@@ -219,16 +235,27 @@ def read_spec_fields(d: Any, source: str) -> dict[str, Any]:
             colors = colors or [None] * len(d["classes"])  # type: ignore[list-item]
             colors[i] = read_color(c["color"], f"{source}: classes[{i}] field 'color'")
         if "category" in c:
-            if c["category"] not in cats:
+            cat = c["category"]
+            if not isinstance(cat, str):
+                msg = f"{source}: class {c['name']!r} has category {cat!r}; expected a name"
+                raise LabelSpecError(msg)
+            if cat not in cats:
                 if "categories" in d:
                     msg = (
-                        f"{source}: class {c['name']!r} has category {c['category']!r}, "
+                        f"{source}: class {c['name']!r} has category {cat!r}, "
                         f"which is not in categories {cats}"
                     )
                     raise LabelSpecError(msg)
-                cats.append(str(c["category"]))
+                cats.append(cat)
+            if i < given_cats and class_cats[i] != cats.index(cat):  # given two ways
+                msg = (
+                    f"{source}: class {c['name']!r} has category {cat!r}, but class_categories "
+                    f"[{i}] says {cats[class_cats[i]] if 0 <= class_cats[i] < len(cats) else class_cats[i]!r}; "
+                    "give categories one way"
+                )
+                raise LabelSpecError(msg)
             class_cats.extend([-1] * (i + 1 - len(class_cats)))  # -1: no category given
-            class_cats[i] = cats.index(c["category"])
+            class_cats[i] = cats.index(cat)
     if missing := [names[i] for i, g in enumerate(class_cats) if g == -1]:
         msg = f"{source}: class(es) {missing} have no category; give every class a category"
         raise LabelSpecError(msg)

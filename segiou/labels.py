@@ -154,9 +154,21 @@ class LabelSpec:
     instance_sizes: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise _fail(repr(self.name), "name is not a string; name the spec with a string")
+        for name in ("classes", "categories"):  # names are strings (a state is JSON), and a
+            value = getattr(self, name)  # bare string is not a list of its letters
+            if isinstance(value, str) or not all(isinstance(x, str) for x in value):
+                msg = f"{name} {value!r} is not a list of strings; give one name per entry"
+                raise _fail(self.name, msg)
         for name in ("classes", "ignore", "categories", "class_categories", "raw",
                      "instance_sizes"):  # fmt: skip
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("classes", "categories"):  # (numpy strings as plain ones)
+            object.__setattr__(self, name, tuple(str(x) for x in getattr(self, name)))
+        if bad := [r for r in self.raw if not isinstance(r.name, str)]:
+            msg = f"raw id {bad[0].id!r} has the name {bad[0].name!r}; raw names are strings"
+            raise _fail(self.name, msg)
         # numpy integers are accepted, but stored as int (states and results are JSON); floats
         # and bools are refused rather than truncated (7.9 is no raw id 7, True no class 1)
         ignore = []

@@ -293,6 +293,27 @@ def test_spec_file_errors_name_the_file(tmp_path):
         ({"classes": ["a"], "raw": [{"name": "no id", "class": 0}]}, ["raw[0]", "'id'"]),
         ({"classes": ["a"], "raw": [7]}, ["raw[0]"]),
         ({"classes": "abc"}, ["classes", "list"]),
+        # a misspelt key inside an entry was dropped: 'clas' left raw id 7 without a class
+        # (its pixels ignored), 'colour' or 'categry' lost the colour or the category
+        (
+            {"classes": ["road"], "raw": [{"id": 7, "clas": "road"}]},
+            ["raw[0]", "unknown key(s) ['clas']"],
+        ),
+        ({"classes": [{"name": "a", "colour": [1, 2, 3]}]}, ["classes[0]", "['colour']"]),
+        ({"classes": [{"name": "a", "categry": "x"}]}, ["classes[0]", "['categry']"]),
+        # given two ways, disagreeing: the per-class one won silently
+        (
+            {
+                "classes": [
+                    {"name": "road", "category": "flat"},
+                    {"name": "car", "category": "vehicle"},
+                ],
+                "categories": ["flat", "vehicle"],
+                "class_categories": [1, 1],
+            },
+            ["'road' has category 'flat'", "give categories one way"],
+        ),
+        ({"classes": [{"name": "a", "category": 1}]}, ["'a' has category 1", "expected a name"]),
     ],
 )
 def test_malformed_user_specs(spec, words):
@@ -404,6 +425,24 @@ def test_non_integer_values_in_code(make, words):
         make()
     for w in [*words, "integer"]:
         assert w in str(info.value), (w, str(info.value))
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda: LabelSpec("bin", "ab"), ["classes 'ab' is not a list of strings"]),
+    (lambda: LabelSpec("x", ["a"], categories="fv", class_categories=[0]), ["categories 'fv'"]),
+    (lambda: LabelSpec("x", [1, 2]), ["classes [1, 2] is not a list of strings"]),
+    (lambda: LabelSpec(5, ["a"]), ["name is not a string"]),
+    (lambda: LabelSpec("x", ["a"], raw=(RawLabel(3, 7, 0),)), ["raw id 3 has the name 7"]),
+])  # fmt: skip
+def test_names_in_code_are_strings(make, words):
+    """A string was split into letters (2 classes from "ab"); numbers made states that saved
+    but did not load, or loaded back as another spec."""
+    with pytest.raises(LabelSpecError) as info:
+        make()
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+    spec = LabelSpec("x", np.array(["a", "b"]))  # numpy strings: stored as plain ones
+    assert ConfusionMatrix.from_dict(ConfusionMatrix(spec).to_dict()).spec == spec
 
 
 def test_numpy_integer_raw_ids_are_stored_as_int():
