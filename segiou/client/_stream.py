@@ -7,6 +7,7 @@ import glob
 import secrets
 import threading
 import time
+import urllib.parse
 import warnings
 from collections import deque
 from collections.abc import Sequence
@@ -61,9 +62,9 @@ class StreamingEvaluator:
         Key prefix of the partial states (default: random, unique to this evaluator). Give
         each process its own.
     spool : str or Path, optional
-        A folder where each partial is saved until acknowledged, in a subfolder per run;
-        partials of this run left there by a process that died are put first (under their
-        keys, into this run) when an evaluator starts on it. Its own partials are numbered
+        A folder where each partial is saved until acknowledged, in a subfolder per server and
+        run; partials of this run left there by a process that died are put first (under their
+        keys, into this run) when an evaluator of the same run on the same server starts on it. Its own partials are numbered
         after the leftovers of its prefix, never over them.
 
     Raises
@@ -91,8 +92,9 @@ class StreamingEvaluator:
         self.run = run if run is not None else client.run
         self._template = client.run_info(self.run)["template"]
         self.prefix = check_key(prefix) if prefix else f"s{secrets.token_hex(6)}"
-        # one folder per run: a leftover goes back to the run it was sealed for
-        self._spool = None if spool is None else Path(spool) / check_run_name(self.run)
+        # one folder per server and run: a leftover goes back to the run it was sealed for
+        server = urllib.parse.quote(str(getattr(client, "url", "") or "-"), safe="")
+        self._spool = None if spool is None else Path(spool) / server / check_run_name(self.run)
         self._cond = threading.Condition()
         self._cm, self._n, self._since = self._empty(), 0, time.monotonic()
         self._seq = self._auto = 0
@@ -106,7 +108,7 @@ class StreamingEvaluator:
             for f in sorted(self._spool.glob("*.json")):
                 self._outbox.append((f.stem, ConfusionMatrix.load(f)))
             self._seq = _last_seq(self._spool, self.prefix)
-            _warn_stray(self._spool.parent)
+            _warn_stray(self._spool.parent.parent)
         self._thread = threading.Thread(target=self._send_loop, name="segiou-stream", daemon=True)
         self._thread.start()
 
@@ -294,7 +296,7 @@ def _warn_unspooled(err: Exception) -> None:
 
 def _warn_stray(spool: Path) -> None:
     """Warn of partials in the spool's own folder (an older layout: their run is not known)."""
-    stray = sorted(f.name for f in spool.glob("*.json"))
+    stray = sorted(f.name for f in spool.glob("*.json") if f.is_file())
     if stray:
         msg = (
             f"{len(stray)} partial state(s) in {str(spool)!r} itself ({', '.join(stray[:3])}"

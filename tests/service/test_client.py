@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
+from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -274,7 +275,7 @@ def test_an_unexpected_error_in_the_sender_keeps_the_partial_and_the_thread(tmp_
         ev.flush(timeout=30)
     assert (err.value.status, err.value.error) == (0, "KeyError")
     assert [k for k, _, _ in ev.failed] == ["p.000001"]
-    assert sorted(f.name for f in (tmp_path / "r").iterdir()) == ["p.000001.refused"]
+    assert sorted(f.name for f in (tmp_path / "-" / "r").iterdir()) == ["p.000001.refused"]
     assert ev._thread.is_alive()
     ev.failed.clear()  # the caller took it over
     ev.update(*batch(1), key="b")
@@ -289,7 +290,7 @@ def test_the_sender_survives_its_spool_files_vanishing_or_refusing(tmp_path: Pat
 
     def put(key: str) -> None:
         if key == "p.000001":
-            (tmp_path / "r" / f"{key}.json").unlink()  # the other evaluator got there first
+            (tmp_path / "-" / "r" / f"{key}.json").unlink()  # the other evaluator got there first
             msg = "taken"
             raise RefusedError(msg, status=409, error="ConflictError")
 
@@ -309,7 +310,7 @@ def test_the_sender_survives_its_spool_files_vanishing_or_refusing(tmp_path: Pat
     ev.flush(timeout=30)  # acknowledged; the file stays (put again later: a duplicate)
     assert ev._thread.is_alive()
     assert list(srv.got) == ["p.000002"]
-    assert (tmp_path / "r" / "p.000002.json").exists()
+    assert (tmp_path / "-" / "r" / "p.000002.json").exists()
     monkeypatch.undo()
     ev.close(timeout=30)
 
@@ -339,7 +340,7 @@ def test_a_spool_never_numbers_a_partial_over_a_leftover_of_its_prefix(tmp_path:
     first.update(*batch(0), key="img-a", names=["a0", "a1"])  # sealed, never sent
     second = StreamingEvaluator(_FakeServer(_down), every=1, prefix="rank0", spool=spool)
     second.update(*batch(1), key="img-b", names=["b0", "b1"])
-    folder = spool / "r"  # (one folder per run)
+    folder = spool / "-" / "r"  # (one folder per server and run: "-" for no URL)
     assert sorted(f.name for f in folder.iterdir()) == ["rank0.000001.json", "rank0.000002.json"]
     (folder / "rank0.000001.json").replace(folder / "rank0.000001.refused")  # still counts
     third = StreamingEvaluator(_FakeServer(_down), every=1, prefix="rank0", spool=spool)
@@ -373,6 +374,23 @@ def test_a_leftover_goes_back_to_its_own_run(tmp_path: Path) -> None:
     assert list(a_srv.got) == ["pa.000001"]
 
 
+def test_a_leftover_is_not_sent_to_a_run_of_the_same_name_on_another_server(tmp_path):
+    """The spool keys its folders by server and run: run 'val' on server B does not receive a
+    leftover sealed for run 'val' on server A."""
+    a_down, b_srv, a_up = (
+        _FakeServer(_down),
+        _FakeServer(lambda key: None),
+        _FakeServer(lambda k: None),
+    )
+    a_down.url = a_up.url = "http://127.0.0.1:1"
+    b_srv.url = "http://127.0.0.1:2"
+    StreamingEvaluator(a_down, every=1, prefix="pa", spool=tmp_path).update(*batch(0), key="a")
+    StreamingEvaluator(b_srv, prefix="pb", spool=tmp_path).close(timeout=30)
+    assert b_srv.got == {}
+    StreamingEvaluator(a_up, prefix="pa2", spool=tmp_path).close(timeout=30)
+    assert list(a_up.got) == ["pa.000001"]
+
+
 _SPOOLER = """
 import os, signal, sys
 from segiou.client import Client
@@ -397,7 +415,7 @@ def test_a_spooled_partial_survives_the_death_of_its_process(tmp_path: Path) -> 
             subprocess.run([sys.executable, "-c", _SPOOLER, srv.url, str(spool),
                             str(srv.proc.pid)], check=True, timeout=120)  # fmt: skip
             assert srv.kill() == -9
-            assert sorted(f.name for f in (spool / "r").iterdir()) == [
+            assert sorted(f.name for f in (spool / quote(srv.url, safe="") / "r").iterdir()) == [
                 "dead.000001.json", "dead.000002.json"]  # fmt: skip
             srv.start()
             c.stream("r", spool=spool).close(timeout=120)
@@ -405,7 +423,7 @@ def test_a_spooled_partial_survives_the_death_of_its_process(tmp_path: Path) -> 
             for i in range(4):
                 eager.update(*cityscapes_like(2, 16, 24, seed=i), key=f"k{i}")
             assert c.state() == eager
-            assert list((spool / "r").iterdir()) == []
+            assert list((spool / quote(srv.url, safe="") / "r").iterdir()) == []
     finally:
         srv.stop()
 
