@@ -32,11 +32,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from segiou import PRESETS, Result, evaluate
+from segiou import PRESETS, evaluate
 from segiou.cli.compare import load_state
 from segiou.cli.options import labels_arg
 from segiou.cli.scheduler import scheduler_context
-from segiou.compare import compare_reports
+from segiou.compare import check_report, compare_reports
 from segiou.errors import SegiouError, UsageError
 from segiou.outputs import check_outputs, write_atomic
 from segiou.parallel import count_stores
@@ -110,6 +110,11 @@ def load_config(path: Path) -> dict[str, Any]:
 
 def _check_eval(ev: dict[str, Any], where: str) -> None:
     """Refuse [eval] values of the wrong type before evaluating (not after the whole count)."""
+    for key in ("gt", "pred", "preset", "scheduler", "layout", "gt_ids", "pred_ids",
+                "on_unexpected", "missing_pred", "missing_gt_chunks"):  # fmt: skip
+        if key in ev and not isinstance(ev[key], str):
+            msg = f"config {where!r}: [eval] {key} = {ev[key]!r} must be a string"
+            raise UsageError(msg)
     for key, kinds, what in (("labels", (str, int), "a spec name, a spec file or a class count"),
                              ("bootstrap", (int,), "a whole number >= 0 (0: no intervals)"),
                              ("bootstrap_seed", (int,), "a whole number >= 0"),
@@ -160,11 +165,9 @@ def _check_tables(cfg: dict[str, Any], where: str) -> None:
         raise bad(msg)
     for name in ("alpha", "max_miou_drop", "max_class_drop"):
         v = gate.get(name, _GATE_DEFAULTS[name])
-        if name == "alpha":
-            ok, want = 0 < v < 1, "a number in (0, 1)"
-        else:
-            ok, want = 0 <= v < math.inf, "a finite number >= 0"
-        if isinstance(v, bool) or not isinstance(v, int | float) or not ok:
+        want = "a number in (0, 1)" if name == "alpha" else "a finite number >= 0"
+        number = not isinstance(v, bool) and isinstance(v, int | float)
+        if not number or not (0 < v < 1 if name == "alpha" else 0 <= v < math.inf):
             msg = f"[gate] {name} = {v!r} must be {want}"
             raise bad(msg)
     if not isinstance(gate.get("shared_images", False), bool):
@@ -315,7 +318,7 @@ def _read_baseline(path: Path | None) -> dict[str, Any] | None:
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
-        Result.from_dict(doc)  # a segiou result of a version this segiou reads
+        check_report(doc, "baseline report")  # a segiou result of a version this segiou reads
     except (OSError, ValueError, KeyError, TypeError) as err:
         msg = (
             f"[baseline] path {str(path)!r} is not a segiou result report ({err}); restore it, "

@@ -7,6 +7,7 @@ to 3). The paired bootstrap gate, which needs each image's counts, is
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from segiou.errors import CheckpointError
 from segiou.results import RESULT_FORMAT, RESULT_VERSIONS
 
-__all__ = ["Comparison", "compare_reports"]
+__all__ = ["Comparison", "check_report", "compare_reports"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,42 @@ class Comparison:
                 for k, v in self.classes.items()
             },
         }
+
+
+def check_report(report: object, name: str = "report") -> None:
+    """Refuse what is not a segiou result report that :func:`compare_reports` can read.
+
+    Parameters
+    ----------
+    report : object
+        A parsed JSON document.
+    name : str, default "report"
+        How to name it in messages.
+
+    Raises
+    ------
+    CheckpointError
+        Not a ``segiou.result`` of versions 1 to 3, or its ``summary``, ``classes`` or
+        ``convention`` are not what such a report holds (a damaged or hand-edited file).
+    """
+    _check(report, name)
+    assert isinstance(report, dict)
+    summary, classes, conv = (report.get(k) for k in ("summary", "classes", "convention"))
+
+    def number(x: object) -> bool:
+        return x is None or (isinstance(x, int | float) and not isinstance(x, bool)
+                             and math.isfinite(x))  # fmt: skip
+
+    if not (isinstance(summary, dict) and all(number(v) for v in summary.values())
+            and isinstance(classes, list)
+            and all(isinstance(c, dict) and isinstance(c.get("name"), str) and number(c.get("iou"))
+                    for c in classes)
+            and isinstance(conv, dict) and isinstance(conv.get("name"), str)):  # fmt: skip
+        msg = (
+            f"{name} is damaged: its summary, classes or convention are not those of a segiou "
+            "result (numbers or null, named classes)"
+        )
+        raise CheckpointError(msg)
 
 
 def _check(report: object, name: str) -> None:
@@ -100,8 +137,8 @@ def compare_reports(
     CheckpointError
         Not reports, or reports of different label specs or conventions (not comparable).
     """
-    _check(current, "current report")
-    _check(baseline, "baseline report")
+    check_report(current, "current report")
+    check_report(baseline, "baseline report")
     for key in ("labels",):
         if current.get(key) != baseline.get(key):
             msg = (

@@ -152,6 +152,14 @@ def test_nightly_failure_that_is_no_regression_exits_3(
             '[baseline]\npath = "b.json"\nstate = "s.json"\n[gate]\ncorrection = "bonf"\n',
             "correction = 'bonf' must be",
         ),
+        (  # (a TypeError: exit 3)
+            '[baseline]\npath = "b.json"\nstate = "s.json"\n[gate]\nalpha = "0.05"\n',
+            "alpha = '0.05' must be a number",
+        ),
+        (
+            '[baseline]\npath = "b.json"\nstate = "s.json"\n[gate]\nmax_class_drop = [0.1]\n',
+            "max_class_drop = [0.1] must be",
+        ),
     ],
 )
 def test_nightly_refuses_a_misspelt_or_mistyped_baseline_before_evaluating(
@@ -171,6 +179,9 @@ def test_nightly_refuses_a_misspelt_or_mistyped_baseline_before_evaluating(
     ("bootstrap = -1\n", "bootstrap = -1 must be a whole number >= 0"),
     ('bootstrap = "many"\n', "bootstrap = 'many' must be"),
     ("split_every = 1\n", "split_every = 1 must be a whole number >= 2"),
+    ('preset = ["segiou"]\n', "preset = ['segiou'] must be a string"),
+    ("missing_pred = 3\n", "missing_pred = 3 must be a string"),
+    ("layout = 3\n", "layout = 3 must be a string"),
 ])  # fmt: skip
 def test_nightly_refuses_mistyped_eval_values_before_evaluating(
     demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -204,10 +215,19 @@ def test_nightly_baseline_that_is_this_runs_own_output_or_damaged_is_refused(
     assert (tmp_path / "reports" / "d9" / "report.json").read_text() == good
     base = tmp_path / "b.json"
     cfg.write_text(text + '[baseline]\npath = "b.json"\n')
-    for damaged in (good[: len(good) // 2], good.replace('"miou": ', '"miou": NaN, "x": ', 1)):
+    for damaged in (good[: len(good) // 2], good.replace('"miou": ', '"miou": NaN, "x": ', 1),
+                    good.replace('"miou": ', '"miou": "high", "x": ', 1)):  # fmt: skip
         base.write_text(damaged)
         assert job.main([str(cfg), "--date", "d10", "--quiet"]) == 2
         assert "is not a segiou result report" in capsys.readouterr().err
+    # a version-1 report (no beta, counting, intervals: written before they existed) compares
+    old = json.loads(good)
+    old["version"] = 1
+    for key in ("beta", "counting", "intervals", "slices", "boundary", "instances",
+                "absent_chunks", "batches", "images"):  # fmt: skip
+        old.pop(key, None)
+    base.write_text(json.dumps(old))
+    assert job.main([str(cfg), "--date", "d11", "--quiet"]) == 0
 
 
 def test_nightly_missing_baseline_is_refused_before_evaluating(
