@@ -126,7 +126,7 @@ def _push(args: argparse.Namespace, client: Client) -> int:
             "labels": t.spec if args.labels is None else labels_arg(args.labels),
             "ignore_index": args.ignore,
             "gt_ids": args.gt_ids or t.gt_ids,
-            "pred_ids": args.pred_ids or (t.pred_ids if args.gt_ids is None else None),
+            "pred_ids": args.pred_ids or t.pred_ids,
             "on_unexpected": args.on_unexpected or t.on_unexpected,
         }
     else:
