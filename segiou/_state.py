@@ -105,10 +105,20 @@ def dump(p: StateParts) -> dict[str, Any]:
         r = p.rows
         if r.legacy is not None:  # loaded from version 1: TP/FP/FN rows only
             out["version"] = 1
-            out["image_rows"] = {"names": list(r.names), "given": list(r.given)} | {
-                f: a.tolist()  # ("given": which names were given, not labels; merged rows can
-                for f, a in zip(("tp", "fp", "fn", "ignored", "unexpected"), r.legacy, strict=True)
-            }  # hold a label such as 'a' beside an image named 'a')
+            # "given" (which names were given, not labels: merged rows can hold a label such as
+            # 'a' beside an image named 'a') only where version-1 readers would infer otherwise
+            inferred = [not _AUTO_NAME.fullmatch(n) for n in r.names]
+            given = {} if list(r.given) == inferred else {"given": list(r.given)}
+            out["image_rows"] = (
+                {"names": list(r.names)}
+                | given
+                | {
+                    f: a.tolist()
+                    for f, a in zip(
+                        ("tp", "fp", "fn", "ignored", "unexpected"), r.legacy, strict=True
+                    )
+                }
+            )
         else:
             order = np.lexsort((r.pred, r.gt, r.image))
             out["image_rows"] = {

@@ -240,6 +240,10 @@ def test_version_1_merged_rows_keep_which_names_were_given(tmp_path):
     other = ConfusionMatrix(v1.spec, gt_ids="raw", on_unexpected="count", per_image=True)
     other.update(g, g, names=["b"])  # an image named 'b': not the row labelled 'b'
     assert (back + other).n_images == merged.n_images + 1
+    # "given" is written only where a version-1 reader would infer otherwise: a version-1
+    # state saved again is one every version-1 reader still loads
+    assert "given" in merged.to_dict()["image_rows"]
+    assert "given" not in v1.to_dict()["image_rows"]
 
 
 def _v2_state() -> dict:
