@@ -303,7 +303,7 @@ def fbeta(
     [0.6667, nan]
     """
     tp, fp, fn = tp_fp_fn(cm, void=void)
-    if float(beta) <= 1e100:  # b^2 times any count stays finite
+    if not float(beta) > 1e100:  # b^2 times any count stays finite (nan stays nan)
         b2 = float(beta) ** 2
         out = _ratio((1 + b2) * tp, (1 + b2) * tp + b2 * fn + fp)
     else:  # F's limit (FP / b^2 < 1e-181 beside TP + FN >= 1): recall; 0 for a class only

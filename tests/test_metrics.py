@@ -777,6 +777,7 @@ def test_a_huge_beta_gives_the_limit_recall_not_nan_or_an_error(beta):
     np.testing.assert_allclose(metrics.fbeta(cm, beta), want, rtol=1e-15)
     r = evaluate(cm, beta=beta)
     same(r.summary["mfbeta"], float(np.mean(want)))
+    assert np.isnan(metrics.fbeta(cm, float("nan"))).all()  # nan stays nan, not recall
 
 
 def test_rules_say_what_a_class_only_predicted_scores():
