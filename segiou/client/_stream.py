@@ -64,8 +64,8 @@ class StreamingEvaluator:
     spool : str or Path, optional
         A folder where each partial is saved until acknowledged, in a subfolder per server and
         run; partials of this run left there by a process that died are put first (under their
-        keys, into this run) when an evaluator of the same run on the same server starts on it. Its own partials are numbered
-        after the leftovers of its prefix, never over them.
+        keys, into this run) when an evaluator of the same run on the same server starts on
+        it. Its own partials are numbered after the leftovers of its prefix, never over them.
 
     Raises
     ------
