@@ -38,6 +38,7 @@ from typing import Any
 import numba as nb
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import overload
 
 from segiou._jit import kernel, parallel_kernel
 
@@ -218,19 +219,51 @@ def _copy_into(src, dst):
         dst[j] = src[j]
 
 
-@kernel
-def _narrow_into(src, dst):
+def _narrow_into(src: np.ndarray, dst: np.ndarray) -> bool:
     """Copy ``src`` into the bytes ``dst`` (low 8 bits); whether every value is in ``0..255``.
 
-    A plain loop (vectorised): the OR of the values has no bit above the lowest 8 exactly when
-    every value is in ``0..255`` (a negative value sets the sign bit).
+    In kernels this is the loop of :func:`_narrow_loop` for ``src``'s dtype; called from Python
+    (no Numba), numpy does the same.
     """
-    acc = np.int64(0)
-    for j in range(src.size):
-        v = np.int64(src[j])
-        dst[j] = np.uint8(v & 0xFF)
-        acc |= v
-    return (acc >> 8) == 0
+    dst[: src.size] = src.astype(np.uint8, casting="unsafe")
+    return bool(src.size == 0 or (src.min() >= 0 and src.max() <= 255))
+
+
+@overload(_narrow_into, jit_options={"nogil": True})
+def _narrow_loop(src, dst):  # (no annotations: Numba compares the parameters)
+    """Choose the narrowing loop for ``src``'s dtype (at compile time). Both are vectorised.
+
+    Up to 32 bits, the values are read as unsigned: one maximum at most 255 says every value
+    is in ``0..255`` (a negative value reads as a large one), in lanes of the source's width
+    (twice as fast as widening each value to 64 bits: ``int32`` 0.09 against 0.18 ns a pixel
+    from cache). For 64-bit values, an unsigned 64-bit maximum measured slower than an OR:
+    the OR of the values has no bit above the lowest 8 exactly when every value is in
+    ``0..255`` (a negative value sets the sign bit).
+    """
+    bits = src.dtype.bitwidth
+    if bits <= 32:
+        unsigned: Any = {8: np.uint8, 16: np.uint16, 32: np.uint32}[bits]
+
+        def narrow_max(src, dst):
+            s = src.view(unsigned)
+            hi = unsigned(0)
+            for j in range(s.size):
+                v = s[j]
+                dst[j] = np.uint8(v)
+                hi = max(hi, v)
+            return hi <= 255
+
+        return narrow_max
+
+    def narrow_or(src, dst):
+        acc = np.int64(0)
+        for j in range(src.size):
+            v = np.int64(src[j])
+            dst[j] = np.uint8(v & 0xFF)
+            acc |= v
+        return (acc >> 8) == 0
+
+    return narrow_or
 
 
 @kernel

@@ -10,6 +10,7 @@ these passing: each of three hand-made bugs in such a kernel failed one of them)
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 import reference
@@ -193,3 +194,30 @@ def test_argmax_beside_8_bit_equals_reference(wide, narrow, n, offset, n_odd, se
         v, plus_byte = ADVERSARIAL[wide][rng.integers(len(ADVERSARIAL[wide]))]
         p[i] = v + (int(p[i - 1]) & 0xFF if i else 0) if plus_byte else v
     _check(_at_offset(g.astype(narrow), offset), p.astype(wide), threads)
+
+
+@numba.njit
+def _narrow(src, dst):
+    return _words._narrow_into(src, dst)
+
+
+@pytest.mark.parametrize("dtype", ["int16", "uint16", "int32", "uint32", "int64", "uint64"])
+def test_narrowing_says_exactly_whether_every_value_is_a_byte(dtype):
+    # the narrowing loop of each width (an unsigned maximum up to 32 bits, an OR at 64) and its
+    # numpy twin: the low byte of every value, and "all in 0..255" exactly, for one odd value
+    # at any lane of a vector, the unrolled groups and the scalar tail
+    info = np.iinfo(dtype)
+    odd = [0, 1, 255, 256, 257, 511, 2**8 + 7, 2**15, 2**16 - 1, 2**16 + 3, 2**31, 2**32,
+           2**32 + 7, 2**63, 2**64 - 1, -1, -7, -255, -256, -(2**31), -(2**32) + 7,
+           int(info.min), int(info.max)]  # fmt: skip
+    for n in (BLOCK, BLOCK - 3, 37, 1):
+        for v in (v for v in odd if info.min <= v <= info.max):
+            for i in sorted({0, 1, 7, 15, 16, 31, 63, n // 2, n - 2, n - 1} & set(range(n))):
+                x = np.full(n, 9, dtype)
+                x[i] = v
+                want = np.full(n, 9, np.uint8)
+                want[i] = v & 0xFF
+                for fn in (_narrow, _words._narrow_into):
+                    dst = np.zeros(BLOCK, np.uint8)
+                    assert fn(x, dst) == (0 <= v <= 255), (fn, n, v, i)
+                    np.testing.assert_array_equal(dst[:n], want)
