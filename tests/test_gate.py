@@ -171,6 +171,33 @@ def test_different_runs_are_refused(runs) -> None:
             compare_states(runs["baseline"], runs["noise"], **bad)  # type: ignore[arg-type]
 
 
+def test_images_without_names_or_keys_are_not_paired_by_their_row() -> None:
+    # "#3" says where an image arrived, not which it is: two runs counting the same tiles in
+    # another order (threads, shards) would pair other images, and tiles of equal ground-truth
+    # counts pass the ground-truth check
+    gt = np.zeros((6, 8, 8), np.uint8)
+    pred = gt.copy()
+    pred[0] = 1  # one bad tile, first in the baseline, last in the candidate
+    base = ConfusionMatrix("cityscapes", gt_ids="class", per_image=True)
+    cand = ConfusionMatrix("cityscapes", gt_ids="class", per_image=True)
+    for i in range(6):
+        base.update(gt[i], pred[i])
+        cand.update(gt[i], pred[(i + 1) % 6])
+    with pytest.raises(UsageError, match=r"baseline holds 6 image\(s\).*without a name.*'#0'"):
+        compare_states(base, cand)
+    named = ConfusionMatrix("cityscapes", gt_ids="class", per_image=True)
+    named.update(gt, pred, names=[f"#{i}" for i in range(6)])  # given names may look so
+    with pytest.raises(UsageError, match="candidate holds 6 image"):
+        compare_states(named, cand)
+    keyed = [ConfusionMatrix("cityscapes", gt_ids="class", per_image=True) for _ in range(2)]
+    for cm in keyed:
+        for i in range(6):
+            cm.update(gt[i], pred[i], key=f"tile{i}")  # a key names its batch's images
+    doc = compare_states(*keyed, resamples=50).to_dict()
+    assert doc["images"]["shared"] == 6
+    assert compare_states(named, named, resamples=50).to_dict()["images"]["shared"] == 6
+
+
 def test_p_values_and_holm() -> None:
     assert np.isnan(two_sided_p(np.array([np.nan, np.nan, 1.0]), 0.5))  # one replicate
     assert np.isnan(two_sided_p(np.ones(5), float("nan")))

@@ -8,6 +8,7 @@ the difference is much narrower than the two intervals side by side would sugges
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -18,6 +19,7 @@ from segiou._typing import FloatArray, IntArray
 from segiou.confusion import ConfusionMatrix
 from segiou.conventions import Convention, get_convention
 from segiou.errors import IncompatibleMatrixError, UsageError
+from segiou.images import ImageRows
 from segiou.stats._bootstrap import (
     check_resamples,
     features,
@@ -37,6 +39,8 @@ COMPARISON_VERSION = 1
 Correction = Literal["holm", "none"]
 #: Image names listed (then "and N more") where the image sets differ.
 _LISTED = 20
+#: The label of an image counted with neither a name nor a key (its row): ``#0``, ``#1``, ...
+_ROW_LABEL = re.compile(r"#[0-9]+")
 
 
 def two_sided_p(diffs: FloatArray, delta: float) -> float:
@@ -156,8 +160,23 @@ def _check_pair(base: ConfusionMatrix, cand: ConfusionMatrix) -> None:
 
 
 def _align(
-    base_names: Sequence[str], cand_names: Sequence[str], shared_images: bool
+    base: ImageRows, cand: ImageRows, shared_images: bool
 ) -> tuple[IntArray, IntArray, dict[str, Any]]:
+    base_names, cand_names = base.names, cand.names
+    for who, rows in (("baseline", base), ("candidate", cand)):
+        # a row label (#0, #1, ...: an image counted with neither a name nor a key) says where
+        # the image arrived, not which image it is: pairing two runs by it pairs whatever came
+        # in at the same place (threads, workers and shards change that order)
+        unnamed = [n for n, g in zip(rows.names, rows.given, strict=True)
+                   if not g and _ROW_LABEL.fullmatch(n)]  # fmt: skip
+        if unnamed:
+            msg = (
+                f"the {who} holds {len(unnamed)} image(s) counted without a name or a batch key "
+                f"(labelled by their row: {unnamed[:3]}); images are paired by name, and a row "
+                "label does not say which image it is: count with names= (or a key per batch), "
+                "or evaluate stores, whose images are named"
+            )
+            raise UsageError(msg)
     for who, names in (("baseline", base_names), ("candidate", cand_names)):
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})[:3]
@@ -293,7 +312,7 @@ def compare_states(
     _check_pair(baseline, candidate)
     conv = get_convention(preset)
     ra, rb = image_rows(baseline, "baseline"), image_rows(candidate, "candidate")
-    bi, ci, info = _align(ra.names, rb.names, shared_images)
+    bi, ci, info = _align(ra, rb, shared_images)
     spec = baseline.spec
     fa, fb = features(ra, spec), features(rb, spec)
     names = [ra.names[int(i)] for i in bi]
