@@ -115,6 +115,7 @@ def compare_reports(
     *,
     max_drop: dict[str, float] | None = None,
     max_class_drop: float | None = 0.02,
+    same_ground_truth: bool = True,
 ) -> Comparison:
     """Compare two JSON reports; flag drops larger than the tolerances.
 
@@ -127,6 +128,11 @@ def compare_reports(
         default ``{"miou": 0.005}``.
     max_class_drop : float or None
         Largest allowed drop of any class's IoU; ``None`` disables the per-class check.
+    same_ground_truth : bool, default True
+        Refuse reports whose ground truth differs: another number of images, of pixels, of
+        ignored or unexpected ground-truth pixels, or of any class's ground-truth pixels (a
+        run on part of the test set, or on another one, would move every score without the
+        model changing). ``False`` compares them anyway.
 
     Returns
     -------
@@ -135,7 +141,8 @@ def compare_reports(
     Raises
     ------
     CheckpointError
-        Not reports, or reports of different label specs or conventions (not comparable).
+        Not reports, or reports of different label specs or conventions, or (with
+        ``same_ground_truth``) of different ground truth: not comparable.
     """
     check_report(current, "current report")
     check_report(baseline, "baseline report")
@@ -192,6 +199,8 @@ def compare_reports(
             "baseline; evaluate with the baseline's --preset"
         )
         raise CheckpointError(msg)
+    if same_ground_truth:
+        _check_same_ground_truth(current, baseline)
     tol = {"miou": 0.005} if max_drop is None else max_drop
     for k in tol:  # a guarded metric no report has would switch the check off silently
         lacking = [n for n, r in (("current", current), ("baseline", baseline))
@@ -232,3 +241,40 @@ def compare_reports(
             if d < -max_class_drop
         ]
     return Comparison(summary, classes, regressions)
+
+
+def _ground_truth(report: dict[str, Any]) -> list[tuple[str, object]]:
+    """Return what a report says of its ground truth alone (equal for runs on the same images).
+
+    A class's ground-truth pixels include its void predictions but not the pixels whose
+    prediction was unexpected (``on_unexpected="count"``): those are left out when the report
+    has any.
+    """
+    pixels = report.get("pixels") if isinstance(report.get("pixels"), dict) else {}
+    assert isinstance(pixels, dict)
+    out: list[tuple[str, object]] = [
+        ("images", report.get("images")),
+        ("pixels", pixels.get("total")),
+        ("ignored ground-truth pixels", pixels.get("ignored")),
+        ("unexpected ground-truth values", pixels.get("unexpected_gt")),  # (value as a string)
+    ]
+    unexpected_pred = pixels.get("unexpected_pred")
+    if not (isinstance(unexpected_pred, dict) and any(unexpected_pred.values())):
+        out += [(f"ground-truth pixels of class {c.get('name')!r}", c.get("gt_pixels"))
+                for c in report["classes"]]  # fmt: skip
+    return out
+
+
+def _check_same_ground_truth(current: dict[str, Any], baseline: dict[str, Any]) -> None:
+    """Refuse two reports whose ground truth differs, where both say it."""
+    base = dict(_ground_truth(baseline))
+    for what, now in _ground_truth(current):
+        was = base.get(what)
+        if now is not None and was is not None and now != was:
+            msg = (
+                f"reports are not comparable: they were scored against different ground truth "
+                f"({what}: {now!r} now, {was!r} in the baseline); compare runs on the same test "
+                "set (after changing it, make a new baseline: remove the old one and run the "
+                "nightly job with --update-baseline), or pass same_ground_truth=False"
+            )
+            raise CheckpointError(msg)

@@ -112,3 +112,48 @@ def test_compare_refuses_other_betas_and_other_category_members() -> None:
     with pytest.raises(CheckpointError, match=r"beta is 3 now but 0\.5 in the baseline"):
         compare_reports(doc(("flat", "vehicle"), (0, 1, 1), beta=3),
                         doc(("flat", "vehicle"), (0, 1, 1), beta=0.5))  # fmt: skip
+
+
+def test_compare_refuses_reports_on_other_ground_truth() -> None:
+    """A run on part of the test set (or another one) compared with fixed tolerances as if the
+    model had changed: here the same perfect model "dropped" from mIoU 1.0 to 0.75."""
+    import json
+
+    import numpy as np
+
+    from segiou import ConfusionMatrix, evaluate
+
+    gt = np.array([[[0, 0, 1, 1]], [[2, 2, 2, 2]], [[0, 1, 2, 255]]], np.uint8)
+    pred = gt.copy()
+    pred[0, 0, 1] = 1
+
+    def doc(g: np.ndarray, p: np.ndarray, **kw: object) -> dict:
+        return evaluate(ConfusionMatrix(3, ignore_index=255, **kw).update(g, p)).to_dict()
+
+    base = json.loads(json.dumps(doc(gt, pred)))  # read back from its file, as the nightly does
+    assert not compare_reports(doc(gt, pred), base).regressed
+    assert not compare_reports(doc(gt, gt), base).regressed  # another model, the same images
+    with pytest.raises(CheckpointError, match=r"different ground truth \(images: 2 now, 3 in"):
+        compare_reports(doc(gt[:2], pred[:2]), base)
+    other = gt.copy()
+    other[1, 0, 0] = 0  # the same images and pixels, one label changed
+    with pytest.raises(CheckpointError, match=r"ground-truth pixels of class '0': 4 now, 3 in"):
+        compare_reports(doc(other, pred), base)
+    more_ignored = gt.copy()
+    more_ignored[2, 0, 0] = 255
+    with pytest.raises(CheckpointError, match=r"ignored ground-truth pixels: 2 now, 1 in"):
+        compare_reports(doc(more_ignored, pred), base)
+    comp = compare_reports(doc(gt[:2], pred[:2]), base, same_ground_truth=False)
+    assert set(comp.summary) >= {"miou"}
+    # unexpected ground-truth values compare equal (read back from JSON too), and
+    # predictions of unexpected values leave a class's ground-truth pixels out of its count:
+    # the class counts are not compared then, the totals still are
+    odd_gt = gt.copy()
+    odd_gt[0, 0, 0] = 9
+    base_odd = json.loads(json.dumps(doc(odd_gt, pred, on_unexpected="count")))
+    assert not compare_reports(doc(odd_gt, gt, on_unexpected="count"), base_odd).regressed
+    odd_pred = pred.copy()
+    odd_pred[1, 0, 0] = 7
+    assert compare_reports(doc(gt, odd_pred, on_unexpected="count"), base) is not None
+    with pytest.raises(CheckpointError, match="images: 2 now"):
+        compare_reports(doc(gt[:2], odd_pred[:2], on_unexpected="count"), base)
