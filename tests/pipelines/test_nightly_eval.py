@@ -58,6 +58,30 @@ def test_nightly_pipeline_baseline_then_regression(demo_store: Path, tmp_path: P
     assert comp["summary"]["miou"]["delta"] < -0.005
 
 
+def test_nightly_on_other_ground_truth_exits_2_not_compared(
+    demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the test set changed under the job (a relabelled image): its scores moved without the
+    # model changing, so the fixed tolerances are not applied; a new baseline is made on purpose
+    import zarr
+
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store, 'labels = "cityscapes"\n')
+    cfg.write_text(cfg.read_text() + '[baseline]\npath = "reports/baseline.json"\n')
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    gt = zarr.open_array(tmp_path / "data.zarr" / "gt", mode="r+")
+    g = gt[:]
+    g[0, :8, :8] = 7  # "road" (raw id 7) where the demo has other labels
+    gt[:] = g
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 2
+    assert "scored against different ground truth (ground-truth pixels of class" in (
+        capsys.readouterr().err
+    )
+    (tmp_path / "reports" / "baseline.json").unlink()
+    assert job.main([str(cfg), "--date", "d3", "--quiet", "--update-baseline"]) == 0
+    assert job.main([str(cfg), "--date", "d4", "--quiet"]) == 0
+
+
 def test_nightly_pipeline_bad_config_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
