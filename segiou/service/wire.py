@@ -49,6 +49,7 @@ __all__ = [
     "CONTENT_STATE_NPZ",
     "KEY_PATTERN",
     "RUN_NAME_PATTERN",
+    "accepts",
     "canonical_state",
     "check_key",
     "check_run_name",
@@ -65,6 +66,41 @@ CONTENT_MASKS_NPZ = "application/vnd.segiou.masks+npz"
 CONTENT_MASKS_NPY = "application/vnd.segiou.masks+npy"
 #: Content types a batch (``PUT /v1/runs/{name}/batches/{key}``) may have.
 BATCH_CONTENT_TYPES = (CONTENT_JSON, CONTENT_STATE_NPZ, CONTENT_MASKS_NPZ, CONTENT_MASKS_NPY)
+
+
+def accepts(header: str, media: str) -> bool:
+    """Whether an ``Accept`` header names ``media`` itself with a quality above 0.
+
+    Parameters
+    ----------
+    header : str
+        The header's value, e.g. ``"application/vnd.segiou.state+npz;q=0.9, */*;q=0.1"``.
+    media : str
+        A media type such as :data:`CONTENT_STATE_NPZ`.
+
+    Returns
+    -------
+    bool
+        ``True`` when one of the header's ranges is ``media`` (case-insensitive) without
+        ``q=0`` (RFC 9110: "not acceptable"). Wildcards never select it: the JSON form stays
+        the default.
+    """
+    for part in header.split(","):
+        kind, *params = (x.strip() for x in part.split(";"))
+        if kind.lower() != media:
+            continue
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value.strip())
+                except ValueError:
+                    q = 0.0  # a q that is not a number: not a clear yes
+        if q > 0:
+            return True
+    return False
+
 
 #: A run name: a letter or digit, then up to 63 letters, digits, ``.``, ``_`` or ``-``.
 RUN_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"

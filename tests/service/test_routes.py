@@ -139,6 +139,11 @@ def test_state_route_serves_json_and_npz(client, run_name, raw) -> None:
     status, as_npz = raw("GET", f"/v1/runs/{run_name}/state", headers={"Accept": CONTENT_STATE_NPZ})
     assert status == 200
     same_state(decode_state(as_npz, CONTENT_STATE_NPZ), eager)
+    # q=0 is "not acceptable" (RFC 9110): the JSON form, which a client asking so can read
+    status, refused_npz = raw("GET", f"/v1/runs/{run_name}/state",
+                              headers={"Accept": f"{CONTENT_STATE_NPZ};q=0, application/json"})  # fmt: skip
+    assert status == 200
+    same_state(ConfusionMatrix.from_dict(refused_npz), eager)
 
 
 def test_same_key_same_content_is_a_duplicate_in_every_form(client, run_name, snapshot) -> None:

@@ -18,6 +18,7 @@ from segiou.service.wire import (
     CONTENT_MASKS_NPY,
     CONTENT_MASKS_NPZ,
     CONTENT_STATE_NPZ,
+    accepts,
     canonical_state,
     check_key,
     check_run_name,
@@ -201,3 +202,22 @@ def test_wrong_content_types_are_415() -> None:
     with pytest.raises(PayloadError) as err:
         decode_masks(b"", CONTENT_JSON)
     assert err.value.status == 415
+
+
+@pytest.mark.parametrize(
+    ("header", "npz"),
+    [
+        (CONTENT_STATE_NPZ, True),
+        (f"application/json, {CONTENT_STATE_NPZ};q=0.5", True),
+        (f" {CONTENT_STATE_NPZ.upper()} ; Q=1", True),
+        (f"{CONTENT_STATE_NPZ};q=0", False),
+        (f"{CONTENT_STATE_NPZ};q=0.0, application/json", False),
+        (f"{CONTENT_STATE_NPZ};q=x", False),
+        (f"{CONTENT_STATE_NPZ}-not", False),
+        ("*/*", False),
+        ("application/*", False),
+        ("", False),
+    ],
+)
+def test_accepts_reads_media_ranges_and_quality(header: str, npz: bool) -> None:
+    assert accepts(header, CONTENT_STATE_NPZ) is npz
