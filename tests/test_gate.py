@@ -291,6 +291,45 @@ def test_a_class_seen_in_one_image_is_never_called_significant() -> None:
     assert c2["change"] == "no significant change"
 
 
+def test_equal_replicates_decide_by_how_many_images_hold_the_difference() -> None:
+    """Every resample giving the same difference was read from an exact zero standard
+    deviation: rounding (1e-16) made a class of one image "worse" with p = 0, and a candidate
+    predicting nothing at all (every replicate exactly -1) passed with p null."""
+    rng = np.random.default_rng(0)
+    gt = rng.integers(0, 2, (40, 16, 16)).astype(np.uint8)
+    gt[0, :6, :6] = 2  # class 2 in image 0 only
+    pa = gt.copy()
+    pa[rng.random(gt.shape) < 0.1] = 0
+    pb = pa.copy()
+    pb[0, :6, :6][pb[0, :6, :6] == 2] = 1  # the candidate misses most of class 2
+    pb[0, 0, :3] = 2
+    names = [f"img{i:02d}" for i in range(40)]
+
+    def state(pred: np.ndarray, g: np.ndarray = gt, k: int = 3) -> ConfusionMatrix:
+        return ConfusionMatrix(k, ignore_index=255, per_image=True).update(g, pred, names=names)
+
+    c2 = compare_states(state(pa), state(pb), resamples=1000).to_dict()["classes"][2]
+    assert c2["interval"][0] == pytest.approx(c2["interval"][1])  # every replicate the same
+    assert c2["p_value"] is None
+    assert c2["change"] == "no significant change"
+    assert c2["fails"] is False
+    # every class in every image: a perfect baseline against a candidate predicting void
+    # everywhere, or two classes swapped: the same difference whichever images are drawn
+    full = np.tile(np.repeat(np.arange(3, dtype=np.uint8), 6)[None, None, :], (40, 4, 1))
+    void = np.full_like(full, 255)
+    for cand in (void, np.choose(full, [0, 2, 1]).astype(np.uint8)):
+        doc = compare_states(state(full, full), state(cand, full), resamples=200).to_dict()
+        assert doc["failed"] is True
+        assert doc["miou"]["p_value"] == 0.0
+        assert doc["miou"]["change"] == "worse"
+        assert all(c["change"] == "worse" for c in doc["classes"] if c["delta"] != 0)
+    d = np.full(1000, -2 / 3) + np.where(np.arange(1000) % 2, 1.1e-16, 0.0)
+    assert np.isnan(two_sided_p(d, -2 / 3))  # who holds it unknown: no verdict
+    assert np.isnan(two_sided_p(d, -2 / 3, units=1))
+    assert two_sided_p(d, -2 / 3, units=2) == 0.0
+    assert 0 < two_sided_p(d + np.where(np.arange(1000) % 3, 0.5, 0.0), -2 / 3, units=1) < 0.05
+
+
 def test_text_and_markdown_mark_a_failing_miou(runs) -> None:
     from segiou.report.gate import render_comparison_markdown, render_comparison_text
 

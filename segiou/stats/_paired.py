@@ -43,7 +43,7 @@ _LISTED = 20
 _ROW_LABEL = re.compile(r"#[0-9]+")
 
 
-def two_sided_p(diffs: FloatArray, delta: float) -> float:
+def two_sided_p(diffs: FloatArray, delta: float, units: int | None = None) -> float:
     """Two-sided p-value of "no difference", from the bootstrap standard error of a difference.
 
     Parameters
@@ -52,6 +52,10 @@ def two_sided_p(diffs: FloatArray, delta: float) -> float:
         Bootstrap replicates of the difference (``nan`` where undefined: left out).
     delta : float
         The difference on the whole data (the point estimate).
+    units : int, optional
+        How many resampled units (images, or groups) hold what the difference is made of
+        (for a class: the units where either run counted it). Decides the p-value when every
+        replicate is the same; ``None``: not known.
 
     Returns
     -------
@@ -60,9 +64,12 @@ def two_sided_p(diffs: FloatArray, delta: float) -> float:
         the replicates (normal approximation): a p-value not limited by the number of
         resamples, which a per-class multiple-testing correction needs (a tail count could not
         go below ``2 / (B + 1)``). ``1`` when ``delta = 0``; ``nan`` when ``delta`` is
-        undefined, when fewer than two replicates are, or when every replicate is the same
-        (``se = 0``, ``delta != 0``: the difference comes from one image, or one group, so the
-        resamples cannot tell it from chance; no verdict rather than ``p = 0``).
+        undefined or fewer than two replicates are. When every replicate is the same (to
+        rounding: a spread below ``1e-12`` of their size; an exact zero standard deviation is
+        a matter of rounding), ``delta != 0``: ``nan`` when one unit (or an unknown number)
+        holds the difference, since the resamples cannot tell it from chance (no verdict rather
+        than ``p = 0``); ``0`` when two or more do, since whichever are drawn the difference
+        is the same (``se`` tends to 0).
 
     Examples
     --------
@@ -76,9 +83,10 @@ def two_sided_p(diffs: FloatArray, delta: float) -> float:
         return float("nan")
     if delta == 0:
         return 1.0
+    scale = max(1.0, abs(delta), float(np.abs(d).max()))
+    if float(np.ptp(d)) <= 1e-12 * scale:  # every replicate the same
+        return 0.0 if units is not None and units >= 2 else float("nan")
     se = float(d.std(ddof=1))
-    if se == 0:
-        return float("nan")
     return math.erfc(abs(delta) / se / math.sqrt(2))
 
 
@@ -344,8 +352,15 @@ def compare_states(
     dm, di = np.concatenate(d_miou), np.concatenate(d_iou)
     level = 1 - alpha
     unit = "image" if groups is None else f"group:{group_name}"
+    # the units holding each class (TP, FP or FN in either run): one alone cannot be told
+    # from chance when every resample gives the same difference
+    tp_fp_fn = [
+        both[:, r * width + j * k : r * width + (j + 1) * k] for r in (0, 1) for j in (0, 1, 2)
+    ]
+    held = np.logical_or.reduce([x != 0 for x in tp_fp_fn])
+    units = (held.sum(axis=0), int(held.any(axis=1).sum()))
     doc = _document(spec.name, conv.name, info, point_a, point_b, dm, di, level, alpha,
-                    max_miou_drop, max_class_drop, correction, spec.classes)  # fmt: skip
+                    max_miou_drop, max_class_drop, correction, spec.classes, units)  # fmt: skip
     doc["bootstrap"] = {"method": "paired percentile bootstrap", "unit": unit, "units": m,
                         "resamples": resamples, "seed": int(seed), "level": level,
                         "alpha": alpha, "correction": correction}  # fmt: skip
@@ -366,11 +381,12 @@ def _document(
     max_class_drop: float | None,
     correction: Correction,
     class_names: Sequence[str],
+    units: tuple[IntArray, int],
 ) -> dict[str, Any]:
     reasons: list[str] = []
     base_m, cand_m = float(pa["miou"][0]), float(pb["miou"][0])
     delta = cand_m - base_m
-    p = two_sided_p(dm, delta)
+    p = two_sided_p(dm, delta, units[1])
     sig = bool(p < alpha)
     fails = sig and delta < -max_miou_drop
     if fails:
@@ -383,7 +399,7 @@ def _document(
             "p_value": finite_or_none(p), "change": _change(sig, delta),
             "max_drop": max_miou_drop, "fails": fails}  # fmt: skip
     deltas = pb["iou"][0] - pa["iou"][0]
-    raw_p = [two_sided_p(di[:, c], float(deltas[c])) for c in range(di.shape[1])]
+    raw_p = [two_sided_p(di[:, c], float(deltas[c]), int(units[0][c])) for c in range(di.shape[1])]
     adj = holm(raw_p) if correction == "holm" else raw_p
     intervals = percentile_interval(di, level)
     classes = []
