@@ -507,6 +507,18 @@ def test_missing_predictions_are_listed(pair):
     assert "missing_pred='void'" in msg
 
 
+def test_misspelt_missing_pred_and_layout_are_refused(pair, tmp_path):
+    """missing_pred="Error" scored missing predictions as all-void (only "error" refused them),
+    and an unknown folder layout was read as "plain"."""
+    p = _stack(pair.tmp / "pred.zarr", pair.pred[[0, 3]], names=["img0", "img3"])
+    with pytest.raises(UsageError, match="missing_pred='Error' is unknown"):
+        evaluate_zarr(pair.g, p, labels=K, ignore_index=255, missing_pred="Error")
+    (tmp_path / "g").mkdir()
+    (tmp_path / "p").mkdir()
+    with pytest.raises(UsageError, match="layout='Cityscapes' is unknown"):
+        evaluate_zarr(str(tmp_path / "g"), str(tmp_path / "p"), labels=K, layout="Cityscapes")
+
+
 def test_missing_predictions_scored_as_void(pair):
     keep = [0, 3, 7]
     p = _stack(

@@ -61,6 +61,9 @@ def open_pair(
     NamingError
         Image files that get no name, or duplicate names.
     """
+    if layout not in ("auto", "plain", "cityscapes"):  # (any other name read as "plain")
+        msg = f"layout={layout!r} is unknown; expected 'auto', 'plain' or 'cityscapes'"
+        raise UsageError(msg)
     zarr_gt, zarr_pred = is_zarr(gt), is_zarr(pred)
     if zarr_gt and zarr_pred:
         from segiou.io.zarr import open_masks

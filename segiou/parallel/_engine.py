@@ -256,6 +256,9 @@ def count_stores(
         Image files without a name or with duplicate names; a file that is no label image.
     """
     _check_sizing(split_every, pixels_per_task, task_seconds, ns_per_px)
+    if missing_pred not in ("error", "void"):  # ("Error" scored missing predictions as void)
+        msg = f"missing_pred={missing_pred!r} is unknown; expected 'error' or 'void'"
+        raise UsageError(msg)
     if isinstance(gt, str | Path) and isinstance(pred, str | Path):
         gms, pms = open_pair(gt, pred, layout=layout, gt_pattern=gt_pattern,
                              pred_pattern=pred_pattern)  # fmt: skip
