@@ -6,9 +6,9 @@ Usage::
 
 Exit codes: 0 evaluated and no regression; 1 a regression against the baseline; 2 bad
 configuration or input (the message says what to fix); 3 the run failed for another reason
-(a crashed cluster, a full disk: the traceback is printed). Nothing but a regression exits 1, so
-a scheduler can tell "the model got worse" from "the job broke". The dated folder is created
-only once the evaluation succeeded. Writes into ``<report_dir>/<date>/``:
+(a crashed cluster: the traceback is printed; a full disk: the message says so). Nothing but a
+regression exits 1, so a scheduler can tell "the model got worse" from "the job broke". The
+dated folder is created only once the evaluation succeeded. Writes into ``<report_dir>/<date>/``:
 ``report.json`` (segiou.result version 3, with bootstrap intervals), ``report.html`` (one
 self-contained page with the tables and plots; needs ``segiou[report]``), ``report.txt``
 (tables), ``per_image.csv``, ``state.json`` (the count state, to merge or re-score later) and,
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import errno
 import json
 import math
 import re
@@ -37,7 +38,7 @@ from segiou.cli.compare import load_state
 from segiou.cli.options import labels_arg
 from segiou.cli.scheduler import scheduler_context
 from segiou.compare import check_report, compare_reports
-from segiou.errors import SegiouError, UsageError
+from segiou.errors import OutputError, SegiouError, UsageError
 from segiou.outputs import check_outputs, write_atomic
 from segiou.parallel import count_stores
 from segiou.report import (
@@ -178,8 +179,9 @@ def _check_tables(cfg: dict[str, Any], where: str) -> None:
         raise bad(msg)
     for name in ("resamples", "seed"):
         v = gate.get(name, _GATE_DEFAULTS[name])
-        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "resamples" else 0):
-            msg = f"[gate] {name} = {v!r} must be a whole number"
+        low = 1 if name == "resamples" else 0
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            msg = f"[gate] {name} = {v!r} must be a whole number >= {low}"
             raise bad(msg)
     for key, table in (("dir", "report"), ("path", "baseline"), ("state", "baseline")):
         if key in cfg.get(table, {}) and not isinstance(cfg[table][key], str):
@@ -199,6 +201,16 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         raise UsageError(msg)
     labels = ev.get("labels", "cityscapes")
     spec = labels if isinstance(labels, int) else labels_arg(str(labels))
+    drops = cfg.get("baseline", {}).get("max_drop", {})
+    if "mfbeta" in drops and ev.get("beta") is None:  # (known now, not after the evaluation)
+        msg = "[baseline] max_drop guards mfbeta, which needs [eval] beta (F-beta's beta)"
+        raise UsageError(msg)
+    if "category_miou" in drops and (isinstance(spec, int) or not spec.categories):
+        msg = (
+            f"[baseline] max_drop guards category_miou, but the label spec {labels!r} has no "
+            "categories"
+        )
+        raise UsageError(msg)
     out = Path(cfg["report"]["dir"]) / date
     base_cfg = cfg.get("baseline", {})
     base_path = Path(base_cfg["path"]) if "path" in base_cfg else None
@@ -245,11 +257,11 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     else:
         result = evaluate(cm, preset=preset, beta=ev.get("beta"))
     out.mkdir(parents=True, exist_ok=True)
-    if base_path is None:  # a rerun on the same date replaces the folder's reports: no stale one
-        (out / "comparison.json").unlink(missing_ok=True)
-    if state_path is None or not state_path.is_file():
-        for stale in ("gate.json", "gate.md"):
-            (out / stale).unlink(missing_ok=True)
+    # a rerun on the same date replaces the folder's reports: none is left from the earlier run
+    # (a comparison not made this time, for want of a baseline or because it was refused, would
+    # otherwise sit beside this run's report)
+    for stale in ("comparison.json", "gate.json", "gate.md"):
+        (out / stale).unlink(missing_ok=True)
     report = result.to_dict()
     write_atomic(out / "report.json", json.dumps(report, indent=2) + "\n", what="report")
     view = Report.from_result(result, cm=cm, source=f"nightly run {date}")
@@ -348,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_config(args.config)
         return run(cfg, date=args.date, update_baseline=args.update_baseline, quiet=args.quiet)
+    except OutputError as err:  # a full disk is no bad input: the run failed (exit 3)
+        print(f"nightly: error: {err}", file=sys.stderr)
+        cause = err.__cause__
+        full = isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT)
+        return EXIT_FAILED if full else EXIT_BAD_INPUT
     except SegiouError as err:
         print(f"nightly: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT

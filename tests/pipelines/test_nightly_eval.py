@@ -82,6 +82,37 @@ def test_nightly_on_other_ground_truth_exits_2_not_compared(
     assert job.main([str(cfg), "--date", "d4", "--quiet"]) == 0
 
 
+def test_nightly_rerun_leaves_no_stale_comparison_and_a_full_disk_exits_3(
+    demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A same-date rerun that made no comparison (the baseline being made anew) left the
+    earlier run's comparison.json ("regressed": true) beside its own report; "no space left"
+    while writing exited 2 (bad input), not 3 (the run failed)."""
+    import errno
+
+    import segiou.outputs
+
+    job = _load_pipeline()
+    cfg = _nightly_config(tmp_path, demo_store, 'labels = "cityscapes"\n')
+    cfg.write_text(cfg.read_text() + '[baseline]\npath = "reports/baseline.json"\n')
+    assert job.main([str(cfg), "--date", "d0", "--quiet", "--update-baseline"]) == 0
+    assert job.main([str(cfg), "--date", "d1", "--quiet"]) == 0
+    day = tmp_path / "reports" / "d1"
+    assert (day / "comparison.json").is_file()
+    (tmp_path / "reports" / "baseline.json").unlink()
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    assert not (day / "comparison.json").exists()
+    capsys.readouterr()
+
+    def full(fd: int, data: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(segiou.outputs.os, "write", full)
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 3
+    assert "No space left on device" in capsys.readouterr().err
+
+
 def test_nightly_pipeline_bad_config_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -206,6 +237,12 @@ def test_nightly_refuses_a_misspelt_or_mistyped_baseline_before_evaluating(
     ('preset = ["segiou"]\n', "preset = ['segiou'] must be a string"),
     ("missing_pred = 3\n", "missing_pred = 3 must be a string"),
     ("layout = 3\n", "layout = 3 must be a string"),
+    ('[baseline]\npath = "b.json"\nmax_drop = { mfbeta = 0.01 }\n',
+     "max_drop guards mfbeta, which needs [eval] beta"),
+    ('labels = 5\n[baseline]\npath = "b.json"\nmax_drop = { category_miou = 0.01 }\n',
+     "guards category_miou, but the label spec 5 has no categories"),
+    ('[baseline]\npath = "b.json"\nstate = "s.json"\n[gate]\nresamples = 0\n',
+     "resamples = 0 must be a whole number >= 1"),
 ])  # fmt: skip
 def test_nightly_refuses_mistyped_eval_values_before_evaluating(
     demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
