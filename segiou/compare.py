@@ -206,9 +206,10 @@ def compare_reports(
         lacking = [n for n, r in (("current", current), ("baseline", baseline))
                    if k not in r["summary"]]  # fmt: skip
         if lacking:
+            shown = baseline if lacking == ["baseline"] else current  # the one that lacks it
             msg = (
                 f"max_drop guards {k!r}, which the {' and '.join(lacking)} report(s) do not "
-                f"have (summary: {sorted(current['summary'])}); e.g. category_miou needs a spec "
+                f"have (summary: {sorted(shown['summary'])}); e.g. category_miou needs a spec "
                 "with categories, mfbeta needs beta"
             )
             raise CheckpointError(msg)

@@ -33,6 +33,11 @@ def test_compare_refuses_what_is_not_a_report(bad: object) -> None:
 def test_compare_refuses_a_guarded_metric_no_report_has() -> None:
     with pytest.raises(CheckpointError, match="max_drop guards 'category_miou'"):
         compare_reports(_report(0.7, 0.9), _report(0.7, 0.9), max_drop={"category_miou": 0.01})
+    cur = _report(0.7, 0.9)
+    cur["summary"]["mdice"] = 0.8  # only the baseline lacks it: its own summary is listed
+    listed = r"the baseline report\(s\) do not have \(summary: \['miou'\]\)"
+    with pytest.raises(CheckpointError, match=listed):
+        compare_reports(cur, _report(0.7, 0.9), max_drop={"mdice": 0.01})
     bad = _report(0.7, 0.9)
     bad["summary"] = {"miou": None}
     comp = compare_reports(bad, _report(0.7, 0.9))

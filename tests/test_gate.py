@@ -238,6 +238,8 @@ def test_cli_exit_codes(files, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", base, noise, "--preset", "bogus"]) == 2
     assert main(["compare", base, noise, "--bootstrap-groups", "city"]) == 2
     assert "give it with --slices" in capsys.readouterr().err
+    assert main(["compare", base, noise, "--slices", "/nonexistent.csv"]) == 2  # never read
+    assert "--slices is read only for --bootstrap-groups" in capsys.readouterr().err
 
 
 def test_cli_markdown_is_ready_for_a_pull_request(files, tmp_path: Path,

@@ -134,6 +134,12 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap_groups and not args.slices:
         msg = "--bootstrap-groups names a column of the image metadata: give it with --slices"
         raise UsageError(msg)
+    if args.slices and not args.bootstrap_groups:  # (the file was never read: a typo passed)
+        msg = (
+            "--slices is read only for --bootstrap-groups (the gate compares whole runs): name "
+            "the column of correlated images, or leave --slices out"
+        )
+        raise UsageError(msg)
     out = check_outputs({"--output": args.output},
                         inputs=[args.baseline, args.candidate])["--output"]  # fmt: skip
     base, cand = load_state(args.baseline, "baseline"), load_state(args.candidate, "candidate")
