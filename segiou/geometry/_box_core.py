@@ -86,8 +86,13 @@ def check_empty(empty: float) -> float:
     return value
 
 
-def as_box_array(boxes: ArrayLike, name: str, fmt: str) -> tuple[NDArray[Any], bool]:
-    """Return boxes as a float32/float64 (K, 4) array and whether a single (4,) box was given."""
+def as_box_array(
+    boxes: ArrayLike, name: str, fmt: str, halves: bool = False
+) -> tuple[NDArray[Any], bool]:
+    """Return boxes as a float32/float64 (K, 4) array and whether a single (4,) box was given.
+
+    ``halves``: the boxes will be halved (cxcywh in or out), so integers must stay below 2**52.
+    """
     try:
         arr = np.asarray(boxes)
     except (ValueError, TypeError) as err:
@@ -114,11 +119,16 @@ def as_box_array(boxes: ArrayLike, name: str, fmt: str) -> tuple[NDArray[Any], b
         mag = np.where(wide < 0, (-(wide + 1)).astype(np.uint64) + np.uint64(1),
                        wide.astype(np.uint64))  # exact (abs of int64's minimum overflows)  # fmt: skip
         reach = int(mag.max()) if fmt == "xyxy" else int(mag[:, :2].max()) + int(mag[:, 2:].max())
-        if reach + 1 > 2**53:  # corners (x + w, cx +- w / 2, x2 + 1 when inclusive) included
+        # corners (x + w, x2 + 1 when inclusive) must be exact integers, and half-integers
+        # (cx +- w / 2, the centre of an xyxy box) must be exact too: below 2**52
+        bound = 52 if halves or fmt == "cxcywh" else 53
+        if (2 * reach + 1 if bound == 52 else reach + 1) > 2**53:
             msg = (
-                f"{name} has integer coordinates reaching {reach} ({fmt}), beyond 2**53 - 1: "
-                "float64 arithmetic would round them (a box one unit wide could have area 0); "
-                "shift or rescale the boxes"
+                f"{name} has integer coordinates reaching {reach} ({fmt}), beyond "
+                f"2**{bound} - 1: float64 arithmetic would round them (a box one unit wide "
+                "could have area 0"
+                + ("; centres cx +- w / 2 are half-integers" if bound == 52 else "")
+                + "); shift or rescale the boxes"
             )
             raise BoxError(msg)
     dtype = np.float32 if arr.dtype == np.float32 else np.float64

@@ -104,8 +104,9 @@ def box_iou(
         A box has a non-finite coordinate, ``x2 < x1`` or ``y2 < y1`` (negative ``w``/``h``),
         an input has a shape other than ``(N, 4)`` or ``(4,)`` or a non-numeric dtype, or an
         option is invalid. Also boxes float64 cannot score exactly: coordinates so large that
-        areas would overflow, a positive area that underflows, integers beyond 2**53. The
-        message names the box (e.g. ``boxes1[3]``) and its values.
+        areas would overflow, a positive area that underflows, integers beyond 2**53 - 1
+        (2**52 - 1 in cxcywh, whose corners ``cx +- w/2`` are half-integers). The message names
+        the box (e.g. ``boxes1[3]``) and its values.
     ShapeMismatchError
         Element-wise with ``N != M`` and neither side a single box.
 
@@ -469,7 +470,8 @@ def convert_boxes(boxes: ArrayLike, *, fmt: BoxFormat, to: BoxFormat) -> NDArray
     Raises
     ------
     BoxError
-        Invalid boxes (checked in format ``fmt``) or an unknown format.
+        Invalid boxes (checked in format ``fmt``) or an unknown format; integer coordinates
+        reaching 2**52 when converting from or to cxcywh (a centre is a half-integer).
 
     Notes
     -----
@@ -487,7 +489,7 @@ def convert_boxes(boxes: ArrayLike, *, fmt: BoxFormat, to: BoxFormat) -> NDArray
     """
     check_format(fmt, False)
     check_format(to, False)
-    arr, single = as_box_array(boxes, "boxes", fmt)
+    arr, single = as_box_array(boxes, "boxes", fmt, halves="cxcywh" in (fmt, to))
     validate(arr, "boxes", fmt, single)
     out = from_xyxy(to_xyxy(arr.astype(np.float64), fmt), to).astype(arr.dtype)
     return out.reshape(4) if single else out

@@ -480,7 +480,8 @@ def test_areas_that_underflow_or_integers_beyond_2_53_are_refused():
     # corners made from the coordinates count too, and int64's minimum
     for box, fmt in (([2**53, 0, 1, 1], "xywh"), ([-(2**63), 0, 2, 2], "cxcywh"),
                      ([2**53, 0, 2**53, 0], "xyxy")):  # fmt: skip
-        with pytest.raises(BoxError, match="beyond 2\\*\\*53 - 1"):
+        bound = "52" if fmt == "cxcywh" else "53"  # cx +- w / 2: half-integers
+        with pytest.raises(BoxError, match=f"beyond 2\\*\\*{bound} - 1"):
             box_iou(
                 np.array(box, np.int64), np.array(box, np.int64), fmt=fmt, inclusive=fmt == "xyxy"
             )
@@ -567,3 +568,52 @@ def test_verdict_errors(iou, threshold, pattern):
         verdicts(iou, threshold=threshold)
     with pytest.raises(ValueError, match=pattern):
         match(iou, threshold)
+
+
+# --------------------------------------------------------------------------------------------
+# Exactness guards at the edges of float64
+# --------------------------------------------------------------------------------------------
+
+
+def frac_xyxy(box, fmt):
+    """Exact xyxy corners of one box (Fractions)."""
+    a, b, c, d = (Fraction(v) for v in box)
+    if fmt == "xywh":
+        return [a, b, a + c, b + d]
+    if fmt == "cxcywh":
+        return [a - c / 2, b - d / 2, a + c / 2, b + d / 2]
+    return [a, b, c, d]
+
+
+def test_cxcywh_integers_exact_below_2_52_refused_from_2_52():
+    """cx +- w / 2 is a half-integer for an odd w: float64 holds those only below 2**52. Boxes
+    reaching 2**52 passed the 2**53 guard and scored an area of 7 for 3 x 2 (IoU 0.714 for 0.5)."""
+    top = 2**52 - 1  # reach |cx| + w
+    a, b = [top - 3, 0, 3, 2], [top - 4, 0, 3, 2]
+    assert float(box_area(a, fmt="cxcywh")) == 6.0
+    want = ref_metric("iou", frac_xyxy(a, "cxcywh"), frac_xyxy(b, "cxcywh"))
+    assert want == Fraction(1, 2)
+    assert float(box_iou(a, b, fmt="cxcywh")) == want
+    for box in (a, b):
+        exact = frac_xyxy(box, "cxcywh")
+        assert [Fraction(v) for v in convert_boxes(box, fmt="cxcywh", to="xyxy")] == exact
+    with pytest.raises(BoxError, match=r"reaching 4503599627370496 \(cxcywh\), beyond 2\*\*52 - 1"):
+        box_iou([2**52 - 3, 0, 3, 2], b, fmt="cxcywh")
+    with pytest.raises(BoxError, match=r"beyond 2\*\*52 - 1"):
+        box_area([2**52, 0, 3, 2], fmt="cxcywh")
+
+
+def test_convert_boxes_to_cxcywh_guards_half_integer_centres():
+    """The centre of an xyxy box is a half-integer: [2**52, 0, 2**52 + 1, 1] became cx = 2**52."""
+    box = [2**52 - 2, 0, 2**52 - 1, 1]
+    out = convert_boxes(box, fmt="xyxy", to="cxcywh")
+    assert [Fraction(v) for v in out] == [Fraction(2**53 - 3, 2), Fraction(1, 2), 1, 1]
+    assert convert_boxes(out, fmt="cxcywh", to="xyxy").tolist() == box
+    for fmt, to, bad in (("xyxy", "cxcywh", [2**52, 0, 2**52 + 1, 1]),
+                         ("xywh", "cxcywh", [2**52, 0, 1, 1]),
+                         ("cxcywh", "xywh", [2**52, 0, 1, 1])):  # fmt: skip
+        with pytest.raises(BoxError, match=r"beyond 2\*\*52 - 1"):
+            convert_boxes(bad, fmt=fmt, to=to)
+    assert_array_equal(
+        convert_boxes([2**52, 0, 1, 1], fmt="xywh", to="xyxy"), [2**52, 0, 2**52 + 1, 1]
+    )
