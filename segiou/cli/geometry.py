@@ -8,8 +8,10 @@ input: a :class:`~segiou.errors.UsageError` whose message :func:`segiou.cli.main
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Sequence
+from fractions import Fraction
 from html import escape
 from pathlib import Path
 
@@ -158,7 +160,15 @@ def shield_negative_boxes(argv: Sequence[str]) -> list[str]:
     return [" " + a if 0 < i < end and _NEGATIVE_BOX.match(a) else a for i, a in enumerate(args)]
 
 
-def _parse_box(text: str, name: str, fmt: str) -> list[float]:
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _parse_box(text: str, name: str, fmt: str) -> list[int | float]:
+    """Read four numbers: integer literals as exact ints (the library's 2**53 guard sees them).
+
+    A number float64 cannot hold exactly from 2**53 on (``9007199254740993.0``, or such an
+    integer beside a fractional number, which numpy would make a float) is refused.
+    """
     text = text.strip()
     fields = _BOX_FIELDS[fmt]
     parts = [p for p in re.split(r"[,\s]+", text.strip().strip("[]()")) if p]
@@ -168,14 +178,55 @@ def _parse_box(text: str, name: str, fmt: str) -> list[float]:
             f"(--format {fmt}), e.g. 50,50,150,150"
         )
         raise UsageError(msg)
-    values = []
+    values: list[int | float] = []
     for part in parts:
         try:
-            values.append(float(part))
+            values.append(int(part) if _INTEGER.fullmatch(part) else float(part))
         except ValueError:
             msg = f"{name} {text!r}: {part!r} is not a number; expected 4 numbers as {fields}"
             raise UsageError(msg) from None
+    floats = any(isinstance(v, float) for v in values)
+    for part, v in zip(parts, values, strict=True):
+        if _rounded(part, v, floats):
+            try:
+                shown = repr(float(v))
+            except OverflowError:
+                shown = "inf"
+            msg = (
+                f"{name} {text!r}: {part} would read as {shown} in float64, which holds "
+                "integers exactly only up to 2**53"
+                + (
+                    " (a number with a fraction makes the box float64)"
+                    if isinstance(v, int)
+                    else ""
+                )
+                + ": shift or rescale the boxes"
+            )
+            raise UsageError(msg)
     return values
+
+
+def _rounded(part: str, value: float, floats: bool) -> bool:
+    """Whether float64 rounds the number written as ``part`` by a whole unit or more.
+
+    Below 2**53 rounding stays under one unit (ordinary decimal rounding, ``0.1``). An integer
+    literal stays an exact int unless its box holds a float, which makes numpy convert it.
+    """
+    if isinstance(value, int):
+        if not floats:
+            return False  # the library refuses integers beyond 2**53 itself
+        try:
+            return float(value) != value
+        except OverflowError:
+            return True
+    if math.isfinite(value) and abs(value) < 2**53:
+        return False
+    if part.lstrip("+-").lower() in ("inf", "infinity", "nan"):
+        return False  # the library refuses non-finite coordinates with its own message
+    try:
+        return Fraction(part) != Fraction(value)
+    except OverflowError:  # e.g. 1e400: read as inf
+        return True
 
 
 # The library names its keyword arguments; the command line names the matching options.

@@ -8,6 +8,7 @@ path, which evaluates the same formulas in the same order.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, Final, Literal, NamedTuple, TypeAlias, get_args
 
 import numpy as np
@@ -86,22 +87,77 @@ def check_empty(empty: float) -> float:
     return value
 
 
+def _reach(arr: NDArray[Any], fmt: str) -> int | Fraction:
+    """Return the exact largest |corner| the boxes can reach.
+
+    That is max |coordinate| (xyxy), else the largest |x| (|cx|) plus the largest w (h): every
+    corner, ``x + w`` and ``cx +- w / 2``, is within it.
+    """
+    if arr.dtype.kind in "iu":
+        wide = arr.astype(np.int64) if arr.dtype.kind == "i" else arr
+        mag = np.where(wide < 0, (-(wide + 1)).astype(np.uint64) + np.uint64(1),
+                       wide.astype(np.uint64))  # exact (abs of int64's minimum overflows)  # fmt: skip
+        if fmt == "xyxy":
+            return int(mag.max())
+        return int(mag[:, :2].max()) + int(mag[:, 2:].max())
+    fabs = np.abs(arr.astype(np.float64))  # Fractions: the sum is exact
+    if fmt == "xyxy":
+        return Fraction(float(fabs.max()))
+    return Fraction(float(fabs[:, :2].max())) + Fraction(float(fabs[:, 2:].max()))
+
+
+def _check_reach(arr: NDArray[Any], name: str, fmt: str, halves: bool, inclusive: bool) -> None:
+    """Refuse boxes whose corners float64 would round where the input promises exactness.
+
+    Integers: every corner must be an exact integer (below 2**53), or an exact half-integer
+    (below 2**52) when halved (cxcywh in or out). Floats: the same bound whenever corners are
+    computed (xywh, cxcywh, inclusive or a conversion to cxcywh), since a double from 2**53 on is
+    an integer whose neighbours are 2 apart: ``2.0**53 + 1`` is ``2.0**53``, a zero-width box.
+    """
+    floats = arr.dtype.kind == "f"
+    if not arr.size or (floats and not (fmt != "xyxy" or halves or inclusive)):
+        return
+    if floats and not np.isfinite(arr).all():
+        return  # validate() names the non-finite coordinate
+    reach = _reach(arr, fmt)
+    bound = 52 if halves or fmt == "cxcywh" else 53
+    if (2 * reach + 1 if bound == 52 else reach + 1) <= 2**53:
+        return
+    shown = reach if isinstance(reach, int) or reach.denominator != 1 else int(reach)
+    msg = (
+        f"{name} has {'' if floats else 'integer '}coordinates reaching {shown} ({fmt}), beyond "
+        f"2**{bound} - 1: float64 arithmetic would round them (a box one unit wide could have "
+        "area 0"
+        + ("; centres cx +- w / 2 are half-integers" if bound == 52 else "")
+        + "); shift or rescale the boxes"
+    )
+    raise BoxError(msg)
+
+
 def as_box_array(
-    boxes: ArrayLike, name: str, fmt: str, halves: bool = False
+    boxes: ArrayLike, name: str, fmt: str, halves: bool = False, inclusive: bool = False
 ) -> tuple[NDArray[Any], bool]:
     """Return boxes as a float32/float64 (K, 4) array and whether a single (4,) box was given.
 
-    ``halves``: the boxes will be halved (cxcywh in or out), so integers must stay below 2**52.
+    ``halves``: the boxes will be halved (cxcywh in or out), so integers must stay below 2**52;
+    ``inclusive``: ``x2 + 1`` will be formed.
     """
     try:
         arr = np.asarray(boxes)
     except (ValueError, TypeError) as err:
         msg = f"{name} is not an array of numbers ({err}); pass an (N, 4) or (4,) array"
         raise BoxError(msg) from err
+    if arr.dtype == object:
+        msg = (
+            f"{name} has dtype object: Python integers beyond the int64 range, or objects "
+            "that are not numbers; float64 would round such integers (converting them with "
+            "dtype=float rounds them silently): shift or rescale the boxes"
+        )
+        raise BoxError(msg)
     if arr.dtype.kind not in "iuf":
         msg = (
             f"{name} has dtype {arr.dtype}; expected integer or floating-point coordinates: "
-            "convert the boxes with np.asarray(..., dtype=float)"
+            "pass the boxes as numbers"
         )
         raise BoxError(msg)
     if arr.shape == (4,):
@@ -114,23 +170,7 @@ def as_box_array(
             "format: reshape with .reshape(-1, 4)"
         )
         raise BoxError(msg)
-    if arr.dtype.kind in "iu" and arr.size:
-        wide = arr.astype(np.int64) if arr.dtype.kind == "i" else arr
-        mag = np.where(wide < 0, (-(wide + 1)).astype(np.uint64) + np.uint64(1),
-                       wide.astype(np.uint64))  # exact (abs of int64's minimum overflows)  # fmt: skip
-        reach = int(mag.max()) if fmt == "xyxy" else int(mag[:, :2].max()) + int(mag[:, 2:].max())
-        # corners (x + w, x2 + 1 when inclusive) must be exact integers, and half-integers
-        # (cx +- w / 2, the centre of an xyxy box) must be exact too: below 2**52
-        bound = 52 if halves or fmt == "cxcywh" else 53
-        if (2 * reach + 1 if bound == 52 else reach + 1) > 2**53:
-            msg = (
-                f"{name} has integer coordinates reaching {reach} ({fmt}), beyond "
-                f"2**{bound} - 1: float64 arithmetic would round them (a box one unit wide "
-                "could have area 0"
-                + ("; centres cx +- w / 2 are half-integers" if bound == 52 else "")
-                + "); shift or rescale the boxes"
-            )
-            raise BoxError(msg)
+    _check_reach(arr, name, fmt, halves, inclusive)
     dtype = np.float32 if arr.dtype == np.float32 else np.float64
     return arr.astype(dtype, copy=False), single
 
@@ -219,7 +259,7 @@ def from_xyxy(arr: NDArray[Any], fmt: str) -> NDArray[Any]:
 
 
 def prepare(boxes: ArrayLike, name: str, fmt: str, inclusive: bool) -> _Boxes:
-    arr, single = as_box_array(boxes, name, fmt)
+    arr, single = as_box_array(boxes, name, fmt, inclusive=inclusive)
     validate(arr, name, fmt, single)
     xyxy = to_xyxy(arr.astype(np.float64), fmt)  # all arithmetic in float64
     rows = np.empty((6, xyxy.shape[0]), dtype=np.float64)
@@ -228,6 +268,16 @@ def prepare(boxes: ArrayLike, name: str, fmt: str, inclusive: bool) -> _Boxes:
         rows[2] += 1.0
         rows[3] += 1.0
     w, h = rows[2] - rows[0], rows[3] - rows[1]
+    if fmt != "xyxy":  # a size too small for the box's position: x + w rounds to x
+        lost = ((arr[:, 2] > 0) & (w == 0.0)) | ((arr[:, 3] > 0) & (h == 0.0))
+        if lost.any():
+            i = int(np.argmax(lost))
+            msg = (
+                f"{name if single else f'{name}[{i}]'} = {_fmt_box(arr[i])} ({fmt}) has a "
+                "size too small for its position: float64 rounds x + w to x (a zero-width "
+                "box); shift or rescale the boxes"
+            )
+            raise BoxError(msg)
     rows[4] = w * h
     tiny = (w > 0.0) & (h > 0.0) & (rows[4] == 0.0)
     if tiny.any():  # (every metric is scale-free; float64 is not: such a box reads as empty)

@@ -105,8 +105,10 @@ def box_iou(
         an input has a shape other than ``(N, 4)`` or ``(4,)`` or a non-numeric dtype, or an
         option is invalid. Also boxes float64 cannot score exactly: coordinates so large that
         areas would overflow, a positive area that underflows, integers beyond 2**53 - 1
-        (2**52 - 1 in cxcywh, whose corners ``cx +- w/2`` are half-integers). The message names
-        the box (e.g. ``boxes1[3]``) and its values.
+        (2**52 - 1 in cxcywh, whose corners ``cx +- w/2`` are half-integers), which also
+        bounds float coordinates wherever corners are computed (xywh, cxcywh, ``inclusive``),
+        and a width or height too small for its position (``x + w`` rounds to ``x``). The
+        message names the box (e.g. ``boxes1[3]``) and its values.
     ShapeMismatchError
         Element-wise with ``N != M`` and neither side a single box.
 

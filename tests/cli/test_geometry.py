@@ -187,6 +187,32 @@ def test_box_bad_input(capsys, argv, pattern):
     assert pattern in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "pattern"),
+    [
+        # integers are read exactly, so the library's 2**53 guard sees them
+        (["0,0,9007199254740993,1", "0,0,9007199254740992,1"], "reaching 9007199254740993"),
+        (["--format", "xywh", "9007199254740992,0,1,1", "9007199254740992,0,1,1"], "2**53 - 1"),
+        (["--format", "cxcywh", "4503599627370496,0,1,1", "0,0,1,1"], "2**52 - 1"),
+        # numbers float64 would round by a unit or more
+        (["0,0,9007199254740993.0,1", "0,0,1,1"], "would read as 9007199254740992.0"),
+        (["0,0,9007199254740993,0.5", "0,0,1,1"], "a number with a fraction makes the box"),
+        (["0,0,1e400,1", "0,0,1,1"], "1e400 would read as inf"),
+    ],
+)
+def test_box_numbers_float64_would_round_are_refused(capsys, argv, pattern):
+    """Fields were read with float(): 0,0,9007199254740993,1 and 0,0,9007199254740992,1 scored
+    IoU 1, and two identical xywh unit boxes at x = 2**53 scored 0."""
+    code, out, err = run(["box", *argv], capsys)
+    assert (code, out) == (2, "")
+    assert pattern in err
+
+
+def test_box_reads_integers_and_exact_large_floats(capsys):
+    assert run(["box", "0,0,9007199254740991,1", "0,0,9007199254740990,1"], capsys)[0] == 0
+    assert run(["box", "0,0,1e20,1e20", "0,0,1e20,5e19"], capsys)[0] == 0  # exact doubles
+
+
 # --------------------------------------------------------------------------------------------
 # segiou sets
 # --------------------------------------------------------------------------------------------

@@ -617,3 +617,39 @@ def test_convert_boxes_to_cxcywh_guards_half_integer_centres():
     assert_array_equal(
         convert_boxes([2**52, 0, 1, 1], fmt="xywh", to="xyxy"), [2**52, 0, 2**52 + 1, 1]
     )
+
+
+@pytest.mark.parametrize("fmt", ["xywh", "cxcywh"])
+def test_float_boxes_whose_corners_round_are_refused_like_integers(fmt):
+    """Float input skipped the 2**53 guard: xywh [2.0**53, 0, 1, 1] became the zero-width
+    [2**53, 0, 2**53, 1] (identical boxes scored 0)."""
+    bound = 2**52 if fmt == "cxcywh" else 2**53
+    ok = np.array([bound - 4.0, 0, 3, 2])  # reach bound - 1: corners exact
+    exact = frac_xyxy(ok.tolist(), fmt)
+    assert float(box_area(ok, fmt=fmt)) == (exact[2] - exact[0]) * (exact[3] - exact[1]) == 6
+    assert float(box_iou(ok, ok, fmt=fmt)) == 1.0
+    for bad in (np.array([bound - 3.0, 0, 3, 2]), np.float32([2.0**60, 0, 1, 1])):
+        with pytest.raises(
+            BoxError, match=rf"boxes1 has coordinates reaching .*2\*\*{bound.bit_length() - 1} - 1"
+        ):
+            box_iou(bad, bad, fmt=fmt)
+    # a size below the rounding of its position: x + w == x
+    with pytest.raises(
+        BoxError, match=r"boxes2 = \[1000000, 0, 1e-11, 1\] \(xywh\) has a size too"
+    ):
+        box_iou([0, 0, 1, 1], [1e6, 0, 1e-11, 1], fmt="xywh")
+
+
+def test_float_inclusive_corners_are_guarded_and_plain_xyxy_floats_are_not():
+    with pytest.raises(BoxError, match=r"reaching 9007199254740992 \(xyxy\), beyond 2\*\*53 - 1"):
+        box_iou([0, 0, 2.0**53, 0], [0, 0, 2.0**53, 0], inclusive=True)
+    assert float(box_iou([0, 0, 2.0**53 - 2, 0], [0, 0, 2.0**53 - 2, 0], inclusive=True)) == 1.0
+    # xyxy floats are used as given: nothing is added to them
+    assert float(box_iou([0, 0, 2.0**70, 2.0**70], [0, 0, 2.0**70, 2.0**69])) == 0.5
+
+
+def test_python_integers_beyond_int64_do_not_advise_a_rounding_conversion():
+    with pytest.raises(BoxError, match="dtype object") as info:
+        box_iou([-1, 0, 2**64 + 1, 1], [0, 0, 1, 1])
+    assert "dtype=float)" not in str(info.value)
+    assert "rounds them silently" in str(info.value)
