@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from segiou.errors import BoxError, ShapeMismatchError
-from segiou.geometry._box_kernels import PAIRWISE
+from segiou.geometry._box_kernels import PAIRWISE, TINY
 
 __all__ = [
     "BOX_FORMATS",
@@ -23,6 +23,7 @@ __all__ = [
     "BoxScore",
     "as_box_array",
     "check_empty",
+    "check_enclosing",
     "check_format",
     "elementwise",
     "from_xyxy",
@@ -279,12 +280,15 @@ def prepare(boxes: ArrayLike, name: str, fmt: str, inclusive: bool) -> _Boxes:
             )
             raise BoxError(msg)
     rows[4] = w * h
-    tiny = (w > 0.0) & (h > 0.0) & (rows[4] == 0.0)
-    if tiny.any():  # (every metric is scale-free; float64 is not: such a box reads as empty)
+    # Every metric is scale-free; float64 is not: an area that underflows to 0 reads as an
+    # empty box, a subnormal one keeps a few bits (IoU 0.333 for 0.429).
+    tiny = (w > 0.0) & (h > 0.0) & (rows[4] < TINY)
+    if tiny.any():
         i = int(np.argmax(tiny))
         msg = (
             f"{name if single else f'{name}[{i}]'} = {_fmt_box(arr[i])} has an area of "
-            f"{rows[4, i]:g}, too small for float64 arithmetic (it underflows); rescale the boxes"
+            f"{rows[4, i]:g}, too small for float64 arithmetic (it underflows below "
+            f"{TINY:g}); rescale the boxes"
         )
         raise BoxError(msg)
     rows[5] = np.arctan2(w, h)
@@ -321,20 +325,20 @@ def elementwise(metric: str, a: NDArray[np.float64], b: NDArray[np.float64], emp
         return iou
     if metric == "dice":
         return np.divide(2.0 * inter, total, out=iou.copy(), where=total > 0.0)
-    if metric == "giou":
-        c = (np.maximum(ax2, bx2) - np.minimum(ax1, bx1)) * (
-            np.maximum(ay2, by2) - np.minimum(ay1, by1)
-        )
-        gap = np.maximum(c - union, 0.0)
-        ratio = np.divide(gap, c, out=np.zeros_like(c), where=c > 0.0)
-        return np.where(c > 0.0, iou - ratio, iou)
     cw = np.maximum(ax2, bx2) - np.minimum(ax1, bx1)
     ch = np.maximum(ay2, by2) - np.minimum(ay1, by1)
+    if metric == "giou":  # -inf flags an enclosing area that underflows, as in giou_from
+        c = cw * ch
+        gap = np.maximum(c - union, 0.0)
+        ratio = np.divide(gap, c, out=np.zeros_like(c), where=c > 0.0)
+        lost = (cw > 0.0) & (ch > 0.0) & (c < TINY)
+        return np.where(lost, -np.inf, np.where(c > 0.0, iou - ratio, iou))
     c2 = cw * cw + ch * ch
     dx = 0.5 * ((ax1 + ax2) - (bx1 + bx2))  # halved before squaring: up to 8 L^2, within
     dy = 0.5 * ((ay1 + ay2) - (by1 + by2))  # the 16 L^2 that validate() keeps from overflow
     rho2 = dx * dx + dy * dy
     d = np.minimum(np.divide(rho2, c2, out=np.zeros_like(c2), where=c2 > 0.0), 1.0)
+    d[((cw > 0.0) | (ch > 0.0)) & (c2 < TINY)] = np.inf  # as in distance_penalty
     if metric == "diou":
         return iou - d
     t = at - bt
@@ -377,4 +381,33 @@ def score(
             result = elementwise(metric, ra, rb, value).astype(dtype, copy=False)
         if a.single and b.single:
             result = result.reshape(())
+    # only two zero-area boxes can have an enclosing box that underflows (C >= |A|, |B|)
+    if metric in ("giou", "diou", "ciou") and not (a.rows[4].all() or b.rows[4].all()):
+        check_enclosing(result, a.single, b.single, pairwise)
     return result[()] if result.ndim == 0 else result
+
+
+def check_enclosing(
+    result: NDArray[Any],
+    single1: bool,
+    single2: bool,
+    pairwise: bool,
+    names: tuple[str, str] = ("boxes1", "boxes2"),
+) -> None:
+    """Refuse a pair whose enclosing box underflows (the kernels flag it with -inf)."""
+    if not result.size or np.fmin.reduce(result, axis=None) != -np.inf:  # fmin skips nan
+        return
+    flagged = np.isneginf(result)
+    at = np.unravel_index(int(np.argmax(flagged)), result.shape) if result.ndim else ()
+    if pairwise:
+        i, j = (None if single1 else int(at[0])), (None if single2 else int(at[-1]))
+    else:
+        i = j = int(at[0]) if at else None
+    one = names[0] if i is None or single1 else f"{names[0]}[{i}]"
+    two = names[1] if j is None or single2 else f"{names[1]}[{j}]"
+    msg = (
+        f"{one} and {two} are zero-area boxes so close together that the area or squared "
+        "diagonal of their enclosing box underflows in float64 (GIoU, DIoU and CIoU would read "
+        "them as the same point); rescale the boxes"
+    )
+    raise BoxError(msg)

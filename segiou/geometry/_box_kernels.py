@@ -16,9 +16,11 @@ from numpy.typing import NDArray
 
 from segiou._jit import kernel
 
-__all__ = ["PAIRWISE", "aspect_penalty", "distance_penalty", "giou_from", "iou_parts"]
+__all__ = ["PAIRWISE", "TINY", "aspect_penalty", "distance_penalty", "giou_from", "iou_parts"]
 
 _FOUR_OVER_PI_SQ: Final = 4.0 / math.pi**2
+#: The smallest normal float64: an enclosing area or squared diagonal below it has underflowed.
+TINY: Final = float(np.finfo(np.float64).tiny)
 
 
 @kernel
@@ -93,8 +95,15 @@ def giou_from(
     bx2: float,
     by2: float,
 ) -> float:
-    """Return GIoU = IoU - (C - U) / C, C the enclosing box's area (IoU when C = 0)."""
-    c = (max(ax2, bx2) - min(ax1, bx1)) * (max(ay2, by2) - min(ay1, by1))
+    """Return GIoU = IoU - (C - U) / C, C the enclosing box's area (IoU when C = 0).
+
+    -inf flags a positive C that underflows (two zero-area boxes very close together).
+    """
+    cw = max(ax2, bx2) - min(ax1, bx1)
+    ch = max(ay2, by2) - min(ay1, by1)
+    c = cw * ch
+    if cw > 0.0 and ch > 0.0 and c < TINY:
+        return -math.inf
     gap = max(c - union, 0.0)  # clamp rounding only: mathematically U <= C
     return iou - gap / c if c > 0.0 else iou
 
@@ -118,10 +127,15 @@ def _pairwise_giou(
 def distance_penalty(
     ax1: float, ay1: float, ax2: float, ay2: float, bx1: float, by1: float, bx2: float, by2: float
 ) -> float:
-    """Return rho^2 / c^2: squared centre distance over the enclosing box's squared diagonal."""
+    """Return rho^2 / c^2: squared centre distance over the enclosing box's squared diagonal.
+
+    inf flags a positive c^2 that underflows (two zero-area boxes very close together).
+    """
     cw = max(ax2, bx2) - min(ax1, bx1)
     ch = max(ay2, by2) - min(ay1, by1)
     c2 = cw * cw + ch * ch
+    if (cw > 0.0 or ch > 0.0) and c2 < TINY:
+        return math.inf
     dx = 0.5 * ((ax1 + ax2) - (bx1 + bx2))  # halved before squaring: up to 8 L^2, within
     dy = 0.5 * ((ay1 + ay2) - (by1 + by2))  # the 16 L^2 that validate() keeps from overflow
     rho2 = dx * dx + dy * dy

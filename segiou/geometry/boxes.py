@@ -35,6 +35,7 @@ from segiou.geometry._box_core import (
     BoxScore,
     as_box_array,
     check_empty,
+    check_enclosing,
     check_format,
     elementwise,
     from_xyxy,
@@ -104,7 +105,9 @@ def box_iou(
         A box has a non-finite coordinate, ``x2 < x1`` or ``y2 < y1`` (negative ``w``/``h``),
         an input has a shape other than ``(N, 4)`` or ``(4,)`` or a non-numeric dtype, or an
         option is invalid. Also boxes float64 cannot score exactly: coordinates so large that
-        areas would overflow, a positive area that underflows, integers beyond 2**53 - 1
+        areas would overflow, a positive area below the smallest normal float64 (2.2e-308;
+        subnormal areas keep too few bits), two zero-area boxes whose enclosing box's area or
+        squared diagonal underflows (GIoU, DIoU, CIoU), integers beyond 2**53 - 1
         (2**52 - 1 in cxcywh, whose corners ``cx +- w/2`` are half-integers), which also
         bounds float coordinates wherever corners are computed (xywh, cxcywh, ``inclusive``),
         and a width or height too small for its position (``x + w`` rounds to ``x``). The
@@ -604,6 +607,7 @@ def box_overlap(
         metric: float(elementwise(metric, a.rows, b.rows, value)[0])
         for metric in ("iou", "dice", "giou", "diou", "ciou")
     }
+    check_enclosing(np.array([scores["giou"], scores["diou"]]), True, True, False, ("box1", "box2"))
     return BoxOverlap(
         box1=(ax1, ay1, ax2, ay2),
         box2=(bx1, by1, bx2, by2),

@@ -387,7 +387,30 @@ def test_translation_and_scaling_invariance(a, b, dx, dy, k):
 )
 def test_float_boxes_match_reference(a, b):
     for name, f in METRICS.items():
+        if underflows(name, a, b):  # refused: float64 cannot score these (the exact test)
+            with pytest.raises(BoxError, match="underflows"):
+                f(a, b)
+            continue
         assert_allclose(f(a, b), ref_matrix(name, a, b), rtol=1e-9, atol=1e-9)
+
+
+def underflows(metric, boxes1, boxes2):
+    """Whether, in exact arithmetic, a positive area, or for GIoU the enclosing area and for
+    DIoU / CIoU the enclosing box's squared diagonal, is below the smallest normal float64."""
+    tiny = Fraction(float(np.finfo(np.float64).tiny))
+    fa = [[Fraction(v) for v in box] for box in boxes1]
+    fb = [[Fraction(v) for v in box] for box in boxes2]
+    if any(0 < (x2 - x1) * (y2 - y1) < tiny for x1, y1, x2, y2 in fa + fb):
+        return True
+    for p in fa if metric in {"giou", "diou", "ciou"} else []:
+        for q in fb:
+            cw = max(p[2], q[2]) - min(p[0], q[0])
+            ch = max(p[3], q[3]) - min(p[1], q[1])
+            if metric == "giou" and cw > 0 and ch > 0 and cw * ch < tiny:
+                return True
+            if metric != "giou" and 0 < cw * cw + ch * ch < tiny:
+                return True
+    return False
 
 
 @settings(deadline=None, max_examples=100)
@@ -472,7 +495,8 @@ def test_areas_that_underflow_or_integers_beyond_2_53_are_refused():
         box_iou([[0, 0, 1, 1], [0, 0, 1e-200, 1e-200]], [0, 0, 1, 1])
     with pytest.raises(BoxError, match="too small for float64"):
         box_area([0, 0, 1e-160, 1e-170])
-    assert box_area([0, 0, 1e-160, 1e-160]) > 0  # subnormal: inexact, not empty
+    with pytest.raises(BoxError, match=r"has an area of 9.99989e-321, too small"):
+        box_area([0, 0, 1e-160, 1e-160])  # subnormal: a few bits left (see the test below)
     assert box_iou([0, 0, 1e-150, 1e-150], [0, 0, 1e-150, 1e-150]) == 1.0
     assert box_iou([0, 0, 0, 1e-200], [0, 0, 0, 1e-200]) == 0.0  # zero width: empty, as always
     with pytest.raises(BoxError, match="integer coordinates reaching 9007199254740993 "):
@@ -653,3 +677,36 @@ def test_python_integers_beyond_int64_do_not_advise_a_rounding_conversion():
         box_iou([-1, 0, 2**64 + 1, 1], [0, 0, 1, 1])
     assert "dtype=float)" not in str(info.value)
     assert "rounds them silently" in str(info.value)
+
+
+def test_subnormal_areas_are_refused_normal_ones_are_exact():
+    """A subnormal area keeps a few bits: [0, 0, 1.4e-161, 1e-162] against [0, 0, 0.6e-161,
+    1e-162] scored IoU 0.333 where it is 3/7 (0.4286) at any scale."""
+    tiny = np.finfo(np.float64).tiny
+    a, b = [0, 0, 2.0**-500, 2.0**-522], [0, 0, 2.0**-500 * 3 / 4, 2.0**-521]  # areas >= tiny
+    assert float(box_area(a)) == tiny
+    want = ref_metric("iou", [Fraction(v) for v in a], [Fraction(v) for v in b])
+    assert want == Fraction(3, 7)  # the IoU of these boxes at any scale
+    assert float(box_iou(a, b)) == float(want)  # correctly rounded
+    with pytest.raises(BoxError, match=r"boxes1 = \[0, 0, 1.4e-161, 1e-162\] has an area of 1.48"):
+        box_iou([0, 0, 1.4e-161, 1e-162], [0, 0, 0.6e-161, 1e-162])
+    with pytest.raises(BoxError, match=r"boxes2\[1\] = .* too small for float64"):
+        box_iou(a, [a, [0, 0, 2.0**-500, 2.0**-523]])  # area tiny / 2
+
+
+@pytest.mark.parametrize("pairwise", [True, False])
+def test_zero_area_boxes_whose_enclosing_box_underflows_are_refused(pairwise):
+    """Two distinct points 1e-170 apart: c^2 underflowed to 0 and DIoU read 0 (the same point)
+    where it is -1 at any other scale; GIoU of two segments likewise read 0 for -1."""
+    for f, a, b in ((box_diou, [0, 0, 0, 0], [1e-170, 0, 1e-170, 0]),
+                    (box_ciou, [0, 0, 0, 0], [1e-170, 0, 1e-170, 0]),
+                    (box_giou, [0, 0, 0, 1e-170], [1e-170, 0, 1e-170, 1e-170])):  # fmt: skip
+        assert float(f(np.array(a) * 1e160, np.array(b) * 1e160, pairwise=pairwise)) == -1.0
+        with pytest.raises(BoxError, match="boxes1 and boxes2 are zero-area boxes so close"):
+            f(a, b, pairwise=pairwise)
+        with pytest.raises(BoxError, match=r"boxes1\[1\] and boxes2\[1\] are zero-area"):
+            f([[0, 0, 1, 1], a], [[5, 5, 6, 6], b], pairwise=pairwise)
+        assert float(box_iou(a, b, pairwise=pairwise)) == 0.0  # IoU needs no enclosing box
+    with pytest.raises(BoxError, match="box1 and box2 are zero-area boxes so close"):
+        box_overlap([0, 0, 0, 0], [1e-170, 0, 1e-170, 0])
+    assert float(box_diou([0, 0, 0, 0], [1e-150, 0, 1e-150, 0])) == -1.0  # c^2 = 1e-300: normal
