@@ -134,7 +134,9 @@ def box_iou(
     The result has shape ``(N, M)`` when ``pairwise`` (a single ``(4,)`` box drops its axis, two
     single boxes give a numpy scalar) and ``(K,)`` element-wise (``K = max(N, M)``; one box on
     either side is broadcast). It is float32 when both inputs are float32 and float64 otherwise;
-    the arithmetic is always done in float64 and rounded once at the end.
+    the arithmetic is always done in float64 and rounded once at the end. A float32 IoU can round
+    up to a threshold it misses, so :func:`segiou.geometry.verdicts.match` refuses it: for
+    verdicts, pass float64 boxes (``boxes.astype(np.float64)``).
 
     References
     ----------

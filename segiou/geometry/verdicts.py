@@ -30,6 +30,14 @@ COCO_THRESHOLDS: Final[tuple[float, ...]] = tuple(round(0.5 + 0.05 * k, 2) for k
 
 
 def _unit_number(value: SupportsFloat, name: str, what_to_do: str) -> float:
+    dtype = getattr(value, "dtype", None)
+    if name == "iou" and dtype is not None and dtype.kind == "f" and dtype.itemsize < 8:
+        msg = (
+            f"iou={value!r} is a {dtype} value: rounded to {dtype}, an IoU below the threshold "
+            "can read as equal to it (float32 holds 24 bits); score float64 boxes, e.g. "
+            "box_iou(boxes1.astype(np.float64), boxes2), for a verdict"
+        )
+        raise VerdictError(msg)
     try:
         number = float(value)
     except (TypeError, ValueError) as err:
@@ -59,11 +67,15 @@ def match(iou: SupportsFloat, threshold: SupportsFloat = VOC_THRESHOLD) -> bool:
     Raises
     ------
     VerdictError
-        ``iou`` or ``threshold`` is nan, not a number or outside ``[0, 1]``.
+        ``iou`` or ``threshold`` is nan, not a number or outside ``[0, 1]``, or ``iou`` is a
+        float32 / float16 value.
 
     Notes
     -----
     The comparison is inclusive and exact (no tolerance): an IoU of exactly 0.5 matches at 0.5.
+    A float32 (or float16) IoU is refused: rounded to 24 bits, an IoU just below the threshold
+    reads as equal to it (boxes [0, 0, 8193, 8193] and [0, 0, 8192, 4097] have IoU 0.4999999926,
+    0.5 in float32), so the verdict would not be the one of the IoU. Score float64 boxes.
     A nan IoU (torchvision's value for two zero-area boxes) is refused rather than silently
     reported as "no match"; :func:`segiou.geometry.boxes.box_iou` returns its ``empty`` option there.
 
@@ -138,7 +150,8 @@ def verdicts(iou: SupportsFloat, *, threshold: SupportsFloat = VOC_THRESHOLD) ->
     Raises
     ------
     VerdictError
-        ``iou`` or ``threshold`` is nan, not a number or outside ``[0, 1]``.
+        ``iou`` or ``threshold`` is nan, not a number or outside ``[0, 1]``, or ``iou`` is a
+        float32 / float16 value (see :func:`match`).
 
     Notes
     -----

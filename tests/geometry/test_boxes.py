@@ -710,3 +710,18 @@ def test_zero_area_boxes_whose_enclosing_box_underflows_are_refused(pairwise):
     with pytest.raises(BoxError, match="box1 and box2 are zero-area boxes so close"):
         box_overlap([0, 0, 0, 0], [1e-170, 0, 1e-170, 0])
     assert float(box_diou([0, 0, 0, 0], [1e-150, 0, 1e-150, 0])) == -1.0  # c^2 = 1e-300: normal
+
+
+def test_float32_iou_is_refused_by_verdicts_float64_gives_the_exact_verdict():
+    """float32 boxes gave a float32 IoU: 0.49999999255 rounded to 0.5 and match() said yes."""
+    a, b = np.float32([0, 0, 8193, 8193]), np.float32([0, 0, 8192, 4097])
+    exact = ref_metric("iou", [Fraction(int(v)) for v in a], [Fraction(int(v)) for v in b])
+    assert exact < Fraction(1, 2)
+    assert box_iou(a, b) == np.float32(0.5)  # documented: float32 in, float32 out
+    for judge in (match, lambda iou: verdicts(iou).match):
+        with pytest.raises(VerdictError, match="is a float32 value"):
+            judge(box_iou(a, b))
+        with pytest.raises(VerdictError, match="is a float16 value"):
+            judge(np.float16(0.5))
+        assert judge(box_iou(a.astype(np.float64), b)) is (exact >= Fraction(1, 2)) is False
+    assert match(0.5, threshold=np.float32(0.5))  # a float32 threshold is used as given
