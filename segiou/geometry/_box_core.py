@@ -143,6 +143,12 @@ def as_box_array(
     ``halves``: the boxes will be halved (cxcywh in or out), so integers must stay below 2**52;
     ``inclusive``: ``x2 + 1`` will be formed.
     """
+    if isinstance(boxes, np.ma.MaskedArray):
+        msg = (
+            f"{name} is a numpy masked array; its masked boxes would be scored as the values "
+            f"under the mask: drop them first, e.g. {name}[~{name}.mask.any(axis=-1)].data"
+        )
+        raise BoxError(msg)
     try:
         arr = np.asarray(boxes)
     except (ValueError, TypeError) as err:

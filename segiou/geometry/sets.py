@@ -91,6 +91,12 @@ def _labels(values: Iterable[Hashable], name: str, lower: bool) -> list[Hashable
             f"character; pass a list of labels, e.g. {name}.split(',')"
         )
         raise LabelSetError(msg)
+    if isinstance(values, np.ma.MaskedArray):
+        msg = (
+            f"{name} is a numpy masked array; pass the labels it keeps, e.g. "
+            f"{name}.compressed().tolist()"
+        )
+        raise LabelSetError(msg)
     try:
         items = list(values)
     except TypeError as err:
@@ -298,6 +304,12 @@ def set_dice(
 
 
 def _indicator(values: ArrayLike, name: str) -> NDArray[np.bool_]:
+    if isinstance(values, np.ma.MaskedArray):
+        msg = (
+            f"{name} is a numpy masked array; its masked entries would be counted as the "
+            f"values under the mask: fill them first, e.g. {name}.filled(0)"
+        )
+        raise IndicatorMatrixError(msg)
     arr = np.asarray(values)
     if arr.ndim != 2:
         msg = (

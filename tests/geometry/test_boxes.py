@@ -725,3 +725,13 @@ def test_float32_iou_is_refused_by_verdicts_float64_gives_the_exact_verdict():
             judge(np.float16(0.5))
         assert judge(box_iou(a.astype(np.float64), b)) is (exact >= Fraction(1, 2)) is False
     assert match(0.5, threshold=np.float32(0.5))  # a float32 threshold is used as given
+
+
+def test_masked_box_arrays_are_refused():
+    """np.asarray dropped the mask: a masked box was scored (IoU [1, 1] for one valid box)."""
+    m = np.ma.array([[0, 0, 10, 10], [0, 0, 10, 10]], mask=[[0] * 4, [1] * 4])
+    for call in (lambda: box_iou(m, [0, 0, 10, 10]), lambda: box_giou([0, 0, 1, 1], m),
+                 lambda: box_area(m), lambda: convert_boxes(m, fmt="xyxy", to="xywh")):  # fmt: skip
+        with pytest.raises(BoxError, match="is a numpy masked array"):
+            call()
+    assert_array_equal(box_iou(m[~m.mask.any(axis=-1)].data, [0, 0, 10, 10]), [1.0])

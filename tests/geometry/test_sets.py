@@ -362,3 +362,15 @@ def test_multilabel_errors():
         multilabel_jaccard(GT, PRED, empty=5)
     with pytest.raises(ValueError, match="not 0 or 1"):
         multilabel_jaccard(GT, bad)
+
+
+def test_masked_arrays_are_refused():
+    """np.asarray dropped the mask: a masked 1 was counted as a label present."""
+    masked = np.ma.array([[1, 1]], mask=[[0, 1]])
+    with pytest.raises(IndicatorMatrixError, match=r"gt is a numpy masked array.*gt.filled\(0\)"):
+        multilabel_jaccard(masked, np.array([[1, 0]]))
+    with pytest.raises(IndicatorMatrixError, match="pred is a numpy masked array"):
+        multilabel_dice(np.array([[1, 0]]), masked)
+    with pytest.raises(LabelSetError, match=r"pred is a numpy masked array.*compressed\(\)"):
+        set_jaccard([1, 2], np.ma.array([1, 2], mask=[0, 1]))
+    assert multilabel_jaccard(masked.filled(0), np.array([[1, 0]]), average="micro") == 1.0
