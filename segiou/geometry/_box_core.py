@@ -177,6 +177,19 @@ def as_box_array(
             "format: reshape with .reshape(-1, 4)"
         )
         raise BoxError(msg)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:  # long double: float64 or refused
+        with np.errstate(over="ignore"):
+            near = arr.astype(np.float64)
+        lost = (near != arr) & np.isfinite(arr)  # compared in long double: exact
+        if lost.any():
+            i, j = (int(k) for k in np.argwhere(lost)[0])
+            msg = (
+                f"{name if single else f'{name}[{i}]'} has the {arr.dtype} coordinate "
+                f"{arr[i, j]!s}, which float64 (segiou's arithmetic) cannot hold exactly; convert "
+                "the boxes with .astype(np.float64) if rounding them is acceptable"
+            )
+            raise BoxError(msg)
+        arr = near
     _check_reach(arr, name, fmt, halves, inclusive)
     dtype = np.float32 if arr.dtype == np.float32 else np.float64
     return arr.astype(dtype, copy=False), single

@@ -81,7 +81,8 @@ def box_iou(
     ----------
     boxes1, boxes2 : array_like
         Boxes of shape ``(N, 4)`` and ``(M, 4)``, or a single box of shape ``(4,)``, in the
-        format ``fmt``. Integer, float32 and float64 coordinates are accepted.
+        format ``fmt``. Integer, float32 and float64 coordinates are accepted (long double
+        too, when every value is exactly a float64).
     pairwise : bool, default True
         True: score every box of ``boxes1`` against every box of ``boxes2`` (``N x M``).
         False: score ``boxes1[k]`` against ``boxes2[k]`` (element-wise).

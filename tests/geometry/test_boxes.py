@@ -735,3 +735,25 @@ def test_masked_box_arrays_are_refused():
         with pytest.raises(BoxError, match="is a numpy masked array"):
             call()
     assert_array_equal(box_iou(m[~m.mask.any(axis=-1)].data, [0, 0, 10, 10]), [1.0])
+
+
+def test_long_double_boxes_are_used_only_when_exactly_float64():
+    """long double was cast to float64 unchecked: a finite 1e400 was called non-finite, and
+    [0, 0, 1 + 2**-60, 1] scored IoU 1 against [0, 0, 1, 1]."""
+    ld = np.longdouble
+    if np.finfo(ld).nmant <= np.finfo(np.float64).nmant:
+        pytest.skip("long double is float64 on this platform")
+    exact = np.array([[0, 0, 2, 1], [0, 0, 1, 1]], dtype=ld)
+    assert_array_equal(box_iou(exact, np.float64([0, 0, 1, 1])), [0.5, 1.0])
+    with np.errstate(over="ignore"):
+        big = np.array([0, 0, ld("1e400"), 1], dtype=ld)
+    with pytest.raises(
+        BoxError, match=r"boxes1 has the float\d+ coordinate 1e\+400, which float64"
+    ) as info:
+        box_iou(big, [0, 0, 1, 1])
+    assert "non-finite" not in str(info.value)
+    close = np.array([[0, 0, 1, 1], [0, 0, ld(1) + ld(2) ** -60, 1]], dtype=ld)
+    with pytest.raises(BoxError, match=r"boxes2\[1\] has the float\d+ coordinate 1.000"):
+        box_iou([0, 0, 1, 1], close)
+    with pytest.raises(BoxError, match="non-finite"):  # nan and inf are still named as such
+        box_iou(np.array([0, 0, np.inf, 1], dtype=ld), [0, 0, 1, 1])
