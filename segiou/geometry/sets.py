@@ -310,7 +310,20 @@ def _indicator(values: ArrayLike, name: str) -> NDArray[np.bool_]:
             f"values under the mask: fill them first, e.g. {name}.filled(0)"
         )
         raise IndicatorMatrixError(msg)
-    arr = np.asarray(values)
+    if type(values).__module__.startswith("scipy.sparse"):
+        msg = (
+            f"{name} is a scipy sparse {type(values).__name__}; segiou reads dense indicator "
+            f"matrices: pass {name}.toarray()"
+        )
+        raise IndicatorMatrixError(msg)
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError) as err:  # e.g. ragged rows
+        msg = (
+            f"{name} is not a (samples, classes) array of numbers ({err}); every row must have "
+            "one entry per class"
+        )
+        raise IndicatorMatrixError(msg) from err
     if arr.ndim != 2:
         msg = (
             f"{name} has shape {arr.shape}; expected a 2-D (samples, classes) indicator matrix: "
@@ -410,7 +423,8 @@ def multilabel_jaccard(
     Raises
     ------
     IndicatorMatrixError
-        An input is not 2-D, or holds a value other than 0 and 1 (its position is named).
+        An input is not 2-D (ragged rows, a scipy sparse matrix: pass ``.toarray()``), or holds
+        a value other than 0 and 1 (its position is named).
     ShapeMismatchError
         ``gt`` and ``pred`` have different shapes.
     SetOptionError
@@ -481,7 +495,8 @@ def multilabel_dice(
     Raises
     ------
     IndicatorMatrixError
-        An input is not 2-D, or holds a value other than 0 and 1 (its position is named).
+        An input is not 2-D (ragged rows, a scipy sparse matrix: pass ``.toarray()``), or holds
+        a value other than 0 and 1 (its position is named).
     ShapeMismatchError
         ``gt`` and ``pred`` have different shapes.
     SetOptionError

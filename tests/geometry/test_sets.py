@@ -374,3 +374,18 @@ def test_masked_arrays_are_refused():
     with pytest.raises(LabelSetError, match=r"pred is a numpy masked array.*compressed\(\)"):
         set_jaccard([1, 2], np.ma.array([1, 2], mask=[0, 1]))
     assert multilabel_jaccard(masked.filled(0), np.array([[1, 0]]), average="micro") == 1.0
+
+
+def test_sparse_and_ragged_indicator_inputs_get_the_modules_error():
+    """A scipy sparse matrix read as a 0-d object array ('has shape (); reshape with
+    .reshape(-1, 1)'), and ragged rows raised numpy's bare ValueError."""
+    sparse = pytest.importorskip("scipy.sparse")
+    with pytest.raises(IndicatorMatrixError, match=r"gt is a scipy sparse .*gt.toarray\(\)"):
+        multilabel_jaccard(sparse.csr_matrix(np.eye(2)), np.eye(2))
+    with pytest.raises(IndicatorMatrixError, match=r"pred is a scipy sparse"):
+        multilabel_dice(np.eye(2), sparse.coo_array(np.eye(2)))
+    with pytest.raises(IndicatorMatrixError, match=r"gt is not a \(samples, classes\) array"):
+        multilabel_jaccard([[1, 0], [1]], [[1, 0], [1, 0]])
+    assert_array_equal(
+        multilabel_jaccard(sparse.csr_matrix(np.eye(2)).toarray(), np.eye(2)), [1, 1]
+    )
