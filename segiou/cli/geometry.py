@@ -128,15 +128,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 # --------------------------------------------------------------------------------------------
 
 
-#: A box given with a negative first number, e.g. ``-5,0,10,10`` (argparse takes it for an option).
-_NEGATIVE_BOX = re.compile(r"^-[\d.][\d.eE+-]*(\s*,\s*[-+]?[\d.eE+-]+){3}$")
+#: An argument starting with a negative number: a box ``-5,0,10,10`` (``-5,0,10,10,``,
+#: ``-5,0,10`` too: the box parser names what is wrong) or labels ``-1,2``. No option of
+#: ``box`` or ``sets`` starts with ``-`` and a digit, so argparse would otherwise take it for one.
+_NEGATIVE = re.compile(r"-[\d.]")
+#: Options whose value follows them: their value is left to argparse (``--threshold -0.5``).
+_TAKES_VALUE = frozenset({"--format", "--threshold", "--svg", "--sep", "--empty"})
 
 
 def shield_negative_boxes(argv: Sequence[str]) -> list[str]:
-    """Mark ``segiou box`` arguments such as ``-5,0,10,10`` as positional, anywhere on the line.
+    """Mark ``segiou box`` / ``segiou sets`` arguments such as ``-5,0,10,10`` as positional.
 
-    argparse reads a leading ``-`` as an option; a leading space keeps the box positional (the
-    box parser ignores it). Arguments after ``--`` and other commands are left as they are.
+    argparse reads a leading ``-`` as an option; a leading space keeps the argument positional
+    (the box parser and the label splitter ignore it). Arguments after ``--``, option values
+    and other commands are left as they are.
 
     Parameters
     ----------
@@ -152,12 +157,17 @@ def shield_negative_boxes(argv: Sequence[str]) -> list[str]:
     --------
     >>> shield_negative_boxes(["box", "-5,0,10,10", "0,0,10,10", "--threshold", "0.7"])
     ['box', ' -5,0,10,10', '0,0,10,10', '--threshold', '0.7']
+    >>> shield_negative_boxes(["sets", "-1,2", "1"])
+    ['sets', ' -1,2', '1']
     """
     args = list(argv)
-    if not args or args[0] != "box":
+    if not args or args[0] not in ("box", "sets"):
         return args
     end = args.index("--") if "--" in args else len(args)
-    return [" " + a if 0 < i < end and _NEGATIVE_BOX.match(a) else a for i, a in enumerate(args)]
+    return [
+        " " + a if 0 < i < end and _NEGATIVE.match(a) and args[i - 1] not in _TAKES_VALUE else a
+        for i, a in enumerate(args)
+    ]
 
 
 _INTEGER = re.compile(r"[+-]?\d+")

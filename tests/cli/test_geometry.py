@@ -266,3 +266,21 @@ def test_sets_bad_input(capsys, argv, pattern):
     assert err.count("\n") == 1
     assert err.startswith("segiou sets: error: ")
     assert pattern in err
+
+
+def test_arguments_starting_with_a_negative_number(capsys):
+    """`segiou sets -1,2 1` and `segiou box -5,0,10,10, 0,0,10,10` (a trailing comma, accepted
+    without the minus) failed with argparse's 'the following arguments are required'."""
+    code, out, _ = run(["sets", "-1,2", "1"], capsys)
+    assert code == 0
+    assert field(out, "set 1") == "-1, 2  (2)"
+    code, out, _ = run(["sets", "--lower", "1,-2", "-2,-3"], capsys)
+    assert (code, field(out, "intersection")) == (0, "-2  (1)")
+    code, out, _ = run(["box", "-5,0,10,10,", "0,0,10,10"], capsys)
+    assert code == 0
+    assert field(out, "box 1").startswith("-5, 0, 10, 10  area 150")
+    code, _, err = run(["box", "-5,0,10", "0,0,1,1"], capsys)
+    assert code == 2
+    assert "BOX1 '-5,0,10' has 3 number(s)" in err
+    code, _, err = run(["box", "0,0,1,1", "0,0,1,1", "--threshold", "-0.5"], capsys)
+    assert "--threshold -0.5 is outside [0, 1]" in err  # option values are left to argparse
