@@ -262,7 +262,23 @@ def _cli_terms(err: SegiouError) -> str:
 
 
 def _num(value: float) -> str:
-    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.6g}"
+    """Every digit needed to tell numbers apart: ``50``, ``123456.5``, ``9007199254740991``."""
+    return str(int(value)) if value.is_integer() and abs(value) <= 2**53 else repr(value)
+
+
+def _score(value: float, thresholds: Sequence[float]) -> str:
+    """Six decimals, or every digit where six would misstate it.
+
+    Six decimals misstate an IoU when they cross one of the ``thresholds`` the verdicts use
+    (0.4999996 shown as 0.500000 beside "no match"), or show an exact 0 or 1 it is not.
+    """
+    shown = f"{value:.6f}"
+    rounded = float(shown)
+    if rounded != value and (
+        rounded in (0.0, 1.0) or any((rounded >= t) != (value >= t) for t in thresholds)
+    ):
+        return repr(value)
+    return shown
 
 
 def _coords(box: tuple[float, ...]) -> str:
@@ -298,12 +314,12 @@ def _cmd_box(args: argparse.Namespace) -> int:
         ("intersection", f"{_num(overlap.intersection)}  box {inter_box}"),
         ("union", _num(overlap.union)),
         ("enclosing", f"{_num(overlap.enclosing_area)}  box {_coords(overlap.enclosing_box)}"),
-        ("IoU", f"{overlap.iou:.6f}"),
+        ("IoU", _score(overlap.iou, (verdict.threshold, *COCO_THRESHOLDS))),
         ("Dice", f"{overlap.dice:.6f}"),
         ("GIoU", f"{overlap.giou:.6f}"),
         ("DIoU", f"{overlap.diou:.6f}"),
         ("CIoU", f"{overlap.ciou:.6f}"),
-        (f"IoU >= {verdict.threshold:g}", yes_no[verdict.match]),
+        (f"IoU >= {_num(verdict.threshold)}", yes_no[verdict.match]),
         (f"VOC  @{VOC_THRESHOLD:.2f}", yes_no[verdict.voc50]),
         (f"COCO @{COCO_STRICT_THRESHOLD:.2f}", yes_no[verdict.coco75]),
         (f"COCO @{COCO_THRESHOLDS[-1]:.2f}", yes_no[verdict.coco95]),

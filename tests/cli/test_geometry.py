@@ -284,3 +284,23 @@ def test_arguments_starting_with_a_negative_number(capsys):
     assert "BOX1 '-5,0,10' has 3 number(s)" in err
     code, _, err = run(["box", "0,0,1,1", "0,0,1,1", "--threshold", "-0.5"], capsys)
     assert "--threshold -0.5 is outside [0, 1]" in err  # option values are left to argparse
+
+
+def test_box_prints_every_digit_needed(capsys):
+    """Coordinates and areas had 6 significant digits (two different boxes both read
+    '123456, 0, 123460, 10'), and IoU 6 decimals ('0.500000' above 'IoU >= 0.5  no match')."""
+    _, out, _ = run(["box", "123456.5,0,123460.5,10", "123456,0,123460,10"], capsys)
+    assert field(out, "box 1").startswith("123456.5, 0, 123460.5, 10  area 40")
+    assert field(out, "box 2").startswith("123456, 0, 123460, 10  area 40")
+    assert field(out, "intersection") == "35  box 123456.5, 0, 123460, 10"
+    _, out, _ = run(["box", "0,0,9007199254740991,1", "0,0,1000000,1"], capsys)
+    assert field(out, "box 1").startswith("0, 0, 9007199254740991, 1  area 9007199254740991")
+    _, out, _ = run(["box", "0,0,1,1", "0,0,1,0.4999996"], capsys)
+    assert field(out, "IoU") == "0.4999996"
+    assert field(out, "IoU >= 0.5") == "no match"
+    _, out, _ = run(["box", "0,0,1,1", "0,0,1,0.5", "--threshold", "0.4999996"], capsys)
+    assert field(out, "IoU >= 0.4999996") == "match"  # the threshold in full, too
+    _, out, _ = run(["box", "0,0,1,1", "0,0,1,0.9999999"], capsys)
+    assert field(out, "IoU") == "0.9999999"  # not 1.000000: only identical boxes score 1
+    _, out, _ = run(["box", "0,0,1,1", "0,0,1,0.3333333"], capsys)
+    assert field(out, "IoU") == "0.333333"  # six decimals where they mislead no verdict
