@@ -123,7 +123,10 @@ def box_iou(
 
     Exact edge cases, with no epsilon added anywhere: disjoint boxes and boxes that only touch
     (share an edge or a corner) score exactly 0; identical boxes of positive area score exactly
-    1. Two zero-area boxes have an empty union: identical ones score ``empty`` (default 0, as in
+    1. Touching means touching as evaluated, in xyxy corners: xywh and cxcywh boxes are first
+    converted, ``x + w`` rounded to float64, so ``[0.1, 0, 0.2, 1]`` and ``[0.3, 0, 0.2, 1]``
+    (xywh), which overlap by 2.8e-17 in exact arithmetic on these doubles (0.1 + 0.2 is above
+    0.3), score 1.4e-16, not 0. Two zero-area boxes have an empty union: identical ones score ``empty`` (default 0, as in
     pycocotools, whose ``bbIou`` skips pairs with a non-positive overlap; torchvision's
     ``box_iou`` returns nan, i.e. ``empty=nan``; ``empty=1`` reads "identical is a perfect
     match"), and non-identical ones score 0.
@@ -442,7 +445,11 @@ def box_area(
 
     Notes
     -----
-    ``area = (x2 - x1) (y2 - y1) = w h``, computed in float64.
+    ``area = (x2 - x1) (y2 - y1)``, computed in float64 from the corners as evaluated. For
+    xywh and cxcywh that is ``((x + w) - x) ((y + h) - y)`` after rounding the corners, which
+    can differ from ``w h`` in the last bits (``[0.1, 0, 0.2, 1]`` has area
+    0.20000000000000004): the metrics use the same area and the same corners, so identical
+    boxes score 1 and IoU never exceeds 1.
 
     Examples
     --------

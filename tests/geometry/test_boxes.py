@@ -757,3 +757,19 @@ def test_long_double_boxes_are_used_only_when_exactly_float64():
         box_iou([0, 0, 1, 1], close)
     with pytest.raises(BoxError, match="non-finite"):  # nan and inf are still named as such
         box_iou(np.array([0, 0, np.inf, 1], dtype=ld), [0, 0, 1, 1])
+
+
+def test_xywh_areas_and_touching_are_those_of_the_converted_corners():
+    """The docs promised area = w h and 'touching scores exactly 0' for every format; for xywh
+    both hold for the corners as evaluated (x + w rounded), which the docs now say."""
+    a, b = [0.1, 0, 0.2, 1], [0.3, 0, 0.2, 1]
+    assert float(box_area(a, fmt="xywh")) == ((0.1 + 0.2) - 0.1) * 1.0 == 0.20000000000000004
+    # in exact arithmetic on these doubles the boxes overlap: their IoU is positive, not 0
+    exact = ref_metric("iou", frac_xyxy(a, "xywh"), frac_xyxy(b, "xywh"))
+    assert 0 < exact < Fraction(1, 10**15)
+    assert 0 < float(box_iou(a, b, fmt="xywh")) < 1e-15
+    # boxes touching as converted (b.x == a.x + a.w in float64) score exactly 0
+    assert float(box_iou(a, [0.1 + 0.2, 0, 0.2, 1], fmt="xywh")) == 0.0
+    assert box_overlap(a, [0.1 + 0.2, 0, 0.2, 1], fmt="xywh").intersection_box is None
+    # the area and the corners agree, so identical boxes score 1 (w h would give IoU > 1 here)
+    assert float(box_iou(a, a, fmt="xywh")) == 1.0
