@@ -81,10 +81,15 @@ def printable(text: object) -> str:
 def fmt_pct(x: float | None, digits: int = 2) -> str:
     """Format a ratio as percent (``0.1234`` -> ``"12.34"``); ``"-"`` when undefined.
 
+    A ratio that is not exactly 1 (or 0, or -1) never shows as ``100.00`` (or ``0.00``,
+    ``-100.00``): rounding would make it look perfect (or null), so it is shown as a bound with
+    the same digits, ``">99.99"`` (``"<0.01"``, ``">-0.01"``, ``"<-99.99"``). Exact values are in
+    the JSON document and the CSV files.
+
     Parameters
     ----------
     x : float or None
-        A ratio in [0, 1] (or ``None``/``nan``: undefined).
+        A ratio in [-1, 1] (or ``None``/``nan``: undefined).
     digits : int, default 2
         Decimals.
 
@@ -94,16 +99,25 @@ def fmt_pct(x: float | None, digits: int = 2) -> str:
 
     Examples
     --------
-    >>> fmt_pct(0.123456), fmt_pct(None)
-    ('12.35', '-')
+    >>> fmt_pct(0.123456), fmt_pct(None), fmt_pct(1.0), fmt_pct(0.99999), fmt_pct(0.000001)
+    ('12.35', '-', '100.00', '>99.99', '<0.01')
     """
     if x is None or math.isnan(x):
         return "-"
-    return f"{100 * x:.{digits}f}"
+    shown = f"{100 * x:.{digits}f}"
+    step = 10.0**-digits
+    if abs(float(shown)) >= 100 and abs(x) != 1:  # rounded up to a perfect score
+        return f">{100 - step:.{digits}f}" if x > 0 else f"<{step - 100:.{digits}f}"
+    if float(shown) == 0 and x != 0:  # rounded down to nothing
+        return f"<{step:.{digits}f}" if x > 0 else f">{-step:.{digits}f}"
+    return shown
 
 
 def fmt_ci(iv: Interval, digits: int = 2) -> str:
-    """Format an interval in percent (``"10.10-14.50"``); ``""`` when there is none.
+    """Format an interval in percent (``"[10.10, 14.50]"``); ``""`` when there is none.
+
+    The ends are written in brackets with a comma, so a negative end (Cohen's kappa) cannot be
+    read as a dash: ``"[-29.80, -20.55]"``.
 
     Parameters
     ----------
@@ -118,12 +132,12 @@ def fmt_ci(iv: Interval, digits: int = 2) -> str:
 
     Examples
     --------
-    >>> fmt_ci((0.101, 0.145)), fmt_ci(None)
-    ('10.10-14.50', '')
+    >>> fmt_ci((0.101, 0.145)), fmt_ci((-0.298, -0.2055)), fmt_ci(None)
+    ('[10.10, 14.50]', '[-29.80, -20.55]', '')
     """
     if iv is None:
         return ""
-    return f"{fmt_pct(iv[0], digits)}-{fmt_pct(iv[1], digits)}"
+    return f"[{fmt_pct(iv[0], digits)}, {fmt_pct(iv[1], digits)}]"
 
 
 def summary_label(key: str, beta: float | None = None) -> str:

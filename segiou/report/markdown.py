@@ -68,7 +68,7 @@ def _table(head: list[str], rows: list[list[str]], right_from: int = 1) -> list[
 
 
 def _pct_ci(value: float | None, iv: tuple[float, float] | None) -> str:
-    return fmt_pct(value) + (f" [{fmt_ci(iv)}]" if iv is not None else "")
+    return fmt_pct(value) + (f" {fmt_ci(iv)}" if iv is not None else "")
 
 
 def _count(n: int | None) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 
 from segiou.errors import UsageError
 from segiou.outputs import write_atomic
+from segiou.report.document import fmt_pct
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -95,7 +96,7 @@ def _confusion(report: Report) -> Figure | None:
             for p in range(k + 1):
                 v = share[g, p]
                 if not np.isnan(v) and v >= 0.005:
-                    ax.text(float(p), float(g), f"{100 * v:.0f}", ha="center", va="center", fontsize=size - 1,
+                    ax.text(float(p), float(g), fmt_pct(v, 0), ha="center", va="center", fontsize=size - 1,
                             color="white" if v > 0.6 else "black")  # fmt: skip
     fig.colorbar(im, ax=ax, shrink=0.6, label="share of the class's ground-truth pixels")
     return fig
@@ -136,7 +137,7 @@ def _class_iou(report: Report) -> Figure:
     miou = doc.miou
     if miou is not None:
         ax.axvline(100 * miou, color="#e45756", linestyle="--", linewidth=1,
-                   label=f"mIoU {100 * miou:.2f}")  # fmt: skip
+                   label=f"mIoU {fmt_pct(miou)}")  # fmt: skip
         ax.legend(loc="lower right", fontsize=8)
     what = (f"whiskers: {doc.intervals.level_label}" if doc.intervals is not None
             else "no intervals")  # fmt: skip
@@ -156,7 +157,7 @@ def _image_miou(report: Report) -> Figure | None:
     miou = report.doc.miou
     if miou is not None:
         ax.axvline(100 * miou, color="#e45756", linestyle="--", linewidth=1,
-                   label=f"dataset mIoU {100 * miou:.2f}")  # fmt: skip
+                   label=f"dataset mIoU {fmt_pct(miou)}")  # fmt: skip
         ax.legend(loc="upper left", fontsize=8)
     from matplotlib.ticker import MaxNLocator
 

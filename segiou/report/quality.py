@@ -7,13 +7,12 @@ out, so the three say the same.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from segiou.errors import ResultDocumentError
-from segiou.report.document import printable
+from segiou.report.document import fmt_pct, printable
 
 __all__ = ["QualityTable", "quality_sections"]
 
@@ -44,7 +43,7 @@ class QualityTable:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None or math.isnan(x) else f"{100 * x:.2f}"
+    return fmt_pct(x)
 
 
 def _weighted(x: float | None) -> str:

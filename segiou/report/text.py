@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from segiou.outputs import write_atomic
-from segiou.report.document import fmt_ci, printable, slice_classes, slice_metrics
+from segiou.report.document import fmt_ci, fmt_pct, printable, slice_classes, slice_metrics
 from segiou.report.quality import quality_sections
 from segiou.report.view import Report
 
@@ -41,7 +40,7 @@ def _safe(text: object) -> Any:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None or math.isnan(x) else f"{100 * x:6.2f}"
+    return fmt_pct(x)
 
 
 def _console(buf: io.StringIO, width: int) -> Any:
@@ -106,6 +105,10 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
     ivs = doc.intervals
     buf = io.StringIO()
     console = _console(buf, width)
+    console.print(
+        "Scores in percent (ratios x 100; exact ratios in the JSON document); - is "
+        "undefined (see the rules at the end)."
+    )
     for note in report.missing_parts() if isinstance(result, Report) else []:
         console.print(_safe(f"note: {note}"))
     t = Table(title=_safe(f"per class ({doc.labels}, convention {doc.preset!r})"),
@@ -161,7 +164,7 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
 
 
 def _pct_ci(x: float | None, iv: tuple[float, float] | None) -> str:
-    return _pct(x).strip() + (f" [{fmt_ci(iv)}]" if iv is not None else "")
+    return _pct(x) + (f" {fmt_ci(iv)}" if iv is not None else "")
 
 
 def _n(x: int | None) -> str:
@@ -279,12 +282,12 @@ def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> s
                 int(i) for i in np.argsort(np.nan_to_num(one, nan=np.inf)) if not np.isnan(one[i])
             ]
             worst = ", ".join(
-                f"{_safe(per_image.names[i])} ({100 * one[i]:.1f})" for i in idx[:top]
+                f"{printable(per_image.names[i])} ({fmt_pct(one[i], 1)})" for i in idx[:top]
             )
         t.add_row(
             _safe(names[c]),
             _pct(scores[c]),
-            _safe(", ".join(f"{n} {100 * s:.1f}%" for s, n in conf)),
+            _safe(", ".join(f"{n} {fmt_pct(s, 1)}%" for s, n in conf)),
             _safe(worst),
         )
     buf = io.StringIO()
@@ -322,9 +325,9 @@ def render_per_image_csv(cm: ConfusionMatrix) -> str:
     for i, name in enumerate(t.names):
         row = scores[i]
         present = row[~np.isnan(row)]
-        miou = f"{present.mean():.6f}" if present.size else ""
+        miou = repr(float(present.mean())) if present.size else ""  # exact: it reads back
         w.writerow([name, miou, int(t.ignored[i]), int(t.unexpected[i]),
-                    *("" if np.isnan(v) else f"{v:.6f}" for v in row)])  # fmt: skip
+                    *("" if np.isnan(v) else repr(float(v)) for v in row)])  # fmt: skip
     return buf.getvalue()
 
 

@@ -125,10 +125,10 @@ def test_html_shows_the_documents_numbers(hostile_state: ConfusionMatrix,
     assert "no intervals" not in text
     # slices: a table per column, the small slice flagged, the slice's mIoU and its interval
     assert "<tiny> (small)" in page.cells
-    assert "61.00 [58.00-64.00]" in page.cells  # a slice's mIoU and its interval
+    assert "61.00 [58.00, 64.00]" in page.cells  # a slice's mIoU and its interval
     assert "70.00" in page.cells  # its fwIoU, no interval
     c0, iv0 = hostile_v2["classes"][0], hostile_v2["intervals"]["classes"]["iou"][0]
-    assert f"{fmt_pct(c0['iou'])} [{fmt_ci(tuple(iv0))}]" in page.cells  # IoU per class by slice
+    assert f"{fmt_pct(c0['iou'])} {fmt_ci(tuple(iv0))}" in page.cells  # IoU per class by slice
     assert "Images without a metadata row (2): <no meta>, x" in text
     assert "Metadata rows without an image (1): ghost|row" in text
     # counting rules and preset
@@ -169,7 +169,7 @@ def test_markdown_says_what_the_html_says_minus_the_plots(hostile_state: Confusi
         assert head in md
     assert fmt_pct(hostile_v2["summary"]["miou"]) in md
     assert "95% CI: percentile bootstrap" in md
-    assert "| aachen | 412 | 61.00 [58.00-64.00] | 70.00 |" in md
+    assert "| aachen | 412 | 61.00 [58.00, 64.00] | 70.00 |" in md
     assert report.state is not None
     for w in report.state.worst:
         assert fmt_pct(w.miou) in md
@@ -198,7 +198,7 @@ def test_text_report_says_the_same(hostile_state: ConfusionMatrix,
     assert fmt_ci(tuple(hostile_v2["intervals"]["summary"]["miou"])) in text
     assert "slices by city <x> (small: fewer than 30 images)" in text
     assert "<tiny> (small)" in text
-    assert "61.00 [58.00-64.00]" in text
+    assert "61.00 [58.00, 64.00]" in text
     assert "top confused pairs" in text
     assert "worst images" in text
     assert "tab\\tnew\\nline" in text  # a control character is shown, not sent
@@ -292,5 +292,5 @@ def test_text_tables_never_cut_a_number() -> None:
             continue  # a two-word name shifts the columns; its row is checked by the others
         row = rows[c["name"]]
         for cell in (f"{c['tp']:,}", f"{c['fp']:,}", f"{c['fn']:,}",
-                     f"{100 * iv[0]:.2f}-{100 * iv[1]:.2f}"):  # fmt: skip
+                     f"[{100 * iv[0]:.2f}, {100 * iv[1]:.2f}]"):  # fmt: skip
             assert cell in row, (cell, row)
