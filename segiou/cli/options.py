@@ -369,7 +369,8 @@ class EvalOptions:
         ------
         UsageError
             An unknown preset, ``--split-every`` below 2, ``--task-seconds`` or
-            ``--ns-per-px`` not positive, ``--bootstrap-groups`` without ``--slices``, an output
+            ``--ns-per-px`` not positive, ``--bootstrap-groups`` without ``--slices`` or with
+            ``--bootstrap 0``, an output
             that cannot be written (see :func:`segiou.outputs.check_outputs`: empty, not a
             regular file, in a folder that does not exist or is not writable, the same file as
             another output, or inside an input; for ``--error-maps``
@@ -400,6 +401,12 @@ class EvalOptions:
             msg = (
                 f"--bootstrap-groups {groups!r} names a column of the image metadata: give the "
                 "metadata with --slices meta.csv"
+            )
+            raise UsageError(msg)
+        if groups and getattr(ns, "bootstrap", 1000) == 0:
+            msg = (
+                f"--bootstrap-groups {groups!r} says how to resample for the intervals, but "
+                "--bootstrap 0 turns them off: leave one of them out"
             )
             raise UsageError(msg)
         maps = None

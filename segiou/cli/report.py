@@ -15,6 +15,8 @@ from segiou.cli.options import nonnegative_int, positive_float, positive_int
 
 __all__ = ["register", "run"]
 
+_BOOTSTRAP = 1000  # a state's resamples when --bootstrap is not given
+
 
 def register(sub: Any) -> None:
     """Add the ``report`` subcommand to an ``argparse`` subparsers object.
@@ -45,11 +47,11 @@ def register(sub: Any) -> None:
                     help="for a state: the averaging convention (default: segiou)")  # fmt: skip
     rp.add_argument("--beta", type=positive_float, default=None, metavar="B",
                     help="for a state: also report F-beta per class and its mean")  # fmt: skip
-    rp.add_argument("--bootstrap", type=nonnegative_int, default=1000, metavar="B",
-                    help="a state's intervals: percentile-bootstrap resamples of images, as for "
-                    "eval (0 turns them off; default: %(default)s)")  # fmt: skip
-    rp.add_argument("--bootstrap-seed", type=nonnegative_int, default=0, metavar="S",
-                    help="seed of the resamples (default: %(default)s)")  # fmt: skip
+    rp.add_argument("--bootstrap", type=nonnegative_int, default=None, metavar="B",
+                    help="for a state: percentile-bootstrap resamples of images for the "
+                    f"intervals, as for eval (0 turns them off; default: {_BOOTSTRAP})")  # fmt: skip
+    rp.add_argument("--bootstrap-seed", type=nonnegative_int, default=None, metavar="S",
+                    help="for a state: seed of the resamples (default: 0)")  # fmt: skip
     rp.add_argument("--top", type=positive_int, default=10,
                     help="confused pairs and worst images to list (default: %(default)s)")  # fmt: skip
     rp.add_argument("--plots", metavar="DIR", default=None,
@@ -99,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     if fmt == "html" or args.plots is not None:
         require_plotting("--plots" if fmt != "html" else "an HTML report")
     report = Report.load(args.input, preset=args.preset, beta=args.beta, top=args.top,
-                         bootstrap=args.bootstrap, seed=args.bootstrap_seed)  # fmt: skip
+                         bootstrap=args.bootstrap, seed=args.bootstrap_seed,
+                         default_bootstrap=_BOOTSTRAP)  # fmt: skip
     written = [write_report(report, args.output, fmt, what="-o")]
     if args.plots is not None:
         written += export_plots(report, args.plots)

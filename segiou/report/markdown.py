@@ -75,12 +75,12 @@ def _count(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
 
-def _summary(doc: ResultDoc) -> list[str]:
+def _summary(doc: ResultDoc, no_intervals: str) -> list[str]:
     lines = ["## Summary", ""]
     if doc.intervals is not None:
         lines += [f"{md_escape(doc.intervals.describe())}.", ""]
     else:
-        lines += ["no intervals (run with --bootstrap)", ""]
+        lines += [no_intervals, ""]  # segiou's own words
     head = ["metric", "value (%)"] + ([doc.intervals.level_label] if doc.intervals else [])
     rows = [[label, fmt_pct(v)] + ([fmt_ci(iv)] if doc.intervals else [])
             for _, label, v, iv in doc.summary_rows()]  # fmt: skip
@@ -218,7 +218,9 @@ def render_markdown(report: Report) -> str:
     )
     lines = [f"# segiou report: {md_escape(doc.labels)}", "", about, ""]
     lines += [f"> {md_escape(note)}\n" for note in report.missing_parts()]
-    lines += _summary(doc) + _classes(doc) + _categories(doc) + _state_parts(report)
+    lines += (
+        _summary(doc, report.no_intervals) + _classes(doc) + _categories(doc) + _state_parts(report)
+    )
     lines += _slices(doc) + _quality(doc)
     lines += ["## Counting rules and preset", ""]
     lines += [f"- **{md_escape(name)}**: {md_escape(text)}" for name, text in doc.counting_rules()]

@@ -142,7 +142,8 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
     for _, label, v, iv in doc.summary_rows():  # named as in Markdown and HTML (with beta)
         st.add_row(_safe(label), _pct(v), *([fmt_ci(iv)] if ivs else []))
     _print_table(console, st)
-    console.print(_safe(ivs.describe()) if ivs else "no intervals (run with --bootstrap)")
+    no_ivs = report.no_intervals
+    console.print(_safe(ivs.describe() if ivs else no_ivs))
     px = doc.pixels
     console.print(
         f"pixels: {px.total:,} total = {px.counted:,} counted + {px.void:,} void "

@@ -150,11 +150,19 @@ class Report:
         The confusion matrix and per-image scores (``None``: made from a result document).
     source : str
         What the report was made from, in words.
+    intervals_note : str or None
+        Why intervals asked for could not be made (e.g. a state without per-image rows).
     """
 
     doc: ResultDoc
     state: StateView | None
     source: str
+    intervals_note: str | None = None
+
+    @property
+    def no_intervals(self) -> str:
+        """Why the report has no intervals, in words (for a document without them)."""
+        return self.intervals_note or "no intervals (run with --bootstrap)"
 
     @classmethod
     def from_state(cls, cm: ConfusionMatrix, *, preset: str = "segiou",
@@ -187,6 +195,7 @@ class Report:
         from segiou.results import evaluate
 
         rows = cm.images.rows if cm.per_image and cm.n_images else None
+        note = None
         if bootstrap and rows is not None and rows.legacy is None:
             from segiou.stats import evaluate_with_intervals
 
@@ -194,7 +203,16 @@ class Report:
                                              seed=seed)  # fmt: skip
         else:
             result = evaluate(cm, preset=preset, beta=beta)
-        return cls.from_result(result, cm=cm, top=top, source=source)
+            if bootstrap:  # asked for, but the state cannot give them
+                why = (
+                    "it has no per-image rows (it was counted without per_image=True)"
+                    if not cm.per_image else "it counted no image" if rows is None
+                    else "its per-image rows are of an old format (version 1: no per-image "
+                    "confusion entries)"
+                )  # fmt: skip
+                note = f"no intervals: they resample the state's images, and {why}"
+        report = cls.from_result(result, cm=cm, top=top, source=source)
+        return cls(report.doc, report.state, report.source, note)
 
     @classmethod
     def from_result(cls, result: Result | Mapping[str, Any], *, cm: ConfusionMatrix | None = None,
@@ -247,7 +265,8 @@ class Report:
 
     @classmethod
     def load(cls, path: str | Path, *, preset: str | None = None, beta: float | None = None,
-             top: int = 10, bootstrap: int = 0, seed: int = 0) -> Report:  # fmt: skip
+             top: int = 10, bootstrap: int | None = None, seed: int | None = None,
+             default_bootstrap: int = 0) -> Report:  # fmt: skip
         """Make the report of a saved state or of a result JSON file.
 
         Parameters
@@ -261,8 +280,12 @@ class Report:
             For a state: also report F-beta.
         top : int, default 10
             Confused pairs and worst images to list.
-        bootstrap, seed : int
-            For a state: intervals, as for :meth:`from_state`.
+        bootstrap, seed : int, optional
+            For a state: intervals, as for :meth:`from_state` (``None``: ``default_bootstrap``
+            resamples, seed 0).
+        default_bootstrap : int, default 0
+            For a state: the resamples when ``bootstrap`` is not given (``segiou report``
+            passes 1000).
 
         Returns
         -------
@@ -275,7 +298,8 @@ class Report:
         CheckpointError
             A malformed state.
         UsageError
-            ``preset`` or ``beta`` given for a result document (it was evaluated already).
+            ``preset``, ``beta``, ``bootstrap`` or ``seed`` given for a result document (it was
+            evaluated already).
         """
         from segiou.confusion import ConfusionMatrix
 
@@ -292,8 +316,9 @@ class Report:
         if kind == "segiou.confusion":
             cm = ConfusionMatrix.from_dict(data, source=str(p))
             how = preset or "segiou"
-            return cls.from_state(cm, preset=how, beta=beta, top=top, bootstrap=bootstrap,
-                                  seed=seed,
+            b = default_bootstrap if bootstrap is None else bootstrap
+            return cls.from_state(cm, preset=how, beta=beta, top=top, bootstrap=b,
+                                  seed=seed or 0,
                                   source=f"state {p.name} (evaluated with preset {how!r})")  # fmt: skip
         if kind != "segiou.result":
             shown = "no format field" if kind is None else f"format {kind!r}"
@@ -302,11 +327,14 @@ class Report:
                 f"('segiou.confusion') nor a result document ('segiou.result'); {HINT}"
             )
             raise ResultDocumentError(msg)
-        if preset is not None or beta is not None:
-            what = "--preset" if preset is not None else "--beta"
+        given = {"--preset": preset, "--beta": beta, "--bootstrap": bootstrap,
+                 "--bootstrap-seed": seed}  # fmt: skip
+        what = next((opt for opt, value in given.items() if value is not None), None)
+        if what is not None:
             msg = (
                 f"{what} applies to a saved state; {str(p)!r} is a result document, evaluated "
-                "already (its preset is in the report): leave it out, or pass the state"
+                "already (its preset and intervals are in the report): leave it out, or pass "
+                "the state"
             )
             raise UsageError(msg)
         return cls.from_result(data, top=top, source=f"result {p.name}")
@@ -320,6 +348,8 @@ class Report:
                 "report STATE.json, written by segiou eval --state) or with segiou eval --report"
             )
             return [note]
+        notes = [self.intervals_note] if self.intervals_note else []
         if self.state.per_image_note:
-            return [f"no per-image mIoU histogram and no worst images: {self.state.per_image_note}"]
-        return []
+            notes.insert(0, "no per-image mIoU histogram and no worst images: "
+                         f"{self.state.per_image_note}")  # fmt: skip
+        return notes

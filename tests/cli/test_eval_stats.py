@@ -67,6 +67,10 @@ def test_an_output_inside_the_error_maps_is_refused(demo_store: Path, tmp_path: 
         (["--bootstrap", "-1"], "is not an integer >= 0"),
         (["--slices", "/nonexistent/meta.csv"], "cannot be read"),
         (["--slices", "META", "--bootstrap-groups", "town"], "'town' is not a column"),
+        (
+            ["--slices", "META", "--bootstrap-groups", "city", "--bootstrap", "0"],
+            "--bootstrap 0 turns them off",
+        ),
         (["--error-maps", "EXISTING"], "never replaced"),
         (["--error-maps", "/nonexistent/dir/m.zarr"], "does not exist"),
     ],

@@ -112,6 +112,12 @@ def test_report_reads_saved_states_of_both_versions(name: str, tmp_path: Path) -
         (["{state}", "-o", "{tmp}/r"], "the suffix '(none)' names no report format"),
         (["{state}", "-o", "{tmp}/r.html", "--preset", "nope"], "--preset 'nope' is not a preset"),
         (["{result}", "-o", "{tmp}/r.html", "--preset", "mmseg"], "--preset applies to a saved"),
+        (["{result}", "-o", "{tmp}/r.md", "--bootstrap", "500"], "--bootstrap applies to a saved"),
+        (["{result}", "-o", "{tmp}/r.md", "--bootstrap", "0"], "--bootstrap applies to a saved"),
+        (
+            ["{result}", "-o", "{tmp}/r.md", "--bootstrap-seed", "3"],
+            "--bootstrap-seed applies to a saved",
+        ),
         (["{tmp}/missing.json", "-o", "{tmp}/r.html"], "does not exist"),
         (["{state}", "-o", "{state}"], "lies inside"),
         (["{state}", "-o", "{tmp}/no/such/dir/r.html"], "does not exist; create it first"),

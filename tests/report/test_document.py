@@ -215,6 +215,34 @@ def test_load_tells_states_from_documents(tmp_path: Path) -> None:
         Report.load(tmp_path / "r.json", preset="mmseg")
     with pytest.raises(UsageError, match="--beta applies to a saved state"):
         Report.load(tmp_path / "r.json", beta=1.0)
+    with pytest.raises(UsageError, match="--bootstrap applies to a saved state"):
+        Report.load(tmp_path / "r.json", bootstrap=500)
+    with pytest.raises(UsageError, match="--bootstrap-seed applies to a saved state"):
+        Report.load(tmp_path / "r.json", seed=3)
+
+
+@pytest.mark.parametrize(
+    ("per_image", "images", "why"),
+    [(False, 2, "it has no per-image rows"), (True, 0, "it counted no image")],
+)
+def test_a_state_that_cannot_give_intervals_says_why(tmp_path: Path, per_image: bool, images: int,
+                                                     why: str) -> None:  # fmt: skip
+    from segiou.report import render_markdown, render_text
+
+    cm = ConfusionMatrix(3, per_image=per_image)
+    for i in range(images):
+        cm.update(
+            np.zeros((4, 4), np.uint8),
+            np.zeros((4, 4), np.uint8),
+            names=[f"i{i}"] if per_image else None,
+        )
+    cm.save(tmp_path / "s.json")
+    report = Report.load(tmp_path / "s.json", bootstrap=200)
+    assert report.doc.intervals is None
+    for out in (render_text(report), render_markdown(report)):
+        assert "run with --bootstrap" not in out
+        assert f"no intervals: they resample the state's images, and {why}" in out
+    assert "run with --bootstrap" in render_text(Report.load(tmp_path / "s.json", bootstrap=0))
 
 
 @pytest.mark.parametrize(
@@ -234,3 +262,11 @@ def test_load_refuses_what_is_no_input(tmp_path: Path, content: str | None,
         path.write_text(content)
     with pytest.raises(error, match=needle):
         Report.load(path)
+
+
+def test_a_legacy_state_says_why_it_has_no_intervals() -> None:
+    from segiou.report import render_text
+
+    report = Report.load(DATA / "confusion_v1_per_image.json", bootstrap=200)
+    assert report.doc.intervals is None
+    assert "per-image rows are of an old format" in render_text(report)
