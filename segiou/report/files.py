@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from segiou.errors import UsageError
+from segiou.errors import ResultDocumentError, UsageError
 from segiou.outputs import write_atomic
 
 if TYPE_CHECKING:
@@ -89,6 +91,8 @@ def render(report: Report, fmt: str) -> str:
     ------
     UsageError
         An unknown format, or the ``report`` extra missing for ``"html"``.
+    ResultDocumentError
+        ``"json"`` of a document holding an infinite number (``NaN`` is written as ``null``).
     """
     from segiou.report.html import render_html
     from segiou.report.markdown import render_csv, render_markdown
@@ -102,8 +106,29 @@ def render(report: Report, fmt: str) -> str:
     if fmt == "csv":
         return render_csv(report)
     if fmt == "json":
-        return json.dumps(report.doc.data, indent=2, allow_nan=False) + "\n"
+        return json.dumps(_strict(report.doc.data, report.source), indent=2,
+                          allow_nan=False) + "\n"  # fmt: skip
     return render_text(report)
+
+
+def _strict(value: Any, where: str, field: str = "") -> Any:
+    """Return a document with ``NaN`` as ``null`` (undefined, as segiou writes it).
+
+    A document written by Python's ``json.dump`` may hold ``NaN``, which the reports read as
+    undefined; strict JSON has no ``NaN``. An infinite number means nothing in a result.
+    """
+    if isinstance(value, float):
+        if math.isinf(value):
+            msg = (f"{where}: field {field or '(document)'!r} is {value}, which no score or "
+                   "count can be; write the document again with segiou")  # fmt: skip
+            raise ResultDocumentError(msg)
+        return None if math.isnan(value) else value
+    if isinstance(value, Mapping):
+        return {k: _strict(v, where, f"{field}.{k}" if field else str(k))
+                for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list | tuple):
+        return [_strict(v, where, f"{field}[{i}]") for i, v in enumerate(value)]
+    return value
 
 
 def write_report(report: Report, path: str | os.PathLike[str], fmt: str | None = None, *,

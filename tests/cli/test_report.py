@@ -179,3 +179,20 @@ def test_eval_without_the_report_extra_says_what_to_install(
     argv[-1] = str(tmp_path / "r.md")
     assert main(argv) == 0
     assert "## Worst images" in (tmp_path / "r.md").read_text(encoding="utf-8")
+
+
+def test_json_report_of_a_document_with_nan_writes_null(evaluated: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    doc = json.loads((evaluated / "result.json").read_text())
+    doc["summary"]["kappa"] = float("nan")  # as Python's json.dump writes it
+    doc["classes"][0]["iou"] = float("nan")
+    (tmp_path / "nan.json").write_text(json.dumps(doc))  # allow_nan: 'NaN' in the file
+    assert main(["report", str(tmp_path / "nan.json"), "-o", str(tmp_path / "out.json")]) == 0
+    back = json.loads((tmp_path / "out.json").read_text(), parse_constant=pytest.fail)
+    assert back["summary"]["kappa"] is None
+    assert back["classes"][0]["iou"] is None
+    assert back["summary"]["miou"] == doc["summary"]["miou"]
+    doc["counting"]["weird"] = float("inf")  # a field no renderer reads
+    (tmp_path / "inf.json").write_text(json.dumps(doc))
+    assert main(["report", str(tmp_path / "inf.json"), "-o", str(tmp_path / "o2.json")]) == 2
+    assert "'counting.weird' is inf" in capsys.readouterr().err
