@@ -41,6 +41,10 @@ class Convention:
         so it is undefined (``nan``) for a class without true positives, and means leave that
         class out (mmsegmentation's mFscore). Otherwise such a class scores 0 (when it is in
         either mask) and counts.
+    stated_rules : tuple of str, optional
+        The rules in words as a result document states them (a convention read back from a
+        document of another segiou version keeps its own words); ``None``: made from the
+        fields above.
     """
 
     name: str
@@ -49,9 +53,12 @@ class Convention:
     description: str
     differences: tuple[str, ...] = ()
     fbeta_from_pr: bool = False
+    stated_rules: tuple[str, ...] | None = None
 
     def rules(self) -> list[str]:
         """Return the rules of this convention in words (echoed in reports)."""
+        if self.stated_rules is not None:
+            return list(self.stated_rules)
         over = {
             "present": "means run over classes present in ground truth or prediction "
             "(TP+FP+FN > 0); a class in neither is left out",
@@ -67,6 +74,11 @@ class Convention:
             else "F-beta is (1+b^2)TP/((1+b^2)TP+b^2FN+FP): 0 for a class in either mask without "
             "true positives"
         )
+        accuracy = (
+            "mean accuracy (mean recall) runs over the classes with ground-truth pixels in "
+            "every preset: a class without ground truth has no recall"
+            + (f" (its recall, reported as {fill}, is left out)" if self.mean_over == "all" else "")
+        )
         return [
             over,
             f"per-class scores outside the averaged classes are reported as {fill}",
@@ -77,6 +89,7 @@ class Convention:
                 f"reported as {fill}"
             ),
             fbeta,
+            accuracy,
             "ratios are computed once from the summed counts of the whole dataset",
         ]
 

@@ -223,8 +223,15 @@ class Result:
             conv = None
         if conv is None or conv.to_dict() != c:  # a convention of another segiou version
             fill = math.nan if c["fill"] is None else float(c["fill"])
+            rules = tuple(str(r) for r in c.get("rules", ()))
+            # its own words are kept; F-beta from precision and recall is told by its rule
+            # (documents state it), else by the preset of that name
+            fbeta = [r for r in rules if r.startswith("F-beta is ")]
+            from_pr = (fbeta[0].startswith("F-beta is (1+b^2)PR") if fbeta
+                       else conv is not None and conv.fbeta_from_pr)  # fmt: skip
             conv = Convention(c["name"], c["mean_over"], fill, c["description"],
-                              tuple(c["differences"]))  # fmt: skip
+                              tuple(c["differences"]), fbeta_from_pr=from_pr,
+                              stated_rules=rules)  # fmt: skip
         classes = d["classes"]
         scores = [
             k for k in ("iou", "dice", "precision", "recall", "fbeta")
