@@ -440,7 +440,7 @@ def _read_slices(value: object, check: _Check) -> Slices:
             small = e.get("small", False)
             if not isinstance(small, bool):
                 check.fail(f"{f}.small", small, "true or false")
-            summary = {str(k): check.num(v, f"{f}.summary.{k}")
+            summary = {check.text(k, f"{f}.summary (a key)"): check.num(v, f"{f}.summary.{k}")
                        for k, v in check.obj(e.get("summary", {}), f"{f}.summary").items()}  # fmt: skip
             ivs = e.get("intervals")
             intervals = (
@@ -522,7 +522,7 @@ class ResultDoc:
         for key in ("rules", "differences"):
             for i, r in enumerate(check.seq(conv.get(key, []), f"convention.{key}")):
                 check.text(r, f"convention.{key}[{i}]")
-        summary = {str(k): check.num(v, f"summary.{k}")
+        summary = {check.text(k, "summary (a key)"): check.num(v, f"summary.{k}")
                    for k, v in check.obj(d.get("summary"), "summary").items()}  # fmt: skip
         raw_classes = check.seq(d.get("classes"), "classes")
         raw_cats = d.get("categories")

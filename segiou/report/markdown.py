@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["md_escape", "render_csv", "render_markdown"]
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~$])")  # $: GitHub's math
 
 
 def md_escape(text: object) -> str:
@@ -82,7 +82,7 @@ def _summary(doc: ResultDoc, no_intervals: str) -> list[str]:
     else:
         lines += [no_intervals, ""]  # segiou's own words
     head = ["metric", "value (%)"] + ([doc.intervals.level_label] if doc.intervals else [])
-    rows = [[label, fmt_pct(v)] + ([fmt_ci(iv)] if doc.intervals else [])
+    rows = [[md_escape(label), fmt_pct(v)] + ([fmt_ci(iv)] if doc.intervals else [])
             for _, label, v, iv in doc.summary_rows()]  # fmt: skip
     lines += _table(head, rows)
     px = doc.pixels
@@ -158,7 +158,7 @@ def _slices(doc: ResultDoc) -> list[str]:
         lines += ["Intervals in brackets.", ""]
     for col, values in sl.columns.items():
         keys = slice_metrics(values)
-        head = [md_escape(col), "images", *(summary_label(k, doc.beta) for k in keys)]
+        head = [md_escape(col), "images", *(md_escape(summary_label(k, doc.beta)) for k in keys)]
         rows = [[md_escape(v.value) + (" (small)" if v.small else ""), f"{v.images:,}",
                  *(_pct_ci(v.summary.get(k), v.ci_of(k)) for k in keys)] for v in values]  # fmt: skip
         lines += [f"### By {md_escape(col)}", "", *_table(head, rows)]
@@ -184,12 +184,12 @@ def _quality(doc: ResultDoc) -> list[str]:
     if not (tables or notes):
         return []
     lines = ["## Boundary IoU and instance-level IoU", ""]
-    for t in tables:  # titles, columns, numbers and notes are segiou's own text; names are not
-        lines += [f"**{t.title}**", ""]
+    for t in tables:  # columns and numbers are segiou's own text; titles hold document fields
+        lines += [f"**{md_escape(t.title)}**", ""]
         rows = [[md_escape(c) if i == t.name_column else c for i, c in enumerate(row)]
                 for row in t.rows]  # fmt: skip
         lines += _table(list(t.columns), rows, right_from=t.name_column + 1)
-        lines += [t.note, ""]
+        lines += [t.note, ""]  # segiou's words and numbers (checked)
     lines += [f"> {md_escape(n)}\n" for n in notes]
     return lines
 

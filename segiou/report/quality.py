@@ -7,6 +7,7 @@ out, so the three say the same.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -80,15 +81,32 @@ def quality_sections(
         raise ResultDocumentError(msg) from err
 
 
+def _int(value: object, field: str) -> int:
+    """Check a count or class id of these sections (it is shown as it is)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{field} is {type(value).__name__} {value!r:.40}, expected an integer"
+        raise TypeError(msg)
+    return value
+
+
+def _number(value: object, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        msg = f"{field} is {type(value).__name__} {value!r:.40}, expected a finite number"
+        raise TypeError(msg)
+    return value
+
+
 def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
     tables: list[QualityTable] = []
     rows: list[tuple[str, ...]]
     b = doc.get("boundary")
     if b is not None:
         w = b["width"]
-        asked = f"{w['ratio']:g} of the image diagonal" if "ratio" in w else f"{w['pixels']} px"
-        used = ", ".join(map(str, b["pixels_used"])) or "-"
-        rows = [(str(c["id"]), printable(c["name"]), _pct(c["iou"]), f"{c['intersection']:,}",
+        asked = (f"{_number(w['ratio'], 'boundary.width.ratio'):g} of the image diagonal"
+                 if "ratio" in w else f"{_number(w['pixels'], 'boundary.width.pixels'):g} px")  # fmt: skip
+        used = ", ".join(str(_int(p, f"boundary.pixels_used[{i}]"))
+                         for i, p in enumerate(b["pixels_used"])) or "-"  # fmt: skip
+        rows = [(str(_int(c["id"], "boundary.classes[].id")), printable(c["name"]), _pct(c["iou"]), f"{c['intersection']:,}",
                  f"{c['gt']:,}", f"{c['pred']:,}") for c in b["classes"]]  # fmt: skip
         tables.append(QualityTable(
             f"Boundary IoU (width {asked}: {used} px)",
@@ -97,7 +115,7 @@ def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
         ))  # fmt: skip
     q = doc.get("instances")
     if q is not None:
-        rows = [(str(c["id"]), printable(c["name"]), _pct(c["iiou"]), f"{c['instances']:,}",
+        rows = [(str(_int(c["id"], "instances.classes[].id")), printable(c["name"]), _pct(c["iiou"]), f"{c['instances']:,}",
                  _weighted(c["tp_weighted"]), _weighted(c["fn_weighted"]), f"{c['fp']:,}")
                 for c in q["classes"] if c["average_size"] is not None]  # fmt: skip
         tables.append(QualityTable(

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from segiou.outputs import write_atomic
-from segiou.report.document import fmt_ci, fmt_pct, printable, slice_classes, slice_metrics
+from segiou.report.document import (
+    fmt_ci,
+    fmt_pct,
+    printable,
+    slice_classes,
+    slice_metrics,
+    summary_label,
+)
 from segiou.report.quality import quality_sections
 from segiou.report.view import Report
 
@@ -185,8 +192,8 @@ def _print_slices(console: Any, doc: ResultDoc) -> None:
         t = Table(title=_safe(f"slices by {col}{flag}"), box=box.SIMPLE_HEAD, title_justify="left")
         t.add_column(_safe(col))
         t.add_column("images", justify="right")
-        for k in keys:
-            t.add_column(k, justify="right")
+        for k in keys:  # named as in Markdown and HTML
+            t.add_column(_safe(summary_label(k, doc.beta)), justify="right")
         for v in values:
             cells = [_pct_ci(v.summary.get(k), v.ci_of(k)) for k in keys]
             t.add_row(_safe(v.value + (" (small)" if v.small else "")), f"{v.images:,}", *cells)
@@ -387,14 +394,14 @@ def render_quality(doc: Mapping[str, Any], *, width: int = 100) -> str:
     buf = io.StringIO()
     console = _console(buf, width)
     for qt in tables:
-        console.print(Text(qt.title))  # a line: never wrapped
+        console.print(Text(printable(qt.title)))  # a line: never wrapped
         t = Table(box=box.SIMPLE_HEAD)
         for i, col in enumerate(qt.columns):
             t.add_column(col, justify="left" if i == qt.name_column else "right")
         for row in qt.rows:
             t.add_row(*(Text(cell) for cell in row))
         _print_table(console, t)
-        console.print(Text(qt.note))
+        console.print(Text(printable(qt.note)))
     for line in lines:
         console.print(Text(line))
     return buf.getvalue()
