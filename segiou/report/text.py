@@ -165,9 +165,14 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
             console.print(_safe(f"unexpected values in {what}: {shown}{more}"))
     _print_slices(console, doc)
     _print_state(console, report)
-    console.print(_safe("rules: " + "; ".join(str(r) for r in doc.convention.get("rules", []))))
-    if doc.counting.get("ignore_rule"):
-        console.print(_safe(f"ignored: {doc.counting['ignore_rule']}"))
+    console.print("counting rules and preset:")  # as in Markdown and HTML
+    for name, rule in doc.counting_rules():
+        console.print(_safe(f"  {name}: {rule}"), soft_wrap=True)  # a line: never cut
+    diffs = doc.convention.get("differences", [])
+    if diffs:
+        console.print("what the preset's tool does differently:")
+        for d in diffs:
+            console.print(_safe(f"  - {d}"), soft_wrap=True)
     return buf.getvalue() + render_quality(doc.data, width=width)
 
 

@@ -105,3 +105,18 @@ def test_the_per_image_csv_writes_values_that_read_back_exactly() -> None:
     assert float(row["iou:0"]) == iou[0] < 1
     assert float(row["iou:1"]) == iou[1]
     assert float(row["miou"]) == float(iou.mean())
+
+
+def test_the_text_report_states_the_rules_the_markdown_report_states() -> None:
+    from report_data import make_state
+
+    cm = make_state(3)[0]
+    report = Report.from_state(cm, preset="mmseg")
+    text = render_text(report)
+    conv = report.doc.convention
+    assert conv["description"] in text
+    for rule in [*conv["rules"], *conv["differences"]]:
+        assert rule in text
+    for name, rule in report.doc.counting_rules():  # id spaces, void rule, unexpected policy
+        assert f"{name}: {rule}" in text
+    assert {"id spaces", "void", "unexpected values"} <= {n for n, _ in report.doc.counting_rules()}
