@@ -73,6 +73,8 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _confusion(report: Report) -> Figure | None:
+    from segiou.report.view import void_label
+
     state = report.state
     if state is None:
         return None
@@ -86,7 +88,7 @@ def _confusion(report: Report) -> Figure | None:
     im = ax.imshow(shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
     names = state.class_names
     size = _tick_size(k)
-    ax.set_xticks(range(k + 1), [*names, "void"], rotation=90, fontsize=size)
+    ax.set_xticks(range(k + 1), [*names, void_label(names)], rotation=90, fontsize=size)
     ax.set_yticks(range(k), names, fontsize=size)
     ax.set_xlabel("predicted")
     ax.set_ylabel("ground truth")

@@ -19,7 +19,7 @@ from segiou.report.document import (
     summary_label,
 )
 from segiou.report.quality import quality_sections
-from segiou.report.view import Report
+from segiou.report.view import Report, void_label
 
 if TYPE_CHECKING:
     from segiou.confusion import ConfusionMatrix
@@ -274,7 +274,9 @@ def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> s
     names = list(cm.spec.classes)
     scores = iou(cm.counts, void=cm.void)
     gt_px = cm.counts.sum(axis=1) + cm.void
-    order = [int(c) for c in np.argsort(np.nan_to_num(scores, nan=np.inf)) if gt_px[c] > 0][:top]
+    # a class only predicted (IoU 0, no ground truth) counts in mIoU: it is ranked too
+    ranked = np.argsort(np.nan_to_num(scores, nan=np.inf), kind="stable")
+    order = [int(c) for c in ranked if gt_px[c] > 0 or not np.isnan(scores[c])][:top]
     per_image = cm.images if cm.per_image and cm.n_images else None
     img_iou = per_image.iou() if per_image is not None else None
     t = Table(title=f"error analysis: {len(order)} weakest classes", box=box.SIMPLE_HEAD,
@@ -282,11 +284,16 @@ def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> s
     for col in ("class", "IoU", "confused with (share of its gt pixels)", "worst images (IoU)"):
         t.add_column(col, justify="right" if col == "IoU" else "left")
     for c in order:
+        if gt_px[c] == 0:
+            px = int(cm.counts[:, c].sum())
+            what = f"predicted on {px:,} px but absent from the ground truth"
+            t.add_row(_safe(names[c]), _pct(scores[c]), what, "")
+            continue
         row = cm.counts[c].astype(np.float64)
         row[c] = 0
         conf = [(row[d] / gt_px[c], names[d]) for d in np.argsort(-row)[:top] if row[d] > 0]
         if cm.void[c]:
-            conf.append((cm.void[c] / gt_px[c], "void"))
+            conf.append((cm.void[c] / gt_px[c], void_label(names)))
         conf = sorted(conf, reverse=True)[:top]
         worst = ""
         if img_iou is not None and per_image is not None:

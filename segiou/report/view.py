@@ -22,7 +22,31 @@ if TYPE_CHECKING:
     from segiou.confusion import ConfusionMatrix
     from segiou.results import Result
 
-__all__ = ["ConfusedPair", "ImageScore", "Report", "StateView"]
+__all__ = ["ConfusedPair", "ImageScore", "Report", "StateView", "void_label"]
+
+
+def void_label(class_names: list[str]) -> str:
+    """Name the void predictions (no evaluated class) so that no class name can be read as it.
+
+    Parameters
+    ----------
+    class_names : list of str
+        The classes (one may be called ``void``, or even ``(void)``).
+
+    Returns
+    -------
+    str
+        ``"(void)"``, with more parentheses while that is a class name.
+
+    Examples
+    --------
+    >>> void_label(["road", "void"]), void_label(["(void)"])
+    ('(void)', '((void))')
+    """
+    label = "(void)"
+    while label in class_names:
+        label = f"({label})"
+    return label
 
 
 @dataclass(frozen=True)
@@ -103,7 +127,7 @@ class StateView:
         off[np.arange(k), np.arange(k)] = 0
         flat = np.argsort(-off, axis=None, kind="stable")[:top]
         pairs = [
-            ConfusedPair(names[g], names[p] if p < k else "void", int(off[g, p]),
+            ConfusedPair(names[g], names[p] if p < k else void_label(names), int(off[g, p]),
                          float(share[g, p]))
             for g, p in (divmod(int(i), k + 1) for i in flat)
             if off[g, p] > 0

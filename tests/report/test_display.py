@@ -120,3 +120,41 @@ def test_the_text_report_states_the_rules_the_markdown_report_states() -> None:
     for name, rule in report.doc.counting_rules():  # id spaces, void rule, unexpected policy
         assert f"{name}: {rule}" in text
     assert {"id spaces", "void", "unexpected values"} <= {n for n, _ in report.doc.counting_rules()}
+
+
+def test_the_analysis_lists_classes_that_are_only_predicted() -> None:
+    cm = ConfusionMatrix(LabelSpec("t", ["road", "car", "bus"], ignore=[255]))
+    gt = np.zeros((1, 10, 10), np.uint8)
+    gt[0, 5:] = 1
+    pred = gt.copy()
+    pred[0, 0, :4] = 2  # bus predicted on 4 pixels, never in the ground truth
+    cm.update(gt, pred)
+    assert evaluate(cm).per_class["iou"][2] == 0
+    out = render_analysis(cm, top=3)
+    assert "3 weakest classes" in out
+    bus = next(line for line in out.splitlines() if line.split()[:1] == ["bus"])
+    assert bus.split()[1] == "0.00"
+    assert "predicted on 4 px but absent from the ground truth" in bus
+
+
+def test_a_class_named_void_is_told_from_void_predictions() -> None:
+    pytest.importorskip("matplotlib")
+    from segiou.report.plots import _confusion
+
+    cm = ConfusionMatrix(LabelSpec("t", ["road", "void"], ignore=[255]))
+    gt = np.zeros((1, 6, 5), np.uint8)
+    pred = gt.copy()
+    pred[0, 0, :5] = 1  # road predicted as the class 'void'
+    pred[0, 1, :3] = 255  # road predicted as no class (void)
+    cm.update(gt, pred)
+    report = Report.from_state(cm)
+    assert report.state is not None
+    assert [(p.gt, p.pred, p.pixels) for p in report.state.pairs] == [
+        ("road", "void", 5), ("road", "(void)", 3)]  # fmt: skip
+    md = render_markdown(report)
+    assert "| road | void | 5 |" in md
+    assert "| road | \\(void\\) | 3 |" in md
+    assert "void 16.7%, (void) 10.0%" in render_analysis(cm)
+    fig = _confusion(report)
+    assert fig is not None
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["road", "void", "(void)"]

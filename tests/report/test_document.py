@@ -29,7 +29,7 @@ def _reference_view(gt: np.ndarray, pred: np.ndarray, k: int, names: list[str], 
     for g in range(k):
         for p in range(k + 1):
             if p != g and full[g, p] > 0:
-                pred_name = names[p] if p < k else "void"
+                pred_name = names[p] if p < k else "(void)"
                 cells.append(
                     (-int(full[g, p]), g, p, names[g], pred_name, full[g, p] / full[g].sum())
                 )
