@@ -28,7 +28,7 @@ from segiou._extras import Extras, InstanceRecords
 from segiou._typing import IntArray
 from segiou._version import __version__
 from segiou.errors import CheckpointError
-from segiou.images import ImageRows, UnexpectedValue
+from segiou.images import ImageRows, UnexpectedValue, exact_total
 from segiou.labels import LabelSpec
 
 __all__ = ["FORMAT", "INT64_MAX", "READABLE", "VERSION", "StateParts", "dump", "load"]
@@ -299,8 +299,24 @@ def _check_rows_add_up(p: StateParts) -> None:
     r = p.rows
     assert r is not None
     k = p.spec.num_classes
+    # every sum below is exact: int64 sums wrap silently, and rows of ~2**64 + 12 pixels would
+    # pass for 12 (each row's counts are below 2**63; their sum is not). Rows of more pixels
+    # than the state holds are refused first; then no int64 sum of a part of them can wrap
     if r.legacy is not None:
         tp, fp, fn, ign, odd = r.legacy
+        held = {"tp, fn, ignored and unexpected": exact_total(tp) + exact_total(fn)
+                + exact_total(ign) + exact_total(odd), "fp": exact_total(fp)}  # fmt: skip
+    else:
+        held = {"entries": exact_total(r.count)}
+        held["unexpected values"] = sum(u[3] for u in r.unexpected)
+    for what, n in held.items():
+        if n > p.pixels:
+            msg = (
+                f"the per-image rows' {what} hold {n:,} pixels, more than the state's "
+                f"{p.pixels:,}; the file was altered or is corrupt"
+            )
+            raise _fail(msg)
+    if r.legacy is not None:
         diag = np.diagonal(p.counts)
         sums = {
             "tp": (tp.sum(axis=0), diag),
@@ -323,12 +339,12 @@ def _check_rows_add_up(p: StateParts) -> None:
         for side, hit in (("gt", g == k + 1), ("pred", (pr == k + 1) & (g < k))):
             per = np.zeros(r.n, dtype=np.int64)
             np.add.at(per, i[hit], c[hit])
-            listed = np.zeros(r.n, dtype=np.int64)
+            listed = [0] * r.n  # Python integers: exact
             for img, s, _, cnt in r.unexpected:
                 if s == side:
                     listed[img] += cnt
-            if not np.array_equal(per, listed):
-                sums[f"unexpected {side} values"] = (per.tolist(), listed.tolist())
+            if per.tolist() != listed:
+                sums[f"unexpected {side} values"] = (per.tolist(), listed)
     for what, (rows, total) in sums.items():
         equal = np.array_equal(rows, total) if isinstance(rows, np.ndarray) else rows == total
         if not equal:
@@ -511,10 +527,10 @@ def _check_records(p: StateParts) -> None:
         return
     r = p.rows
     if r is None or r.legacy is not None:  # no per-image pixels: the state's total bounds them
-        if int(rec.pixels.sum(dtype=object)) > p.pixels:
+        if (px := exact_total(rec.pixels)) > p.pixels:
             msg = (
-                f"field 'instances.records' holds {int(rec.pixels.sum(dtype=object)):,} instance "
-                f"pixels, more than the state's {p.pixels:,}; the file was altered"
+                f"field 'instances.records' holds {px:,} instance pixels, more than the state's "
+                f"{p.pixels:,}; the file was altered"
             )
             raise _fail(msg)
         return
@@ -541,8 +557,10 @@ def _check_records(p: StateParts) -> None:
         )
         raise _fail(msg)
     idx = np.array([row_of[n] for n in rec.image], dtype=np.int64)
-    used = np.zeros(r.n, dtype=np.int64)
-    np.add.at(used, idx, rec.pixels)
+    # per image, exactly: each record is below 2**63, their sum need not be (int64 would wrap)
+    wide = exact_total(rec.pixels) > INT64_MAX
+    used = np.zeros(r.n, dtype=object if wide else np.int64)
+    np.add.at(used, idx, rec.pixels.astype(object) if wide else rec.pixels)
     if (over := np.flatnonzero(used > held)).size:
         i = int(over[0])
         msg = (

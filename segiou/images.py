@@ -30,6 +30,7 @@ __all__ = [
     "Side",
     "UnexpectedValue",
     "check_names",
+    "exact_total",
     "shared_rows",
 ]
 
@@ -40,6 +41,20 @@ UnexpectedValue = tuple[int, Side, int, int]
 
 def _i64(values: Any) -> IntArray:
     return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def exact_total(a: IntArray) -> int:
+    """Return the exact sum of non-negative int64 counts (a Python int: never wraps).
+
+    An int64 sum is taken when a float64 sum shows it far below ``2**63`` (its rounding error
+    is many orders smaller than the margin), else one of Python integers. Once the total of some
+    counts is known to be at most ``2**63 - 1``, every int64 sum of a part of them is exact.
+    """
+    if not a.size:
+        return 0
+    if float(a.sum(dtype=np.float64)) < 2.0**62:
+        return int(a.sum())
+    return int(a.sum(dtype=object))
 
 
 @dataclass(frozen=True, eq=False)

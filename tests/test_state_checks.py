@@ -1,0 +1,95 @@
+"""A saved state is checked exactly on load, and merged extras never wrap int64.
+
+Found by an adversarial review of state persistence: every sum a loader compares is exact (an
+int64 sum of counts each below 2**63 wraps silently), Boundary IoU counts and category false
+positives are bounded by the state's own pixels, and a merge refuses what would pass 2**63 - 1.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from segiou import ConfusionMatrix
+from segiou.errors import CheckpointError
+
+
+def _three_images() -> dict:
+    a = ConfusionMatrix(2, per_image=True)
+    g = np.zeros((3, 2, 2), np.uint8)
+    a.update(g, g, key="k", names=["a", "b", "c"])
+    return json.loads(json.dumps(a.to_dict()))
+
+
+def test_rows_whose_int64_sum_wraps_are_refused():
+    d = _three_images()
+    assert d["image_rows"]["entries"]["count"] == [4, 4, 4]
+    c = (2**64 + 12) // 3  # each below 2**63; the three add up to 12 modulo 2**64
+    d["image_rows"]["entries"]["count"] = [c, c, 2**64 + 12 - 2 * c]
+    with pytest.raises(CheckpointError, match="more than the state's 12"):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_version_1_rows_whose_int64_sum_wraps_are_refused():
+    d = _three_images()
+    c = (2**64 + 12) // 3
+    d["version"] = 1
+    d["image_rows"] = {
+        "names": ["a", "b", "c"],
+        "tp": [[c, 0], [c, 0], [2**64 + 12 - 2 * c, 0]],
+        "fp": [[0, 0]] * 3,
+        "fn": [[0, 0]] * 3,
+        "ignored": [0] * 3,
+        "unexpected": [0] * 3,
+    }
+    with pytest.raises(CheckpointError, match="more than the state's 12"):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_unexpected_values_whose_int64_sum_wraps_are_refused():
+    cm = ConfusionMatrix(2, per_image=True, on_unexpected="count")
+    g = np.zeros((1, 2, 2), np.uint8)
+    p = g.copy()
+    p[0, 0, 0] = 9  # one unexpected predicted pixel
+    cm.update(g, p, key="k", names=["a"])
+    d = json.loads(json.dumps(cm.to_dict()))
+    assert d["image_rows"]["unexpected"] == [[0, "pred", 9, 1]]
+    big = 2**63 - 1
+    d["image_rows"]["unexpected"] = [[0, "pred", 9, big], [0, "pred", 8, big], [0, "pred", 7, 3]]
+    with pytest.raises(CheckpointError, match="more than the state's 4"):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_instance_pixels_whose_int64_sum_wraps_are_refused():
+    from segiou.labels import builtin_spec
+
+    spec = builtin_spec("cityscapes")
+    cm = ConfusionMatrix(spec, gt_ids="raw", pred_ids="raw", per_image=True, instances=True)
+    g = np.full((1, 4, 4), 26, np.uint8)  # car
+    inst = np.full((1, 4, 4), 26001, np.int32)
+    inst[0, :1] = 26002
+    inst[0, 1:2] = 26003
+    cm.update(g, g, key="k", names=["a"], instances=inst)
+    d = json.loads(json.dumps(cm.to_dict()))
+    rec = d["instances"]["records"]
+    assert sorted(rec["pixels"]) == [4, 4, 8]
+    c = (2**64 + 16) // 3  # each below 2**63; the three add up to 16 modulo 2**64
+    rec["pixels"] = [c, c, 2**64 + 16 - 2 * c]
+    rec["tp"] = rec["category_tp"] = [0, 0, 0]
+    with pytest.raises(CheckpointError, match="instance pixels, more than the 16 pixels it has"):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_a_wrapping_state_saved_to_a_file_is_refused(tmp_path):
+    d = _three_images()
+    c = (2**64 + 12) // 3
+    d["image_rows"]["entries"]["count"] = [c, c, 2**64 + 12 - 2 * c]
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(CheckpointError, match=r"^.*s\.json.*more than"):
+        ConfusionMatrix.load(f)
+    ok = copy.deepcopy(_three_images())
+    assert ConfusionMatrix.from_dict(ok).n_pixels == 12
