@@ -29,11 +29,12 @@ import numpy as np
 from segiou._boundary import BoundaryWidth
 from segiou._instances import InstanceTally
 from segiou._typing import IntArray
-from segiou.errors import CheckpointError, DuplicateImageError, UsageError
+from segiou.errors import CheckpointError, CountOverflowError, DuplicateImageError, UsageError
 
 __all__ = ["Extras", "InstanceRecords"]
 
 _RECORD_FIELDS = ("id", "class", "pixels", "tp", "category_tp")
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -281,14 +282,26 @@ class Extras:
         """
         self._check_shared(other, drop)
         out = self.copy_empty()
-        out.boundary_total = self.boundary_total + other.boundary_total
-        out.boundary_px = self.boundary_px | other.boundary_px
-        out.category_fp = self.category_fp + other.category_fp
+        # exact sums (Python integers), refused past 2**63 - 1: int64 would wrap silently
+        boundary = self.boundary_total.astype(object) + other.boundary_total
+        category_fp = self.category_fp.astype(object) + other.category_fp
         for name in drop:
             if name in other.boundary_images:
-                out.boundary_total -= other.boundary_images[name]
+                boundary -= other.boundary_images[name]
             if name in other.category_fp_images:
-                out.category_fp -= other.category_fp_images[name]
+                category_fp -= other.category_fp_images[name]
+        for what, a in (("Boundary IoU counts", boundary), ("category false positives",
+                                                            category_fp)):  # fmt: skip
+            if a.size and max(a.ravel().tolist()) > _INT64_MAX:
+                msg = (
+                    f"merging would make {what} of {max(a.ravel().tolist()):,}, more than "
+                    "2**63 - 1, the largest exact count; nothing was merged (a state holds no "
+                    "more of them than pixels: one side was altered)"
+                )
+                raise CountOverflowError(msg)
+        out.boundary_total = boundary.astype(np.int64)
+        out.category_fp = category_fp.astype(np.int64)
+        out.boundary_px = self.boundary_px | other.boundary_px
         out.boundary_images = dict(self.boundary_images)
         out.boundary_images.update(
             {n: r for n, r in other.boundary_images.items() if n not in drop}
@@ -503,7 +516,11 @@ def _check_sum(images: Mapping[str, IntArray], total: IntArray, name: str, total
     """
     if not images and not exact:
         return
-    s = np.sum(list(images.values()), axis=0) if images else np.zeros_like(total)
+    s: np.ndarray = np.zeros_like(total)
+    if images:  # exactly: rows each below 2**63 can add up past it (an int64 sum would wrap)
+        rows = np.stack(list(images.values()))
+        wide = float(rows.sum(axis=0, dtype=np.float64).max(initial=0)) >= 2.0**62
+        s = rows.sum(axis=0, dtype=object if wide else np.int64)
     if (exact and not np.array_equal(s, total)) or (s > total).any():
         msg = (
             f"{source}: field {name!r} does not add up to {total_name!r}; the file was altered "

@@ -478,6 +478,7 @@ def _load(d: Any) -> StateParts:
             "was altered or truncated"
         )
         raise _fail(msg)
+    _check_extra_bounds(p)
     r = d["image_rows"]
     if not p.per_image:
         if r is not None:
@@ -503,6 +504,40 @@ def _load(d: Any) -> StateParts:
             p.extras.check_exact("state")
     _check_records(p)
     return p
+
+
+def _check_extra_bounds(p: StateParts) -> None:
+    """Boundary IoU counts and category false positives within the state's own pixels.
+
+    Per class ``c``: ``|G_d|`` at most the ground-truth pixels of ``c`` (its row of the counts,
+    its void and, at most, every unexpected prediction), ``|P_d|`` at most the pixels predicted
+    ``c`` at valid ground truth (its column), ``|G_d & P_d|`` at most its true positives. A
+    category false positive is a void prediction at valid ground truth: at most the void total.
+    """
+    e = p.extras
+    if e is None:
+        return
+    if e.boundary is not None:
+        gt = p.counts.sum(axis=1) + p.void + sum(p.unexpected_pred.values())
+        limits = (("intersections |G_d & P_d|", np.diagonal(p.counts), "true positives"),
+                  ("ground-truth boundaries |G_d|", gt, "ground-truth pixels"),
+                  ("predicted boundaries |P_d|", p.counts.sum(axis=0), "predicted pixels"))  # fmt: skip
+        for row, (what, limit, of) in enumerate(limits):
+            if (over := np.flatnonzero(e.boundary_total[row] > limit)).size:
+                c = int(over[0])
+                msg = (
+                    f"field 'boundary.counts' gives class {p.spec.classes[c]!r} "
+                    f"{int(e.boundary_total[row, c]):,} {what}, more than its "
+                    f"{int(limit[c]):,} {of}; the file was altered"
+                )
+                raise _fail(msg)
+    if e.instances and (fp := exact_total(e.category_fp)) > (void := int(p.void.sum())):
+        msg = (
+            f"field 'instances.category_fp' holds {fp:,} false positives, more than the "
+            f"state's {void:,} void predictions at valid ground truth (each is one); the file "
+            "was altered"
+        )
+        raise _fail(msg)
 
 
 def _check_extras(p: StateParts) -> None:

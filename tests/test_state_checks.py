@@ -93,3 +93,78 @@ def test_a_wrapping_state_saved_to_a_file_is_refused(tmp_path):
         ConfusionMatrix.load(f)
     ok = copy.deepcopy(_three_images())
     assert ConfusionMatrix.from_dict(ok).n_pixels == 12
+
+
+def _boundary_state() -> dict:
+    g = np.random.default_rng(0).integers(0, 2, (16, 16)).astype(np.uint8)
+    p = np.random.default_rng(1).integers(0, 2, (16, 16)).astype(np.uint8)
+    a = ConfusionMatrix(2, boundary="2px")
+    a.update(g, p, key="a")
+    return json.loads(json.dumps(a.to_dict()))
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [(0, "intersections"), (1, "ground-truth boundaries"), (2, "predicted boundaries")],
+)
+def test_boundary_counts_beyond_the_state_pixels_are_refused(row, says):
+    d = _boundary_state()
+    counts = d["boundary"]["counts"]
+    counts[row][0] = 200  # 256 pixels, about 128 of class 0: no boundary of 200 fits
+    if row == 0:  # an intersection within both boundaries, beyond the true positives
+        counts[1][0] = counts[2][0] = 200
+    with pytest.raises(CheckpointError, match=f"class '0' 200 {says}"):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_boundary_counts_of_a_thousand_in_a_256_pixel_state_are_refused():
+    d = _boundary_state()
+    d["boundary"]["counts"] = [[1000, 1000], [1000, 1000], [1000, 1000]]
+    with pytest.raises(CheckpointError, match=r"boundary\.counts"):
+        ConfusionMatrix.from_dict(d)
+    assert ConfusionMatrix.from_dict(_boundary_state()).n_pixels == 256
+
+
+def test_per_image_boundary_rows_whose_int64_sum_wraps_are_refused():
+    g = np.zeros((3, 4, 4), np.uint8)
+    a = ConfusionMatrix(2, boundary="1px", per_image=True)
+    a.update(g, g, key="k", names=["a", "b", "c"])
+    d = json.loads(json.dumps(a.to_dict()))
+    c = (2**64 + 36) // 3
+    rows = d["boundary"]["images"]
+    for name, v in zip("abc", (c, c, 2**64 + 36 - 2 * c), strict=True):
+        rows[name] = [[v, 0], [v, 0], [v, 0]]
+    d["boundary"]["counts"] = [[36, 0], [36, 0], [36, 0]]  # what the wrapped sum gives
+    with pytest.raises(CheckpointError, match=r"boundary\.images"):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_category_false_positives_beyond_the_void_predictions_are_refused():
+    from segiou.labels import builtin_spec
+
+    spec = builtin_spec("cityscapes")
+    cm = ConfusionMatrix(spec, gt_ids="raw", pred_ids="raw", instances=True)
+    g = np.full((1, 4, 4), 26, np.uint8)  # car
+    p = g.copy()
+    p[0, 0] = 30  # caravan: a void prediction in the vehicle category (at ground truth car)
+    cm.update(g, p, key="k", instances=np.full((1, 4, 4), 26001, np.int32))
+    d = json.loads(json.dumps(cm.to_dict()))
+    fp = d["instances"]["category_fp"]
+    assert sum(fp) == 0, "a caravan at a car is no category false positive (same category)"
+    fp[0] = 2**40
+    with pytest.raises(CheckpointError, match="category_fp"):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_merging_boundary_counts_past_int64_is_refused():
+    from segiou.errors import CountOverflowError
+
+    big = 2**62
+    x = ConfusionMatrix(2, boundary="1px")
+    y = ConfusionMatrix(2, boundary="1px")
+    for s, key in ((x, "a"), (y, "b")):  # no file holds these: set in memory
+        s.extras.boundary_total[:] = big
+        s.keys.add(key)
+    with pytest.raises(CountOverflowError, match="Boundary IoU counts"):
+        x + y
+    assert (x.extras.boundary_total == big).all()
