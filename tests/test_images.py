@@ -282,3 +282,13 @@ def test_names_without_per_image_rows_are_refused_not_ignored() -> None:
     assert cm.n_pixels == 0
     assert not cm.keys
     cm.update(g, g, key="k1")  # nothing was counted: the key is still free
+
+
+def test_a_name_that_is_no_unicode_text_is_refused() -> None:
+    # a lone surrogate (os.fsdecode of a file name that is not UTF-8): no UTF-8 JSON holds it
+    g = np.zeros((2, 4, 4), np.uint8)
+    cm = _cm()
+    with pytest.raises(UsageError, match=r"image name 'img\\ud800'.*lone surrogate"):
+        cm.update(g, g, key="k", names=["a", "img\ud800"])
+    assert cm.n_pixels == 0
+    assert not cm.keys

@@ -178,7 +178,7 @@ def check_key(key: object) -> str:
 
 # -- states -------------------------------------------------------------------------------------
 def canonical_state(cm: ConfusionMatrix) -> bytes:
-    """Return the canonical form of a state: what the batch digest is taken of.
+    r"""Return the canonical form of a state: what the batch digest is taken of.
 
     Parameters
     ----------
@@ -190,12 +190,27 @@ def canonical_state(cm: ConfusionMatrix) -> bytes:
     bytes
         :meth:`~segiou.confusion.ConfusionMatrix.to_dict` without its ``writer`` field, as UTF-8
         JSON with sorted keys and no spaces.
+
+    Raises
+    ------
+    PayloadError
+        A string of the state (an image name, say) is not valid Unicode (a lone surrogate, which
+        the JSON escape ``\ud800`` carries): no UTF-8 form exists (HTTP 400).
     """
     d = cm.to_dict()
     d.pop("writer", None)
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False)  # fmt: skip
-    return text.encode("utf-8")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:  # a lone surrogate (JSON's "\ud800" escape reads as one)
+        near = text[max(0, err.start - 40) : err.end]
+        msg = (
+            f"the state holds a string with {text[err.start : err.end]!r}, which is no Unicode "
+            f"character (a lone surrogate), near {near!r}: it cannot be written as UTF-8 JSON, "
+            "so it is not counted. Name images (and classes) with valid text"
+        )
+        raise PayloadError(msg) from err
 
 
 def state_digest(canonical: bytes) -> str:

@@ -475,3 +475,27 @@ def test_a_batch_that_would_pass_the_pixel_limit_is_422_and_counts_nothing(clien
     assert snapshot(client, run_name) == before
     g, p = masks(23)
     client.put_masks(g, p, "c")  # the run still takes batches that fit
+
+
+def test_a_name_that_is_no_unicode_text_is_refused_not_a_server_error(
+    client, run_name, snapshot
+) -> None:
+    # a lone surrogate travels in JSON ("\ud800") and in a unicode npy; it has no UTF-8 form
+    make_run(client, run_name)
+    g, p = masks(31, n=1)
+    client.put_masks(g, p, "first")
+    before = snapshot(client, run_name)
+    d = local(g, p, "k1").to_dict()
+    d["image_rows"]["names"] = ["img\ud800"]
+    d["image_rows"]["given"] = [True]
+    for binary in (False, True):
+        with pytest.raises(RefusedError) as err:
+            client.put_counts(ConfusionMatrix.from_dict(d), "k1", binary=binary)
+        assert (err.value.status, err.value.error) == (400, "PayloadError"), err.value
+        assert "lone surrogate" in str(err.value)
+    for npz in (False, True):
+        with pytest.raises(RefusedError) as err:
+            client.put_masks(g, p, "k2", names=["img\ud800"], npz=npz)
+        assert (err.value.status, err.value.error) == (400, "UsageError"), err.value
+        assert "lone surrogate" in str(err.value)
+    assert snapshot(client, run_name) == before

@@ -221,3 +221,21 @@ def test_wrong_content_types_are_415() -> None:
 )
 def test_accepts_reads_media_ranges_and_quality(header: str, npz: bool) -> None:
     assert accepts(header, CONTENT_STATE_NPZ) is npz
+
+
+def _surrogate_state() -> ConfusionMatrix:
+    """A state naming an image "img\\ud800" (update refuses it: made from an edited state)."""
+    g = np.zeros((1, 4, 4), np.uint8)
+    d = ConfusionMatrix(3, per_image=True).update(g, g, key="k", names=["img"]).to_dict()
+    d["image_rows"]["names"] = ["img\ud800"]
+    return ConfusionMatrix.from_dict(d)
+
+
+def test_a_name_that_is_no_unicode_text_is_a_payload_error_not_a_crash() -> None:
+    cm = _surrogate_state()  # a saved state with it still loads (and round-trips)
+    with pytest.raises(PayloadError, match="lone surrogate") as err:
+        canonical_state(cm)
+    assert err.value.status == 400
+    for binary in (False, True):  # the wire forms carry it (JSON escapes it): the digest refuses
+        with pytest.raises(PayloadError, match="lone surrogate"):
+            canonical_state(decode_state(*encode_state(cm.to_dict(), binary=binary)))
