@@ -188,8 +188,10 @@ def canonical_state(cm: ConfusionMatrix) -> bytes:
     Returns
     -------
     bytes
-        :meth:`~segiou.confusion.ConfusionMatrix.to_dict` without its ``writer`` field, as UTF-8
-        JSON with sorted keys and no spaces.
+        :meth:`~segiou.confusion.ConfusionMatrix.to_dict` without its ``writer`` field, its
+        per-image rows sorted by name (given or label) and then by their counts, as UTF-8 JSON
+        with sorted keys and no spaces. Row order records only the order of counting and merging
+        (``a + b == b + a``), so equal states have one canonical form.
 
     Raises
     ------
@@ -199,6 +201,8 @@ def canonical_state(cm: ConfusionMatrix) -> bytes:
     """
     d = cm.to_dict()
     d.pop("writer", None)
+    if isinstance(d.get("image_rows"), dict):
+        d["image_rows"] = _rows_in_order(d["image_rows"])
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False)  # fmt: skip
     try:
@@ -211,6 +215,45 @@ def canonical_state(cm: ConfusionMatrix) -> bytes:
             "so it is not counted. Name images (and classes) with valid text"
         )
         raise PayloadError(msg) from err
+
+
+def _rows_in_order(rows: dict[str, Any]) -> dict[str, Any]:
+    """Return a state's ``image_rows`` with the images sorted (name, given, counts), renumbered.
+
+    Version 2 rows (sparse entries and unexpected values, indexed by image) and version 1 rows
+    (one list item per image) alike.
+    """
+    names: list[str] = rows["names"]
+    n = len(names)
+    given = rows.get("given")
+    if "entries" in rows:
+        e = rows["entries"]
+        cells: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]
+        for i, g, p, c in zip(e["image"], e["gt"], e["pred"], e["count"], strict=True):
+            cells[i].append((g, p, c))
+        odd: list[list[tuple[str, int, int]]] = [[] for _ in range(n)]
+        for i, side, v, c in rows["unexpected"]:
+            odd[i].append((side, v, c))
+        sig: list[Any] = [(sorted(cells[i]), sorted(odd[i])) for i in range(n)]
+    else:  # version 1: TP/FP/FN, ignored and unexpected per image
+        fields = ("tp", "fp", "fn", "ignored", "unexpected")
+        sig = [tuple(rows[f][i] for f in fields) for i in range(n)]
+    order = sorted(range(n), key=lambda i: (names[i], True if given is None else given[i], sig[i]))
+    out = dict(rows)
+    out["names"] = [names[i] for i in order]
+    if given is not None:
+        out["given"] = [given[i] for i in order]
+    if "entries" in rows:
+        flat = [(j, g, p, c) for j, i in enumerate(order) for g, p, c in sig[i][0]]
+        out["entries"] = {f: [x[m] for x in flat] for m, f in enumerate(("image", "gt", "pred",
+                                                                           "count"))}  # fmt: skip
+        out["unexpected"] = [
+            [j, side, v, c] for j, i in enumerate(order) for side, v, c in sig[i][1]
+        ]
+    else:
+        for f in fields:
+            out[f] = [rows[f][i] for i in order]
+    return out
 
 
 def state_digest(canonical: bytes) -> str:

@@ -4,6 +4,7 @@ digest of a batch's canonical form. No server."""
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 import pytest
@@ -239,3 +240,31 @@ def test_a_name_that_is_no_unicode_text_is_a_payload_error_not_a_crash() -> None
     for binary in (False, True):  # the wire forms carry it (JSON escapes it): the digest refuses
         with pytest.raises(PayloadError, match="lone surrogate"):
             canonical_state(decode_state(*encode_state(cm.to_dict(), binary=binary)))
+
+
+def test_equal_states_merged_in_either_order_have_one_digest() -> None:
+    rng = np.random.default_rng(8)
+    g = rng.integers(0, 19, (2, 6, 6), dtype=np.uint8)
+    p = rng.integers(0, 21, (2, 6, 6), dtype=np.uint8)
+    opts: dict[str, Any] = {"per_image": True, "on_unexpected": "count"}
+    x = ConfusionMatrix(19, **opts).update(g, p, key="a", names=["i2", "i1"])
+    y = ConfusionMatrix(19, **opts).update(p % 19, g, key="b", names=["i0", "i3"])
+    z = ConfusionMatrix(19, **opts).update(g[:1], g[:1], key="c")  # a label, not a name
+    one, two = (x + y) + z, z + (y + x)
+    assert one == two
+    assert one.images.names != two.images.names  # the rows are in another order
+    assert state_digest(canonical_state(one)) == state_digest(canonical_state(two))
+    assert canonical_state(one) == canonical_state(decode_state(*encode_state(two.to_dict())))
+    assert state_digest(canonical_state(one)) != state_digest(canonical_state(x + y))
+
+
+def test_equal_version_1_states_merged_in_either_order_have_one_digest() -> None:
+    g = np.zeros((1, 4, 4), np.uint8)
+    d = ConfusionMatrix(3, per_image=True).update(g, g, key="a", names=["i1"]).to_dict()
+    d["version"] = 1
+    d["image_rows"] = {"names": ["i1"], "tp": [[16, 0, 0]], "fp": [[0, 0, 0]],
+                       "fn": [[0, 0, 0]], "ignored": [0], "unexpected": [0]}  # fmt: skip
+    x = ConfusionMatrix.from_dict(d)
+    y = ConfusionMatrix(3, per_image=True).update(g + 1, g + 1, key="b", names=["i0"])
+    assert (x + y) == (y + x)
+    assert canonical_state(x + y) == canonical_state(y + x)
