@@ -67,6 +67,12 @@ class StreamingEvaluator:
         keys, into this run) when an evaluator of the same run on the same server starts on
         it. Its own partials are numbered after the leftovers of its prefix, never over them.
 
+    Notes
+    -----
+    Partials (``<prefix>.<n>``) and batch keys the evaluator makes (``<prefix>/<n>``) are
+    numbered after the highest the run already holds for the prefix (the run info's
+    ``numbered``), so an evaluator restarted with the same prefix reuses no acknowledged key.
+
     Raises
     ------
     UsageError
@@ -90,14 +96,19 @@ class StreamingEvaluator:
             raise UsageError(msg)
         self.client, self.every, self.seconds = client, every, seconds
         self.run = run if run is not None else client.run
-        self._template = client.run_info(self.run)["template"]
+        info = client.run_info(self.run)
+        self._template = info["template"]
         self.prefix = check_key(prefix) if prefix else f"s{secrets.token_hex(6)}"
         # one folder per server and run: a leftover goes back to the run it was sealed for
         server = urllib.parse.quote(str(getattr(client, "url", "") or "-"), safe="")
         self._spool = None if spool is None else Path(spool) / server / check_run_name(self.run)
         self._cond = threading.Condition()
         self._cm, self._n, self._since = self._empty(), 0, time.monotonic()
-        self._seq = self._auto = 0
+        # numbered after what the run holds: a restart with a fixed prefix reuses no key (the
+        # acknowledged partials left the spool); a server without "numbered" knows of none
+        numbered = info.get("numbered") or {}
+        self._seq = int(numbered.get("batches", {}).get(self.prefix, 0))
+        self._auto = int(numbered.get("inner", {}).get(self.prefix, -1)) + 1
         self._seen: set[str] = set()
         self._outbox: deque[tuple[str, ConfusionMatrix]] = deque()
         self.failed: list[tuple[str, ConfusionMatrix, RefusedError]] = []
@@ -107,7 +118,7 @@ class StreamingEvaluator:
             self._spool.mkdir(parents=True, exist_ok=True)
             for f in sorted(self._spool.glob("*.json")):
                 self._outbox.append((f.stem, ConfusionMatrix.load(f)))
-            self._seq = _last_seq(self._spool, self.prefix)
+            self._seq = max(self._seq, _last_seq(self._spool, self.prefix))
             _warn_stray(self._spool.parent.parent)
         self._thread = threading.Thread(target=self._send_loop, name="segiou-stream", daemon=True)
         self._thread.start()

@@ -141,7 +141,25 @@ class Run:
             "settings": json.loads(r.settings),
             "labels": {"name": t.spec.name, "num_classes": t.num_classes},
             "template": json.loads(r.template),
+            "numbered": {
+                "batches": _numbered(list(self.batches), "."),
+                "inner": _numbered(list(self.keys), "/"),
+            },
         }
+
+
+def _numbered(keys: list[str], sep: str) -> dict[str, int]:
+    """Per prefix, the highest ``n`` of the keys ``<prefix><sep><n>`` (``n`` decimal digits).
+
+    What a restarted :class:`~segiou.client.StreamingEvaluator` numbers its partial states
+    (``<prefix>.000001``) and its own batch keys (``<prefix>/0``) after: a key is never reused.
+    """
+    out: dict[str, int] = {}
+    for k in keys:
+        head, found, tail = k.rpartition(sep)
+        if found and head and tail.isascii() and tail.isdigit() and len(tail) <= 18:
+            out[head] = max(out.get(head, -1), int(tail))
+    return out
 
 
 def _spec(labels: object) -> LabelSpec:

@@ -234,6 +234,29 @@ def test_a_refused_partial_is_kept_and_raised(client, run_name) -> None:
     assert client.run_info(run_name)["batches"] == 1
 
 
+@pytest.mark.parametrize("spool", [True, False])
+def test_an_evaluator_restarted_with_its_prefix_reuses_no_acknowledged_key(
+    client, run_name, tmp_path: Path, spool: bool
+) -> None:
+    """The acknowledged partials left the spool: the restarted evaluator numbers after the run's
+    own keys of the prefix (partials and the batch keys it made), so its data is counted."""
+    client.create_run(run_name, K, **settings())  # type: ignore[arg-type]
+    eager = ConfusionMatrix(K, **settings())  # type: ignore[arg-type]
+    where = {"spool": tmp_path} if spool else {}
+    for life in range(2):
+        ev = client.stream(run_name, every=1, prefix="rank0", **where)  # type: ignore[arg-type]
+        for i in range(2):
+            g, p = batch(10 * life + i)
+            ev.update(g, p)  # keys rank0/0, rank0/1, then rank0/2, rank0/3
+            eager.update(g, p, key=f"rank0/{2 * life + i}")
+        ev.close(timeout=60)
+        assert not ev.failed
+    assert client.run_info(run_name)["batches"] == 4
+    assert client.run_info(run_name)["numbered"] == {"batches": {"rank0": 4},
+                                                     "inner": {"rank0": 3}}  # fmt: skip
+    assert client.state(run_name) == eager
+
+
 class _FakeServer:
     """What the evaluator needs of a client, in this process: ``put`` decides each reply."""
 
