@@ -15,7 +15,9 @@ once (see :meth:`segiou.confusion.ConfusionMatrix.merge`) drops the same image h
 with a label only (``#0``, ``key/0``, a store's ``000000``) is never matched across merges: it
 adds to the totals, and its instance records carry the image ``""``. Labels repeat (two
 keyless states both have ``#0``), so entries keyed by them overwrote one another. Absent chunks
-are kept per name or label (shown, summed). Integers only.
+are kept per named image (keyed by name, dropped with the image by a merge that counts it once)
+and per label (summed, never dropped), apart: a label can be the same string as another image's
+name. :attr:`Extras.absent` shows both by the shown string. Integers only.
 """
 
 from __future__ import annotations
@@ -102,7 +104,16 @@ class Extras:
     records: list[InstanceRecords] = field(default_factory=list)
     category_fp: IntArray = field(init=False)
     category_fp_images: dict[str, IntArray] = field(default_factory=dict)
-    absent: dict[str, int] = field(default_factory=dict)
+    absent_named: dict[str, int] = field(default_factory=dict)
+    absent_labels: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def absent(self) -> dict[str, int]:
+        """Absent chunks per image as shown: a name, or a label (summed where the strings meet)."""
+        out = dict(self.absent_named)
+        for label, n in self.absent_labels.items():
+            out[label] = out.get(label, 0) + n
+        return out
 
     def __post_init__(self) -> None:
         self.boundary_total = np.zeros((3, self.k), dtype=np.int64)
@@ -231,9 +242,10 @@ class Extras:
                 for name, row in zip(labels, fp, strict=True):
                     self.category_fp_images[name] = row.copy()
         if absent is not None:
+            kept = self.absent_named if given and self.per_image else self.absent_labels
             for name, n in zip(labels, absent, strict=True):
                 if n:
-                    self.absent[name] = self.absent.get(name, 0) + int(n)
+                    kept[name] = kept.get(name, 0) + int(n)
 
     def keep_named(self, names: set[str], labels: set[str]) -> None:
         """Drop the per-image entries of the images ``labels`` (labelled, not named).
@@ -241,10 +253,14 @@ class Extras:
         A state written before only named images kept entries has them for labelled images
         too, which could collide; their instance records get the image ``""``. Entries of
         other images are left for the caller's checks (a name that is neither: altered).
+        Absent chunks read from a state are taken as a named image's where ``names`` has the
+        string, else as a label's (what ``absent_chunks_labels`` says is a label's already is).
         """
         for d in (self.boundary_images, self.category_fp_images):
             for n in [n for n in d if n in labels and n not in names]:
                 del d[n]
+        for n in [n for n in self.absent_named if n not in names]:  # a label's (or stray)
+            self.absent_labels[n] = self.absent_labels.get(n, 0) + self.absent_named.pop(n)
         r = self.instance_records()
         if any(n in labels and n not in names for n in r.image):
             img = tuple("" if n in labels and n not in names else n for n in r.image)
@@ -312,10 +328,13 @@ class Extras:
         )
         theirs = other.instance_records()
         out.records = [self.instance_records(), theirs.without(drop) if drop else theirs]
-        out.absent = dict(self.absent)
-        for name, n in other.absent.items():
-            if name not in drop:
-                out.absent[name] = out.absent.get(name, 0) + n
+        out.absent_named = dict(self.absent_named)
+        for name, n in other.absent_named.items():
+            if name not in drop:  # (a named image is on one side, or dropped: counted once)
+                out.absent_named[name] = out.absent_named.get(name, 0) + n
+        out.absent_labels = dict(self.absent_labels)
+        for label, n in other.absent_labels.items():  # labels never identify an image: summed
+            out.absent_labels[label] = out.absent_labels.get(label, 0) + n
         return out
 
     def _check_shared(self, other: Extras, names: set[str]) -> None:
@@ -365,20 +384,30 @@ class Extras:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Extras):
             return NotImplemented
-        return self.to_dict() == other.to_dict()
+        return (self.to_dict(), self.absent_labels) == (other.to_dict(), other.absent_labels)
 
     __hash__ = None  # type: ignore[assignment]
 
     @property
     def empty(self) -> bool:
         """Whether nothing beyond the confusion counts is kept (no setting, no absent chunk)."""
-        return self.boundary is None and not self.instances and not self.absent
+        return (self.boundary is None and not self.instances and not self.absent_named
+                and not self.absent_labels)  # fmt: skip
 
     # -- serialisation ----------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """Return the state fields ``boundary``, ``instances`` and ``absent_chunks`` (JSON-safe)."""
+    def to_dict(self, names: Iterable[str] = ()) -> dict[str, Any]:
+        """Return the state fields ``boundary``, ``instances`` and ``absent_chunks`` (JSON-safe).
+
+        ``absent_chunks`` shows the absent chunks per name or label (:attr:`absent`). Where a
+        label's string is also a name (``names``: the state's given names, or one with absent
+        chunks), ``absent_chunks_labels`` says what of it is the label's (a reader takes the
+        rest as the named image's); that field is left out when no string is both.
+        """
         out: dict[str, Any] = {"boundary": None, "instances": None,
                                "absent_chunks": dict(sorted(self.absent.items()))}  # fmt: skip
+        both = set(names) | set(self.absent_named)
+        if shared := {n: c for n, c in self.absent_labels.items() if n in both}:
+            out["absent_chunks_labels"] = dict(sorted(shared.items()))
         if self.boundary is not None:
             out["boundary"] = {
                 "width": self.boundary.to_dict(),
@@ -417,6 +446,7 @@ class Extras:
             A malformed field, named.
         """
         b, inst, absent = d.get("boundary"), d.get("instances"), d.get("absent_chunks") or {}
+        labelled = d.get("absent_chunks_labels") or {}
         try:
             width = None if b is None else BoundaryWidth.from_dict(b["width"])
         except (KeyError, TypeError, ValueError) as err:
@@ -464,14 +494,26 @@ class Extras:
                                                             "instances.images")  # fmt: skip
             _check_sum(out.category_fp_images, out.category_fp, "instances.images",
                        "instances.category_fp", source)  # fmt: skip
-        if not isinstance(absent, Mapping):
-            msg = f"{source}: field 'absent_chunks' must map image names to chunk counts"
-            raise CheckpointError(msg)
-        for name, n in absent.items():
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                msg = f"{source}: field 'absent_chunks' holds {n!r} for {name!r}; expected a count"
+        for what, m in (("absent_chunks", absent), ("absent_chunks_labels", labelled)):
+            if not isinstance(m, Mapping):
+                msg = f"{source}: field {what!r} must map image names to chunk counts"
                 raise CheckpointError(msg)
-            out.absent[str(name)] = n
+            for name, n in m.items():
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    msg = f"{source}: field {what!r} holds {n!r} for {name!r}; expected a count"
+                    raise CheckpointError(msg)
+        for name, n in labelled.items():
+            if n > absent.get(name, -1):
+                msg = (
+                    f"{source}: field 'absent_chunks_labels' gives {name!r} {n} absent chunk(s), "
+                    "more than 'absent_chunks' shows for it; the file was altered"
+                )
+                raise CheckpointError(msg)
+            if n:
+                out.absent_labels[str(name)] = n
+        for name, n in absent.items():  # the rest: a named image's (or a label's: keep_named)
+            if rest := n - labelled.get(name, 0):
+                out.absent_named[str(name)] = rest
         return out
 
 

@@ -45,7 +45,7 @@ _FIELDS = {"format", "version", "writer", "labels", "gt_ids", "pred_ids", "per_i
            "on_unexpected", "counts", "void", "ignored", "unexpected", "keys", "images",
            "pixels", "image_rows"}  # fmt: skip
 #: Fields of version 3 only.
-_EXTRA_FIELDS = {"boundary", "instances", "absent_chunks"}
+_EXTRA_FIELDS = {"boundary", "instances", "absent_chunks", "absent_chunks_labels"}
 #: Names a version-1 state gave images counted without one: they are anonymous from version 2.
 _AUTO_NAME = re.compile(r"#\d+")
 
@@ -134,7 +134,9 @@ def dump(p: StateParts) -> dict[str, Any]:
             }
     if p.extras is not None and not p.extras.empty:
         out["version"] = VERSION_EXTRAS
-        out.update(p.extras.to_dict())
+        named = [] if p.rows is None else [n for n, g in zip(p.rows.names, p.rows.given,
+                                                                 strict=True) if g]  # fmt: skip
+        out.update(p.extras.to_dict(named))
     return out
 
 
@@ -487,6 +489,8 @@ def _load(d: Any) -> StateParts:
                 "without per-image rows has 'image_rows': null); the file was altered"
             )
             raise _fail(msg)
+        if p.extras is not None:  # no image is named: every absent chunk is a label's
+            p.extras.keep_named(set(), set())
         _check_records(p)
         return p
     # a version-1 state merged with one that met absent chunks is version 3 with version-1 rows
@@ -495,12 +499,13 @@ def _load(d: Any) -> StateParts:
     _check_rows_add_up(p)
     _check_extras(p)
     rows = p.rows
-    if p.extras is not None and rows.legacy is None:
+    if p.extras is not None:
         # entries are kept for named images only (a state written before kept them for labels
-        # too, which could collide: dropped here); with every image named they add up exactly
+        # too, which could collide: dropped here); with every image named they add up exactly.
+        # Version-1 rows: only absent chunks are told apart (a name's, or a label's)
         named = {n for n, g in zip(rows.names, rows.given, strict=True) if g}
-        p.extras.keep_named(named, set(rows.names) - named)
-        if all(rows.given):
+        p.extras.keep_named(named, set(rows.names) - named if rows.legacy is None else set())
+        if all(rows.given) and rows.legacy is None:
             p.extras.check_exact("state")
     _check_records(p)
     return p

@@ -168,3 +168,44 @@ def test_merging_boundary_counts_past_int64_is_refused():
     with pytest.raises(CountOverflowError, match="Boundary IoU counts"):
         x + y
     assert (x.extras.boundary_total == big).all()
+
+
+def _absent(name: str, given: bool, absent: int, key: str, value: int) -> ConfusionMatrix:
+    """A per-image state of one image with ``absent`` chunks read as the fill value."""
+    from segiou._scores import count_batch
+
+    cm = ConfusionMatrix(2, per_image=True)
+    g = np.full((1, 4, 4), value, np.uint8)
+    t, _ = count_batch(g, g, cm._lookup, None, None, where="x", on_unexpected="raise",
+                       per_image=True, threads=None, labels=False)  # fmt: skip
+    cm.add_tally(t, key=key, names=[name], n_images=1, names_given=given, absent=[absent])
+    return cm
+
+
+def test_a_label_that_is_another_images_name_keeps_its_absent_chunks():
+    a = _absent("000000", False, 3, "A", 0)  # an unnamed store: the label 000000
+    b = _absent("000000", True, 1, "B", 1)  # an image named 000000
+    c = _absent("000000", True, 1, "C", 1)  # the same named image again (sampler padding)
+    one, two = (a + b) + c, c + (a + b)
+    assert one == two
+    assert one.extras.absent == two.extras.absent == {"000000": 4}
+    assert (b + a).extras.absent == (a + b).extras.absent == {"000000": 4}
+    d = _absent("000000", True, 1, "D", 1)  # and again
+    for state in (one, a + b):  # saved and loaded: the label's and the name's stay apart
+        back = ConfusionMatrix.from_dict(json.loads(json.dumps(state.to_dict())))
+        assert back == state
+        assert "absent_chunks_labels" in state.to_dict()
+        assert (back + d).extras.absent == {"000000": 4}
+        assert (d + back).extras.absent == {"000000": 4}
+
+
+def test_absent_chunks_of_states_written_before_load_as_they_did():
+    a = _absent("000000", False, 3, "A", 0)
+    b = _absent("img", True, 2, "B", 1)
+    d = (a + b).to_dict()
+    assert "absent_chunks_labels" not in d  # no string is both: written as before
+    assert d["absent_chunks"] == {"000000": 3, "img": 2}
+    back = ConfusionMatrix.from_dict(d)
+    assert back.extras.absent_labels == {"000000": 3}
+    assert back.extras.absent_named == {"img": 2}
+    assert (back + _absent("img", True, 2, "C", 1)).extras.absent == {"000000": 3, "img": 2}
