@@ -37,6 +37,7 @@ __all__ = [
     "n_images_of",
     "overflow_error",
     "row_multiset",
+    "same_counting",
     "spec_lookup",
     "states_equal",
 ]
@@ -57,6 +58,19 @@ def check_fits(k: int, threads: int | None) -> None:
                  "Check the number of classes, or pass threads=1")  # fmt: skip
 
 
+def same_counting(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a label spec's dict (``LabelSpec.to_dict``) with its ignore values sorted.
+
+    The ignore values act as a set when counting: two specs that differ only in their order
+    count identically (their states merge and compare equal). The order is kept in the spec
+    itself: reading colour-coded masks takes the first ignore value for unknown colours.
+    """
+    out = dict(spec)
+    if isinstance(out.get("ignore"), list):
+        out["ignore"] = sorted(out["ignore"])
+    return out
+
+
 def check_mergeable(
     mine: Mapping[str, Any], theirs: Mapping[str, Any], a: LabelSpec, b: LabelSpec
 ) -> None:
@@ -74,11 +88,11 @@ def check_mergeable(
                 "other state; count both with the same settings"
             )
             raise IncompatibleMatrixError(msg)
-    if mine["labels"] != theirs["labels"]:
+    if same_counting(mine["labels"]) != same_counting(theirs["labels"]):
         diffs = [
             f"{f}: {getattr(a, f)!r:.80} vs {getattr(b, f)!r:.80}"
             for f in ("name", "classes", "ignore", "categories", "raw")
-            if getattr(a, f) != getattr(b, f)
+            if (getattr(a, f) != getattr(b, f) if f != "ignore" else set(a.ignore) != set(b.ignore))
         ]
         msg = (
             f"cannot merge states with different label specs ({a.num_classes} classes "
@@ -227,6 +241,7 @@ def states_equal(
     for d, rows in ((a, rows_a), (b, rows_b)):
         d.pop("writer")
         d.pop("version")
+        d["labels"] = same_counting(d["labels"])
         d["image_rows"] = None if rows is None else row_multiset(rows, dense)
     return a == b
 

@@ -209,3 +209,21 @@ def test_absent_chunks_of_states_written_before_load_as_they_did():
     assert back.extras.absent_labels == {"000000": 3}
     assert back.extras.absent_named == {"img": 2}
     assert (back + _absent("img", True, 2, "C", 1)).extras.absent == {"000000": 3, "img": 2}
+
+
+def test_ignore_values_in_another_order_merge_and_compare_equal(tmp_path):
+    from segiou.service.wire import canonical_state
+
+    g = np.array([[0, 1], [254, 255]], np.uint8)
+    a = ConfusionMatrix(3, ignore_index=[255, 254]).update(g, g, key="a")
+    b = ConfusionMatrix(3, ignore_index=[254, 255]).update(g, g, key="b")
+    assert (a + b) == (b + a)
+    assert (a + b).n_ignored == 4
+    a.save(tmp_path / "a.json")
+    assert ConfusionMatrix.load(tmp_path / "a.json") + b == a + b
+    assert a.spec.ignore == (255, 254)  # the order given is kept (colour masks read the first)
+    other_a = ConfusionMatrix(3, ignore_index=[254, 255]).update(g, g, key="a")
+    assert other_a == a
+    assert canonical_state(other_a) == canonical_state(a)
+    with pytest.raises(Exception, match=r"ignore: \(255, 254\) vs \(254, 253\)"):
+        a + ConfusionMatrix(3, ignore_index=[254, 253])

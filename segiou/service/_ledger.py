@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from segiou._batch import same_counting
 from segiou.confusion import ConfusionMatrix
 from segiou.errors import (
     ConflictError,
@@ -240,7 +241,7 @@ def _is_int(x: object) -> bool:
 
 
 def _effective(cm: ConfusionMatrix) -> dict[str, Any]:
-    return {"labels": cm.spec, "gt_ids": cm.gt_ids, "pred_ids": cm.pred_ids,
+    return {"labels": same_counting(cm.spec.to_dict()), "gt_ids": cm.gt_ids, "pred_ids": cm.pred_ids,
             "per_image": cm.per_image, "on_unexpected": cm.on_unexpected}  # fmt: skip
 
 

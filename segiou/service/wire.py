@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from segiou._batch import same_counting
 from segiou.confusion import ConfusionMatrix
 from segiou.errors import PayloadError, UsageError
 
@@ -189,9 +190,10 @@ def canonical_state(cm: ConfusionMatrix) -> bytes:
     -------
     bytes
         :meth:`~segiou.confusion.ConfusionMatrix.to_dict` without its ``writer`` field, its
-        per-image rows sorted by name (given or label) and then by their counts, as UTF-8 JSON
-        with sorted keys and no spaces. Row order records only the order of counting and merging
-        (``a + b == b + a``), so equal states have one canonical form.
+        per-image rows sorted by name (given or label) and then by their counts, and its ignore
+        values sorted (they act as a set), as UTF-8 JSON with sorted keys and no spaces. Row
+        order records only the order of counting and merging (``a + b == b + a``), so equal
+        states have one canonical form.
 
     Raises
     ------
@@ -203,6 +205,7 @@ def canonical_state(cm: ConfusionMatrix) -> bytes:
     d.pop("writer", None)
     if isinstance(d.get("image_rows"), dict):
         d["image_rows"] = _rows_in_order(d["image_rows"])
+    d["labels"] = same_counting(d["labels"])  # ignore values in any order count alike
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False)  # fmt: skip
     try:

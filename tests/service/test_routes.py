@@ -499,3 +499,17 @@ def test_a_name_that_is_no_unicode_text_is_refused_not_a_server_error(
         assert (err.value.status, err.value.error) == (400, "UsageError"), err.value
         assert "lone surrogate" in str(err.value)
     assert snapshot(client, run_name) == before
+
+
+def test_ignore_values_in_another_order_are_the_same_settings(client, run_name) -> None:
+    # the ignore values act as a set: a state or a run asking for them in another order counts
+    # identically (it was refused with 422, and the run with 409)
+    client.create_run(run_name, K, ignore_index=[255, 254], per_image=True)
+    again = client.create_run(run_name, K, ignore_index=[254, 255], per_image=True)
+    assert again["created"] is False
+    g, p = masks(41)
+    g[0, 0, 0], p[0, 0, 1] = 254, 254
+    cm = ConfusionMatrix(K, ignore_index=[254, 255], per_image=True).update(g, p, key="k")
+    assert client.put_counts(cm, "k")["outcome"] == "counted"
+    assert client.put_counts(cm, "k", binary=True)["outcome"] == "duplicate"
+    assert client.state(run_name) == cm
