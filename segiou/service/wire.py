@@ -8,7 +8,11 @@ one of:
 * ``application/vnd.segiou.state+npz``: the same state in a compact binary form: an npz whose
   ``__state__`` member is the JSON text (as bytes) in which every rectangular list of integers
   was replaced by ``{"__npz__": "<member>"}``, the member being that list as an ``int64``
-  array. It knows nothing of the state's fields, so it follows the state format as it changes;
+  array, and every object that would read as such a reference (``{"__npz__": ...}``, say
+  per-image entries of an image named ``__npz__``) or that has the key ``__npz_escaped__``
+  is wrapped as ``{"__npz_escaped__": <object>}`` (bodies without such objects are as
+  before). It knows nothing of the state's fields, so it follows the state format as it
+  changes;
 * ``application/vnd.segiou.masks+npz``: raw masks, an npz with ``gt`` and ``pred`` (integer or
   bool arrays of one shape) and optionally ``names`` (a 1-D unicode array, one per image);
 * ``application/vnd.segiou.masks+npy``: the same arrays as consecutive ``.npy`` records
@@ -111,6 +115,8 @@ _RUN_NAME = re.compile(RUN_NAME_PATTERN)
 _KEY = re.compile(KEY_PATTERN)
 _ALIGN = 64  # .npy records start at multiples of this (numpy pads its headers to it too)
 _NPZ_REF = "__npz__"
+#: Wraps a dict of the state that a reader would take for a reference (see :func:`_pack`).
+_NPZ_ESC = "__npz_escaped__"
 _STATE_MEMBER = "__state__"
 _MAX_NPY_HEADER = 1 << 16
 
@@ -287,8 +293,15 @@ def _int_leaves(x: list[Any]) -> bool:
 
 
 def _pack(x: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """Replace rectangular lists of int64 with references ``{"__npz__": member}``.
+
+    A dict of the state that would read as a reference or as an escape (keyed by image names:
+    an image may be named ``__npz__``) is wrapped as ``{"__npz_escaped__": dict}``, whose keys
+    a reader takes literally.
+    """
     if isinstance(x, Mapping):
-        return {k: _pack(v, arrays) for k, v in x.items()}
+        out = {k: _pack(v, arrays) for k, v in x.items()}
+        return {_NPZ_ESC: out} if set(x) == {_NPZ_REF} or _NPZ_ESC in x else out
     if isinstance(x, list | tuple):
         x = list(x)
         if x and _int_leaves(x):
@@ -306,6 +319,8 @@ def _pack(x: Any, arrays: dict[str, np.ndarray]) -> Any:
 
 def _unpack(x: Any, arrays: Mapping[str, np.ndarray], used: set[str], where: str) -> Any:
     if isinstance(x, dict):
+        if set(x) == {_NPZ_ESC} and isinstance(x[_NPZ_ESC], dict):  # a dict of the state
+            return {k: _unpack(v, arrays, used, where) for k, v in x[_NPZ_ESC].items()}
         if set(x) == {_NPZ_REF}:
             name = x[_NPZ_REF]
             if not isinstance(name, str) or name not in arrays:

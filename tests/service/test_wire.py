@@ -268,3 +268,27 @@ def test_equal_version_1_states_merged_in_either_order_have_one_digest() -> None
     y = ConfusionMatrix(3, per_image=True).update(g + 1, g + 1, key="b", names=["i0"])
     assert (x + y) == (y + x)
     assert canonical_state(x + y) == canonical_state(y + x)
+
+
+@pytest.mark.parametrize("name", ["__npz__", "__npz_escaped__", "a"])
+def test_an_image_named_like_an_npz_reference_round_trips(name: str) -> None:
+    g = np.zeros((1, 4, 4), np.uint8)
+    cm = ConfusionMatrix(3, per_image=True, boundary="1px").update(g, g, key="k", names=[name])
+    assert list(cm.to_dict()["boundary"]["images"]) == [name]  # {name: rows}
+    back = decode_state(*encode_state(cm.to_dict(), binary=True))
+    assert back == cm
+    assert canonical_state(back) == canonical_state(cm)
+
+
+def test_pack_escapes_what_would_read_as_a_reference_and_reads_older_bodies() -> None:
+    docs: list[dict[str, Any]] = [
+        {"m": {"__npz__": [1, 2]}},
+        {"m": {"__npz__": "a0"}},
+        {"m": {"__npz_escaped__": {"__npz__": "x"}}},
+        {"m": {"__npz_escaped__": 1, "b": [[1]]}},
+    ]
+    for doc in docs:
+        arrays: dict[str, np.ndarray] = {}
+        assert wire._unpack(wire._pack(doc, arrays), arrays, set(), "x") == doc
+    # what older writers sent (no such dicts escaped): a reference reads as before
+    assert wire._unpack({"m": {"__npz__": "a0"}}, {"a0": np.arange(2)}, set(), "x") == {"m": [0, 1]}
