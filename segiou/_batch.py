@@ -89,17 +89,38 @@ def check_mergeable(
             )
             raise IncompatibleMatrixError(msg)
     if same_counting(mine["labels"]) != same_counting(theirs["labels"]):
-        diffs = [
-            f"{f}: {getattr(a, f)!r:.80} vs {getattr(b, f)!r:.80}"
-            for f in ("name", "classes", "ignore", "categories", "raw")
-            if (getattr(a, f) != getattr(b, f) if f != "ignore" else set(a.ignore) != set(b.ignore))
-        ]
+        fields = ("name", "classes", "ignore", "colors", "categories", "class_categories", "raw",
+                  "instance_sizes")  # fmt: skip
+        diffs = [d for f in fields if (d := _spec_difference(f, getattr(a, f), getattr(b, f)))]
         msg = (
             f"cannot merge states with different label specs ({a.num_classes} classes "
             f"{a.name!r} vs {b.num_classes} classes {b.name!r}); differences: "
-            + "; ".join(diffs or ["colours or category membership"])
+            + "; ".join(diffs or ["the specs' JSON forms"])
         )
         raise IncompatibleMatrixError(msg)
+
+
+def _spec_difference(field: str, x: Any, y: Any) -> str:
+    """Name how one field of two label specs differs (``""``: it does not).
+
+    A sequence names its first differing entry (whole: a prefix of both could be equal);
+    ignore values are compared as a set (their order does not change what is counted).
+    """
+    if field == "ignore":
+        return "" if set(x) == set(y) else f"ignore: {x!r} vs {y!r}"
+    if x == y:
+        return ""
+    if not isinstance(x, tuple) or not isinstance(y, tuple):
+        return f"{field}: {x!r:.200} vs {y!r:.200}"
+    i = next((i for i, (u, v) in enumerate(zip(x, y, strict=False)) if u != v), None)
+    if i is None:  # one is the other and more
+        i = min(len(x), len(y))
+        extra = x[i] if len(x) > len(y) else y[i]
+        return (
+            f"{field}: {len(x)} vs {len(y)} entries (from {field}[{i}] = {extra!r:.200}, on "
+            f"{'this' if len(x) > len(y) else 'the other'} side only)"
+        )
+    return f"{field}[{i}]: {x[i]!r:.200} vs {y[i]!r:.200}"
 
 
 def n_images_of(shape: tuple[int, ...]) -> int:

@@ -450,7 +450,9 @@ class Extras:
         try:
             width = None if b is None else BoundaryWidth.from_dict(b["width"])
         except (KeyError, TypeError, ValueError) as err:
-            msg = f"{source}: field 'boundary' is malformed ({err}); expected the width and counts"
+            msg = (
+                f"{_at(source)}field 'boundary' is malformed ({err}); expected the width and counts"
+            )
             raise CheckpointError(msg) from err
         out = cls(k, n_categories, width, inst is not None, per_image)
         if b is not None:
@@ -466,11 +468,11 @@ class Extras:
         if inst is not None:
             rec = inst.get("records") if isinstance(inst, Mapping) else None
             if not isinstance(rec, Mapping) or set(rec) != {"image", *_RECORD_FIELDS}:
-                msg = f"{source}: field 'instances.records' is malformed; expected {_RECORD_FIELDS}"
+                msg = f"{_at(source)}field 'instances.records' is malformed; expected {_RECORD_FIELDS}"
                 raise CheckpointError(msg)
             names = rec["image"]
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                msg = f"{source}: field 'instances.records.image' must be a list of image names"
+                msg = f"{_at(source)}field 'instances.records.image' must be a list of image names"
                 raise CheckpointError(msg)
             arrays = [_counts(rec[f], (len(names),), source, f"instances.records.{f}")
                       for f in _RECORD_FIELDS]  # fmt: skip
@@ -481,7 +483,7 @@ class Extras:
                 or (arrays[4] > arrays[2]).any()
             ):
                 msg = (
-                    f"{source}: field 'instances.records' holds a class out of range, an instance "
+                    f"{_at(source)}field 'instances.records' holds a class out of range, an instance "
                     "of no pixel or more predicted pixels than an instance has; the file was "
                     "altered"
                 )
@@ -496,16 +498,16 @@ class Extras:
                        "instances.category_fp", source)  # fmt: skip
         for what, m in (("absent_chunks", absent), ("absent_chunks_labels", labelled)):
             if not isinstance(m, Mapping):
-                msg = f"{source}: field {what!r} must map image names to chunk counts"
+                msg = f"{_at(source)}field {what!r} must map image names to chunk counts"
                 raise CheckpointError(msg)
             for name, n in m.items():
                 if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                    msg = f"{source}: field {what!r} holds {n!r} for {name!r}; expected a count"
+                    msg = f"{_at(source)}field {what!r} holds {n!r} for {name!r}; expected a count"
                     raise CheckpointError(msg)
         for name, n in labelled.items():
             if n > absent.get(name, -1):
                 msg = (
-                    f"{source}: field 'absent_chunks_labels' gives {name!r} {n} absent chunk(s), "
+                    f"{_at(source)}field 'absent_chunks_labels' gives {name!r} {n} absent chunk(s), "
                     "more than 'absent_chunks' shows for it; the file was altered"
                 )
                 raise CheckpointError(msg)
@@ -517,6 +519,11 @@ class Extras:
         return out
 
 
+def _at(source: str) -> str:
+    """Return the start of a message: ``"<source>: "``, or nothing (the caller adds it)."""
+    return f"{source}: " if source else ""
+
+
 def _images(d: Mapping[str, Any], per_image: bool, source: str, name: str) -> Mapping[str, Any]:
     """Return the per-image entries ``d["images"]``: an object of image name -> rows, or null."""
     x = d.get("images")
@@ -524,13 +531,13 @@ def _images(d: Mapping[str, Any], per_image: bool, source: str, name: str) -> Ma
         return {}
     if not isinstance(x, Mapping):
         msg = (
-            f"{source}: field {name!r} is {str(x)[:40]!r}; expected an object of image name -> "
+            f"{_at(source)}field {name!r} is {str(x)[:40]!r}; expected an object of image name -> "
             "counts, or null; the file was altered"
         )
         raise CheckpointError(msg)
     if x and not per_image:
         msg = (
-            f"{source}: field {name!r} holds per-image entries but 'per_image' is false (such a "
+            f"{_at(source)}field {name!r} holds per-image entries but 'per_image' is false (such a "
             "state has null there); the file was altered"
         )
         raise CheckpointError(msg)
@@ -543,7 +550,7 @@ def _check_boundary(e: Extras, source: str) -> None:
                        *((f"boundary.images[{n!r}]", r) for n, r in e.boundary_images.items())]:  # fmt: skip
         if (rows[0] > np.minimum(rows[1], rows[2])).any():
             msg = (
-                f"{source}: field {name!r} has a Boundary IoU intersection larger than a "
+                f"{_at(source)}field {name!r} has a Boundary IoU intersection larger than a "
                 "boundary (|G_d & P_d| > |G_d| or |P_d|); the file was altered"
             )
             raise CheckpointError(msg)
@@ -565,7 +572,7 @@ def _check_sum(images: Mapping[str, IntArray], total: IntArray, name: str, total
         s = rows.sum(axis=0, dtype=object if wide else np.int64)
     if (exact and not np.array_equal(s, total)) or (s > total).any():
         msg = (
-            f"{source}: field {name!r} does not add up to {total_name!r}; the file was altered "
+            f"{_at(source)}field {name!r} does not add up to {total_name!r}; the file was altered "
             "or is corrupt"
         )
         raise CheckpointError(msg)
@@ -582,7 +589,7 @@ def _counts(x: object, shape: tuple[int, ...], source: str, name: str) -> IntArr
     a = np.asarray(x, dtype=np.int64) if ok else None
     if a is None or a.shape != shape:
         msg = (
-            f"{source}: field {name!r} must hold non-negative integer counts of shape {shape}, "
+            f"{_at(source)}field {name!r} must hold non-negative integer counts of shape {shape}, "
             f"got {str(x)[:60]!r}"
         )
         raise CheckpointError(msg)

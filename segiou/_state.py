@@ -462,7 +462,7 @@ def _load(d: Any) -> StateParts:
         unexpected_pred=_unexpected(unexpected["pred"], "unexpected.pred"),
         keys=_keys(d["keys"]), n_images=_count(d["images"], "images"), rows=None,
         extras=Extras.from_dict(d, k=k, n_categories=len(spec.categories),
-                                per_image=d["per_image"], source="state"),
+                                per_image=d["per_image"], source=""),  # load() names it
     )  # fmt: skip
     if p.on_unexpected == "raise" and (p.unexpected_gt or p.unexpected_pred):
         msg = (
@@ -506,7 +506,7 @@ def _load(d: Any) -> StateParts:
         named = {n for n, g in zip(rows.names, rows.given, strict=True) if g}
         p.extras.keep_named(named, set(rows.names) - named if rows.legacy is None else set())
         if all(rows.given) and rows.legacy is None:
-            p.extras.check_exact("state")
+            p.extras.check_exact("")
     _check_records(p)
     return p
 

@@ -227,3 +227,35 @@ def test_ignore_values_in_another_order_merge_and_compare_equal(tmp_path):
     assert canonical_state(other_a) == canonical_state(a)
     with pytest.raises(Exception, match=r"ignore: \(255, 254\) vs \(254, 253\)"):
         a + ConfusionMatrix(3, ignore_index=[254, 253])
+
+
+def test_a_spec_difference_is_named_in_the_merge_message():
+    from dataclasses import replace
+
+    from segiou.errors import IncompatibleMatrixError
+    from segiou.labels import builtin_spec
+
+    s = builtin_spec("cityscapes")
+    sizes = tuple((c, v * 2) for c, v in s.instance_sizes)
+    with pytest.raises(IncompatibleMatrixError, match=r"differences: instance_sizes\[0\]: \("):
+        ConfusionMatrix(s) + ConfusionMatrix(replace(s, instance_sizes=sizes))
+    raw = list(s.raw)
+    raw[-1] = replace(raw[-1], name=raw[-1].name + "X")
+    with pytest.raises(IncompatibleMatrixError) as err:
+        ConfusionMatrix(s) + ConfusionMatrix(replace(s, raw=tuple(raw)))
+    assert f"raw[{len(raw) - 1}]: " in str(err.value)
+    assert f"name={raw[-1].name!r}" in str(err.value)  # the differing entry, whole
+    with pytest.raises(IncompatibleMatrixError, match=r"raw: 34 vs 33 entries \(from raw\[33\]"):
+        ConfusionMatrix(s) + ConfusionMatrix(replace(s, raw=tuple(raw[:-1])))
+
+
+def test_an_extras_field_error_names_its_source_once(tmp_path):
+    d = _boundary_state()
+    d["boundary"]["counts"] = "x"
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(CheckpointError) as err:
+        ConfusionMatrix.load(f)
+    assert str(err.value).startswith(f"{f}: field 'boundary.counts' must hold")
+    with pytest.raises(CheckpointError, match=r"^state: field 'boundary\.counts' must hold"):
+        ConfusionMatrix.from_dict(d)
