@@ -29,9 +29,24 @@ COCO_STRICT_THRESHOLD: Final = 0.75
 COCO_THRESHOLDS: Final[tuple[float, ...]] = tuple(round(0.5 + 0.05 * k, 2) for k in range(10))
 
 
+def _narrow_float(dtype: object) -> bool:
+    """Whether ``dtype`` (numpy's, ml_dtypes', or a tensor library's) is a float under 64 bits."""
+    if dtype is None:
+        return False
+    kind = getattr(dtype, "kind", None)  # numpy (ml_dtypes' bfloat16 is kind "V")
+    if isinstance(kind, str):
+        return (kind == "f" or "float" in str(getattr(dtype, "name", ""))) and int(
+            getattr(dtype, "itemsize", 8)
+        ) < 8
+    # torch.dtype and the like: no kind, but whether it is a float and its size
+    return (
+        bool(getattr(dtype, "is_floating_point", False)) and int(getattr(dtype, "itemsize", 8)) < 8
+    )
+
+
 def _unit_number(value: SupportsFloat, name: str, what_to_do: str) -> float:
     dtype = getattr(value, "dtype", None)
-    if name == "iou" and dtype is not None and dtype.kind == "f" and dtype.itemsize < 8:
+    if name == "iou" and _narrow_float(dtype):
         msg = (
             f"iou={value!r} is a {dtype} value: rounded to {dtype}, an IoU below the threshold "
             "can read as equal to it (float32 holds 24 bits); score float64 boxes, e.g. "

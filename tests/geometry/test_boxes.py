@@ -727,6 +727,36 @@ def test_float32_iou_is_refused_by_verdicts_float64_gives_the_exact_verdict():
     assert match(0.5, threshold=np.float32(0.5))  # a float32 threshold is used as given
 
 
+def test_verdicts_read_tensor_like_ious_by_their_dtype():
+    """A 0-d tensor's dtype has no numpy kind: verdicts raised AttributeError (float() took it
+    before); a float32 tensor IoU is refused as a float32 array's is."""
+
+    class Dtype:
+        def __init__(self, floating: bool, itemsize: int, name: str) -> None:
+            self.is_floating_point, self.itemsize, self.name = floating, itemsize, name
+
+        def __str__(self) -> str:
+            return self.name
+
+    class Scalar:
+        def __init__(self, value: float, dtype: Dtype) -> None:
+            self.value, self.dtype = value, dtype
+
+        def __float__(self) -> float:
+            return self.value
+
+    assert match(Scalar(0.7, Dtype(True, 8, "torch.float64")))
+    assert verdicts(Scalar(0.7, Dtype(True, 8, "torch.float64"))).voc50
+    assert not match(Scalar(0.0, Dtype(False, 8, "torch.int64")))
+    for name, size in (("torch.float32", 4), ("torch.bfloat16", 2)):
+        with pytest.raises(VerdictError, match=f"is a {name} value"):
+            match(Scalar(0.5, Dtype(True, size, name)))
+    bf16 = Dtype(True, 2, "bfloat16")  # as numpy shows ml_dtypes' bfloat16: kind "V"
+    bf16.kind = "V"  # type: ignore[attr-defined]
+    with pytest.raises(VerdictError, match="is a bfloat16 value"):
+        match(Scalar(0.5, bf16))
+
+
 def test_masked_box_arrays_are_refused():
     """np.asarray dropped the mask: a masked box was scored (IoU [1, 1] for one valid box)."""
     m = np.ma.array([[0, 0, 10, 10], [0, 0, 10, 10]], mask=[[0] * 4, [1] * 4])
