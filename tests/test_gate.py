@@ -330,6 +330,13 @@ def test_equal_replicates_decide_by_how_many_images_hold_the_difference() -> Non
     assert np.isnan(two_sided_p(d, -2 / 3, units=1))
     assert two_sided_p(d, -2 / 3, units=2) == 0.0
     assert 0 < two_sided_p(d + np.where(np.arange(1000) % 3, 0.5, 0.0), -2 / 3, units=1) < 0.05
+    # however small the difference, real spread is spread (an absolute 1e-12 called resamples
+    # of both signs around -4e-15 equal: p = 0, "worse"), and the test is scale-free
+    rng = np.random.default_rng(0)
+    tiny = rng.normal(1e-14, 3e-14, 1000)
+    assert two_sided_p(tiny, 1e-14, units=5) == pytest.approx(two_sided_p(tiny * 1e6, 1e-8, 5))
+    assert 0.5 < two_sided_p(tiny, 1e-14, units=5) < 1
+    assert np.isnan(two_sided_p(np.zeros(50), 0.25, units=5))  # replicates not of delta's sign
 
 
 def test_text_and_markdown_mark_a_failing_miou(runs) -> None:

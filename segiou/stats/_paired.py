@@ -65,11 +65,12 @@ def two_sided_p(diffs: FloatArray, delta: float, units: int | None = None) -> fl
         resamples, which a per-class multiple-testing correction needs (a tail count could not
         go below ``2 / (B + 1)``). ``1`` when ``delta = 0``; ``nan`` when ``delta`` is
         undefined or fewer than two replicates are. When every replicate is the same (to
-        rounding: a spread below ``1e-12`` of their size; an exact zero standard deviation is
-        a matter of rounding), ``delta != 0``: ``nan`` when one unit (or an unknown number)
-        holds the difference, since the resamples cannot tell it from chance (no verdict rather
-        than ``p = 0``); ``0`` when two or more do, since whichever are drawn the difference
-        is the same (``se`` tends to 0).
+        rounding: a spread below ``1e-12`` of their size, however small the difference; an
+        exact zero standard deviation is a matter of rounding), ``delta != 0``: ``nan`` when
+        one unit (or an unknown number) holds the difference, since the resamples cannot tell
+        it from chance (no verdict rather than ``p = 0``); ``0`` when two or more do and every
+        replicate has the sign of ``delta``, since whichever are drawn the difference is the
+        same (``se`` tends to 0).
 
     Examples
     --------
@@ -83,9 +84,10 @@ def two_sided_p(diffs: FloatArray, delta: float, units: int | None = None) -> fl
         return float("nan")
     if delta == 0:
         return 1.0
-    scale = max(1.0, abs(delta), float(np.abs(d).max()))
-    if float(np.ptp(d)) <= 1e-12 * scale:  # every replicate the same
-        return 0.0 if units is not None and units >= 2 else float("nan")
+    scale = max(abs(delta), float(np.abs(d).max()))
+    if float(np.ptp(d)) <= 1e-12 * scale:  # every replicate the same, to rounding
+        same_sign = bool(np.all(np.sign(d) == np.sign(delta)))
+        return 0.0 if same_sign and units is not None and units >= 2 else float("nan")
     se = float(d.std(ddof=1))
     return math.erfc(abs(delta) / se / math.sqrt(2))
 
