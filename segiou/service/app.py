@@ -48,10 +48,10 @@ from segiou.service.wire import (
     CONTENT_MASKS_NPY,
     CONTENT_MASKS_NPZ,
     CONTENT_STATE_NPZ,
-    accepts,
     check_key,
     check_run_name,
     encode_state,
+    prefers,
 )
 
 __all__ = ["LOGGER", "create_app", "status_of"]
@@ -433,7 +433,7 @@ def create_app(
     @app.get("/v1/runs/{name}/state", tags=["results"])
     async def state(name: str, request: Request) -> Response:
         """Return the run's state (``ConfusionMatrix.from_dict`` reads it); npz when accepted."""
-        binary = accepts(request.headers.get("accept", ""), CONTENT_STATE_NPZ)
+        binary = prefers(request.headers.get("accept", ""), CONTENT_STATE_NPZ, CONTENT_JSON)
         cm = await in_pool(ledger.total, name)
         body, media = await in_pool(lambda: encode_state(cm.to_dict(), binary=binary))
         return Response(body, media_type=media)

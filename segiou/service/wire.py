@@ -54,7 +54,6 @@ __all__ = [
     "CONTENT_STATE_NPZ",
     "KEY_PATTERN",
     "RUN_NAME_PATTERN",
-    "accepts",
     "canonical_state",
     "check_key",
     "check_run_name",
@@ -62,6 +61,7 @@ __all__ = [
     "decode_state",
     "encode_masks",
     "encode_state",
+    "prefers",
     "state_digest",
 ]
 
@@ -73,38 +73,54 @@ CONTENT_MASKS_NPY = "application/vnd.segiou.masks+npy"
 BATCH_CONTENT_TYPES = (CONTENT_JSON, CONTENT_STATE_NPZ, CONTENT_MASKS_NPZ, CONTENT_MASKS_NPY)
 
 
-def accepts(header: str, media: str) -> bool:
-    """Whether an ``Accept`` header names ``media`` itself with a quality above 0.
+def _quality(header: str, media: str) -> float:
+    """Return the quality an ``Accept`` header gives ``media`` (its range's, a wildcard's, or 0).
+
+    The most specific range decides (RFC 9110, 12.5.1): ``media`` itself, then ``type/*``, then
+    ``*/*``. A ``q`` that is not a number counts as 0 (not a clear yes).
+    """
+    kind = media.split("/", 1)[0]
+    best: dict[int, float] = {}  # specificity -> quality
+    for part in header.split(","):
+        name, *params = (x.strip() for x in part.split(";"))
+        name = name.lower()
+        rank = 2 if name == media else 1 if name == f"{kind}/*" else 0 if name == "*/*" else -1
+        if rank < 0:
+            continue
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value.strip())
+                except ValueError:
+                    q = 0.0
+        best[rank] = max(best.get(rank, 0.0), 0.0 if math.isnan(q) else q)
+    return best[max(best)] if best else 0.0
+
+
+def prefers(header: str, media: str, other: str) -> bool:
+    """Whether an ``Accept`` header asks for ``media`` rather than ``other`` (the default form).
 
     Parameters
     ----------
     header : str
         The header's value, e.g. ``"application/vnd.segiou.state+npz;q=0.9, */*;q=0.1"``.
     media : str
-        A media type such as :data:`CONTENT_STATE_NPZ`.
+        The form asked for by name, e.g. :data:`CONTENT_STATE_NPZ`.
+    other : str
+        The default form, e.g. :data:`CONTENT_JSON`.
 
     Returns
     -------
     bool
-        ``True`` when one of the header's ranges is ``media`` (case-insensitive) without
-        ``q=0`` (RFC 9110: "not acceptable"). Wildcards never select it: the JSON form stays
-        the default.
+        ``True`` when the header names ``media`` itself (a wildcard never selects it) with a
+        quality above 0 (``q=0``: "not acceptable", RFC 9110) and at least that of ``other``
+        (its own range's, or a wildcard's): ``application/json, <npz>;q=0.9`` keeps JSON.
     """
-    for part in header.split(","):
-        kind, *params = (x.strip() for x in part.split(";"))
-        if kind.lower() != media:
-            continue
-        q = 1.0
-        for param in params:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    q = float(value.strip())
-                except ValueError:
-                    q = 0.0  # a q that is not a number: not a clear yes
-        if q > 0:
-            return True
-    return False
+    named = any(p.split(";", 1)[0].strip().lower() == media for p in header.split(","))
+    q = _quality(header, media)
+    return named and q > 0 and q >= _quality(header, other)
 
 
 #: A run name: a letter or digit, then up to 63 letters, digits, ``.``, ``_`` or ``-``.

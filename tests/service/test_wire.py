@@ -19,7 +19,6 @@ from segiou.service.wire import (
     CONTENT_MASKS_NPY,
     CONTENT_MASKS_NPZ,
     CONTENT_STATE_NPZ,
-    accepts,
     canonical_state,
     check_key,
     check_run_name,
@@ -27,6 +26,7 @@ from segiou.service.wire import (
     decode_state,
     encode_masks,
     encode_state,
+    prefers,
     state_digest,
 )
 from segiou.testing.strategies import label_pairs
@@ -209,19 +209,25 @@ def test_wrong_content_types_are_415() -> None:
     ("header", "npz"),
     [
         (CONTENT_STATE_NPZ, True),
-        (f"application/json, {CONTENT_STATE_NPZ};q=0.5", True),
+        (f"application/json;q=0.5, {CONTENT_STATE_NPZ}", True),
         (f" {CONTENT_STATE_NPZ.upper()} ; Q=1", True),
+        (f"{CONTENT_STATE_NPZ}, */*;q=0.1", True),
+        (f"{CONTENT_STATE_NPZ};q=0.5, application/json;q=0.5", True),  # a tie: the one named
+        (f"application/json, {CONTENT_STATE_NPZ};q=0.9", False),  # the client prefers JSON
+        (f"{CONTENT_STATE_NPZ};q=0.5, */*", False),  # JSON through the wildcard, at 1
+        (f"{CONTENT_STATE_NPZ};q=0.5, application/*;q=0.8", False),
         (f"{CONTENT_STATE_NPZ};q=0", False),
         (f"{CONTENT_STATE_NPZ};q=0.0, application/json", False),
         (f"{CONTENT_STATE_NPZ};q=x", False),
+        (f"{CONTENT_STATE_NPZ};q=nan", False),
         (f"{CONTENT_STATE_NPZ}-not", False),
         ("*/*", False),
         ("application/*", False),
         ("", False),
     ],
 )
-def test_accepts_reads_media_ranges_and_quality(header: str, npz: bool) -> None:
-    assert accepts(header, CONTENT_STATE_NPZ) is npz
+def test_prefers_reads_media_ranges_and_quality(header: str, npz: bool) -> None:
+    assert prefers(header, CONTENT_STATE_NPZ, CONTENT_JSON) is npz
 
 
 def _surrogate_state() -> ConfusionMatrix:
