@@ -199,12 +199,13 @@ def _parse_box(text: str, name: str, fmt: str) -> list[int | float]:
     for part, v in zip(parts, values, strict=True):
         if _rounded(part, v, floats):
             try:
-                shown = repr(float(v))
+                exact = float(v).is_integer()  # the value float64 holds, in full
+                shown = str(int(float(v))) if exact else repr(float(v))
             except OverflowError:
                 shown = "inf"
             msg = (
-                f"{name} {text!r}: {part} would read as {shown} in float64, which holds "
-                "integers exactly only up to 2**53"
+                f"{name} {text!r}: {part} cannot be held in float64, which would read it as "
+                f"{shown} (whole numbers are exact only up to 2**53)"
                 + (
                     " (a number with a fraction makes the box float64)"
                     if isinstance(v, int)

@@ -195,9 +195,9 @@ def test_box_bad_input(capsys, argv, pattern):
         (["--format", "xywh", "9007199254740992,0,1,1", "9007199254740992,0,1,1"], "2**53 - 1"),
         (["--format", "cxcywh", "4503599627370496,0,1,1", "0,0,1,1"], "2**52 - 1"),
         # numbers float64 would round by a unit or more
-        (["0,0,9007199254740993.0,1", "0,0,1,1"], "would read as 9007199254740992.0"),
+        (["0,0,9007199254740993.0,1", "0,0,1,1"], "would read it as 9007199254740992 "),
         (["0,0,9007199254740993,0.5", "0,0,1,1"], "a number with a fraction makes the box"),
-        (["0,0,1e400,1", "0,0,1,1"], "1e400 would read as inf"),
+        (["0,0,1e400,1", "0,0,1,1"], "1e400 cannot be held in float64, which would read it as inf"),
     ],
 )
 def test_box_numbers_float64_would_round_are_refused(capsys, argv, pattern):
