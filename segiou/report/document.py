@@ -101,12 +101,14 @@ def fmt_pct(x: float | None, digits: int = 2) -> str:
     --------
     >>> fmt_pct(0.123456), fmt_pct(None), fmt_pct(1.0), fmt_pct(0.99999), fmt_pct(0.000001)
     ('12.35', '-', '100.00', '>99.99', '<0.01')
+    >>> fmt_pct(1.5), fmt_pct(-1.00001)  # out of range (a hand-edited document): as it is
+    ('150.00', '-100.00')
     """
     if x is None or math.isnan(x):
         return "-"
     shown = f"{100 * x:.{digits}f}"
     step = 10.0**-digits
-    if abs(float(shown)) >= 100 and abs(x) != 1:  # rounded up to a perfect score
+    if abs(float(shown)) >= 100 and abs(x) < 1:  # rounded up to a perfect score
         return f">{100 - step:.{digits}f}" if x > 0 else f"<{step - 100:.{digits}f}"
     if float(shown) == 0 and x != 0:  # rounded down to nothing
         return f"<{step:.{digits}f}" if x > 0 else f">{-step:.{digits}f}"

@@ -35,6 +35,14 @@ __all__ = [
 ]
 
 
+def _exact(v: float) -> str:
+    """Write a float as the shortest decimal that reads back to it, without an exponent.
+
+    ``0.0000125``, not ``1.25e-05`` (``repr``), so that a CSV sorts as text too.
+    """
+    return np.format_float_positional(float(v), unique=True, trim="0")
+
+
 def _safe(text: object) -> Any:
     """Return a user-given name as table text: control characters escaped, never markup.
 
@@ -114,7 +122,8 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
     console = _console(buf, width)
     console.print(
         "Scores in percent (ratios x 100; exact ratios in the JSON document); - is "
-        "undefined (see the rules at the end)."
+        "undefined (see the rules at the end).",
+        soft_wrap=True,
     )
     for note in report.missing_parts() if isinstance(result, Report) else []:
         console.print(_safe(f"note: {note}"))
@@ -345,9 +354,9 @@ def render_per_image_csv(cm: ConfusionMatrix) -> str:
     for i, name in enumerate(t.names):
         row = scores[i]
         present = row[~np.isnan(row)]
-        miou = repr(float(present.mean())) if present.size else ""  # exact: it reads back
+        miou = _exact(present.mean()) if present.size else ""  # exact: it reads back
         w.writerow([name, miou, int(t.ignored[i]), int(t.unexpected[i]),
-                    *("" if np.isnan(v) else repr(float(v)) for v in row)])  # fmt: skip
+                    *("" if np.isnan(v) else _exact(v) for v in row)])  # fmt: skip
     return buf.getvalue()
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from segiou.confusion import ConfusionMatrix
     from segiou.results import Result
 
-__all__ = ["ConfusedPair", "ImageScore", "Report", "StateView", "void_label"]
+__all__ = ["ConfusedPair", "ImageScore", "Report", "StateView", "no_intervals_reason", "void_label"]
 
 
 def void_label(class_names: list[str]) -> str:
@@ -157,6 +157,32 @@ class StateView:
         return cls(names, full, share, pairs, image_names, miou, worst, note)
 
 
+def no_intervals_reason(cm: ConfusionMatrix) -> str | None:
+    """Why ``cm`` cannot give bootstrap intervals, in words; ``None`` when it can.
+
+    Parameters
+    ----------
+    cm : ConfusionMatrix
+        A count state.
+
+    Returns
+    -------
+    str or None
+        E.g. ``"no intervals: they resample the state's images, and it counted no image"``:
+        "run with --bootstrap" would not help such a state.
+    """
+    rows = cm.images.rows if cm.per_image and cm.n_images else None
+    if rows is not None and rows.legacy is None:
+        return None
+    why = (
+        "it has no per-image rows (it was counted without per_image=True)"
+        if not cm.per_image else "it counted no image" if rows is None
+        else "its per-image rows are of an old format (version 1: no per-image "
+        "confusion entries)"
+    )  # fmt: skip
+    return f"no intervals: they resample the state's images, and {why}"
+
+
 @dataclass(frozen=True)
 class Report:
     """Everything a report shows: the result document, and the state's view when there is one.
@@ -186,7 +212,9 @@ class Report:
     @property
     def no_intervals(self) -> str:
         """Why the report has no intervals, in words (for a document without them)."""
-        return self.intervals_note or "no intervals (run with --bootstrap)"
+        return self.intervals_note or (
+            "no intervals (they come from --bootstrap on a saved state with per-image rows)"
+        )
 
     @classmethod
     def from_state(cls, cm: ConfusionMatrix, *, preset: str = "segiou",
@@ -218,23 +246,14 @@ class Report:
         """
         from segiou.results import evaluate
 
-        rows = cm.images.rows if cm.per_image and cm.n_images else None
-        note = None
-        if bootstrap and rows is not None and rows.legacy is None:
+        note = no_intervals_reason(cm)
+        if bootstrap and note is None:
             from segiou.stats import evaluate_with_intervals
 
             result = evaluate_with_intervals(cm, preset=preset, beta=beta, resamples=bootstrap,
                                              seed=seed)  # fmt: skip
         else:
             result = evaluate(cm, preset=preset, beta=beta)
-            if bootstrap:  # asked for, but the state cannot give them
-                why = (
-                    "it has no per-image rows (it was counted without per_image=True)"
-                    if not cm.per_image else "it counted no image" if rows is None
-                    else "its per-image rows are of an old format (version 1: no per-image "
-                    "confusion entries)"
-                )  # fmt: skip
-                note = f"no intervals: they resample the state's images, and {why}"
         report = cls.from_result(result, cm=cm, top=top, source=source)
         return cls(report.doc, report.state, report.source, note)
 

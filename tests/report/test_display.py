@@ -90,7 +90,16 @@ def test_heatmap_cells_never_round_to_a_perfect_share() -> None:
 
 def test_the_text_report_says_it_shows_percent() -> None:
     text = render_text(evaluate(_near_perfect()))
-    assert "percent" in text.splitlines()[0]
+    first = text.splitlines()[0]
+    assert "percent" in first
+    assert first.endswith("(see the rules at the end).")  # one line, not wrapped at 100
+
+
+def test_out_of_range_scores_show_as_they_are() -> None:
+    # a hand-edited document's 1.5 showed as ">99.99": "almost perfect"
+    assert (fmt_pct(1.5), fmt_pct(-1.5), fmt_pct(1.0), fmt_pct(-1.0)) == (
+        "150.00", "-150.00", "100.00", "-100.00")  # fmt: skip
+    assert (fmt_pct(0.99999), fmt_pct(-0.99999)) == (">99.99", "<-99.99")
 
 
 def test_the_per_image_csv_writes_values_that_read_back_exactly() -> None:
@@ -105,6 +114,19 @@ def test_the_per_image_csv_writes_values_that_read_back_exactly() -> None:
     assert float(row["iou:0"]) == iou[0] < 1
     assert float(row["iou:1"]) == iou[1]
     assert float(row["miou"]) == float(iou.mean())
+    assert "e" not in row["iou:0"] + row["iou:1"] + row["miou"]  # no exponent
+
+
+def test_the_per_image_csv_writes_small_values_without_an_exponent() -> None:
+    # repr wrote 1.25e-05, which sorts after 0.25 as text (sort -n, a spreadsheet's text column)
+    cm = ConfusionMatrix(2, per_image=True)
+    gt = np.ones((1, 200, 200), np.uint8)
+    gt[0, 0, 0] = 0
+    pred = np.zeros_like(gt)  # class 0: 1 TP, 39,999 FP: IoU 1 / 40,000
+    cm.update(gt, pred, names=["a"])
+    (row,) = csv.DictReader(io.StringIO(render_per_image_csv(cm)))
+    assert row["iou:0"] == "0.000025"
+    assert float(row["iou:0"]) == cm.images.iou()[0][0]
 
 
 def test_the_text_report_states_the_rules_the_markdown_report_states() -> None:

@@ -141,7 +141,7 @@ def test_html_shows_the_documents_numbers(hostile_state: ConfusionMatrix,
 def test_html_of_a_version_1_result_says_what_it_lacks(hostile_state: ConfusionMatrix) -> None:
     html, page = _html_for(evaluate(hostile_state).to_dict())
     text = page.text
-    assert "no intervals (run with --bootstrap)" in html
+    assert "no intervals (they come from --bootstrap on a saved state with per-image rows)" in html
     assert "need the saved state" in html
     assert "confusion" not in page.text_by_id  # no heatmap section without the state
     assert "pairs" not in page.text_by_id
@@ -182,7 +182,7 @@ def test_markdown_rows_keep_their_cells(hostile_state: ConfusionMatrix) -> None:
     widths = {len(re.findall(r"(?<!\\)\|", ln)) for ln in rows}
     assert len(rows) == 2 + len(HOSTILE_CLASSES)
     assert widths == {11}  # 10 columns: no name adds or ends a cell
-    assert "no intervals (run with --bootstrap)" in md
+    assert "no intervals (they come from --bootstrap on a saved state with per-image rows)" in md
 
 
 def test_text_report_names_beta(hostile_state: ConfusionMatrix) -> None:
@@ -210,7 +210,7 @@ def test_text_report_says_the_same(hostile_state: ConfusionMatrix,
     # a bare Result still renders as before, plus the intervals line
     plain = render_text(evaluate(hostile_state))
     assert "per class (evil <b>spec</b>, convention 'segiou')" in plain
-    assert "no intervals (run with --bootstrap)" in plain
+    assert "no intervals (they come from --bootstrap on a saved state with per-image rows)" in plain
     assert "top confused pairs" not in plain
 
 
