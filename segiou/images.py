@@ -393,8 +393,7 @@ def check_names(names: object, n: int, where: str, *, per_image: bool = True) ->
     ------
     UsageError
         Not a sequence of ``n`` distinct non-empty strings (a string is read as one name, never
-        as its characters; ``None`` or numbers are refused, never made into names), a name that
-        is not valid Unicode text (a lone surrogate: no UTF-8 JSON can hold it), or names for
+        as its characters; ``None`` or numbers are refused, never made into names), or names for
         an accumulator without per-image rows.
     """
     if not per_image:
@@ -417,16 +416,6 @@ def check_names(names: object, n: int, where: str, *, per_image: bool = True) ->
     if len(names) != n:
         msg = f"{where}: {len(names)} image name(s) given for a batch of {n} image(s)"
         raise UsageError(msg)
-    for x in names:
-        try:
-            x.encode("utf-8")
-        except UnicodeEncodeError as err:  # a lone surrogate, e.g. from os.fsdecode of bytes
-            msg = (
-                f"{where}: image name {x!r} holds {x[err.start : err.end]!r} at {err.start}, "
-                "which is no Unicode character (a lone surrogate): a state with it cannot be "
-                "written as UTF-8 JSON; give names that are valid text"
-            )
-            raise UsageError(msg) from err
     if "" in names:  # (a state marks what belongs to no named image with "")
         msg = f"{where}: image {list(names).index('')} has an empty name; name every image"
         raise UsageError(msg)
