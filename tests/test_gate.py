@@ -163,6 +163,13 @@ def test_different_runs_are_refused(runs) -> None:
     )
     with pytest.raises(IncompatibleMatrixError, match="different label specs"):
         compare_states(runs["baseline"], voc)
+    a, b = (
+        ConfusionMatrix(3, ignore_index=order, per_image=True) for order in ([255, 254], [254, 255])
+    )
+    g2 = np.array([[[0, 1, 2, 255]]], np.uint8)
+    for cm in (a, b):  # the same ignore values in another order count alike: compared
+        cm.update(g2, g2, names=["im000"])
+    assert compare_states(a, b, resamples=20).to_dict()["images"]["shared"] == 1
     flat = ConfusionMatrix("cityscapes", gt_ids="class").update(gt, gt)
     with pytest.raises(UsageError, match="per_image=False"):
         compare_states(runs["baseline"], flat)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from segiou._batch import same_counting
 from segiou._typing import FloatArray, IntArray
 from segiou.confusion import ConfusionMatrix
 from segiou.conventions import Convention, get_convention
@@ -156,11 +157,13 @@ class PairedComparison:
 
 
 def _check_pair(base: ConfusionMatrix, cand: ConfusionMatrix) -> None:
-    if base.spec != cand.spec:
+    # ignore values act as a set: specs that differ only in their order count alike
+    if same_counting(base.spec.to_dict()) != same_counting(cand.spec.to_dict()):
         a, b = base.spec, cand.spec
         diffs = [f"{f}: {getattr(a, f)!r:.80} vs {getattr(b, f)!r:.80}"
                  for f in ("name", "classes", "ignore", "categories", "raw")
-                 if getattr(a, f) != getattr(b, f)]  # fmt: skip
+                 if (getattr(a, f) != getattr(b, f) if f != "ignore"
+                     else set(a.ignore) != set(b.ignore))]  # fmt: skip
         msg = (
             f"cannot compare runs with different label specs ({a.num_classes} classes "
             f"{a.name!r} vs {b.num_classes} classes {b.name!r}); differences: "
