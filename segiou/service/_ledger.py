@@ -36,6 +36,7 @@ from segiou.errors import (
     ConflictError,
     CountOverflowError,
     NotFoundError,
+    PayloadError,
     SegiouError,
     ServiceStorageError,
     UsageError,
@@ -161,6 +162,18 @@ def _numbered(keys: list[str], sep: str) -> dict[str, int]:
         if found and head and tail.isascii() and tail.isdigit() and len(tail) <= 18:
             out[head] = max(out.get(head, -1), int(tail))
     return out
+
+
+def _legacy_digest(cm: ConfusionMatrix) -> str:
+    """Digest of ``cm`` in the form an older server stored (rows and ignore values unsorted).
+
+    Taken only when a key was counted before under another digest: a batch stored before the
+    canonical form sorted them, sent again, is a duplicate, not a conflict.
+    """
+    try:
+        return state_digest(canonical_state(cm, legacy=True))
+    except PayloadError:
+        return ""
 
 
 def _spec(labels: object) -> LabelSpec:
@@ -516,7 +529,7 @@ class Ledger:
         prev = run.batches.get(prep.key) or new.get(prep.key)
         answer = {"run": run.name, "key": prep.key, "pixels": prep.pixels, "images": prep.images}
         if prev is not None:
-            if prev[0] == prep.digest:
+            if prev[0] == prep.digest or prev[0] == _legacy_digest(prep.cm):
                 batches = (st["record"] if st else run.record).batches
                 return answer | {"outcome": "duplicate", "batches": batches}, None
             msg = (

@@ -200,13 +200,16 @@ def check_key(key: object) -> str:
 
 
 # -- states -------------------------------------------------------------------------------------
-def canonical_state(cm: ConfusionMatrix) -> bytes:
+def canonical_state(cm: ConfusionMatrix, *, legacy: bool = False) -> bytes:
     r"""Return the canonical form of a state: what the batch digest is taken of.
 
     Parameters
     ----------
     cm : ConfusionMatrix
         The batch's state.
+    legacy : bool, default False
+        The form segiou 0.2 took digests of (rows and ignore values in the order held): a
+        batch a server of that version stored is recognised when sent again.
 
     Returns
     -------
@@ -225,9 +228,10 @@ def canonical_state(cm: ConfusionMatrix) -> bytes:
     """
     d = cm.to_dict()
     d.pop("writer", None)
-    if isinstance(d.get("image_rows"), dict):
+    if isinstance(d.get("image_rows"), dict) and not legacy:
         d["image_rows"] = _rows_in_order(d["image_rows"])
-    d["labels"] = same_counting(d["labels"])  # ignore values in any order count alike
+    if not legacy:
+        d["labels"] = same_counting(d["labels"])  # ignore values in any order count alike
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False)  # fmt: skip
     try:

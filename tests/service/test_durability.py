@@ -16,7 +16,7 @@ import pytest
 
 from segiou import ConfusionMatrix
 from segiou.client import Client
-from segiou.errors import ServiceUnavailableError
+from segiou.errors import RefusedError, ServiceUnavailableError
 from segiou.service._ledger import FAULT_ENV
 from segiou.testing.service import ServerProcess
 from segiou.testing.synthetic import cityscapes_like
@@ -201,3 +201,34 @@ def test_a_second_server_on_one_data_folder_is_refused(tmp_path: Path) -> None:
         assert c.run_info(RUN)["batches"] == 2
     with ServerProcess(data) as srv, Client(srv.url, retries=0) as c:  # released when it stopped
         assert c.run_info(RUN)["batches"] == 2
+
+
+def test_a_batch_stored_by_an_older_server_is_a_duplicate_when_sent_again(tmp_path: Path) -> None:
+    """segiou 0.2 took batch digests of rows and ignore values in the order held; this version
+    sorts them. Sent again after an upgrade (a lost reply, a restarted streaming evaluator), a
+    batch the older server stored was refused with 409 "other content"."""
+    import sqlite3
+
+    from segiou.service.wire import canonical_state, state_digest
+
+    data = tmp_path / "data"
+    g, p = batch(3)
+    part = ConfusionMatrix(K, ignore_index=[255, 254], per_image=True, on_unexpected="count")
+    part.update(g[1:], p[1:], key="b", names=["zeta"])
+    part.update(g[:1], p[:1], key="a", names=["alpha"])  # rows not in name order
+    old = state_digest(canonical_state(part, legacy=True))
+    assert old != state_digest(canonical_state(part))
+    with ServerProcess(data) as srv, Client(srv.url, retries=0) as c:
+        c.create_run(RUN, K, ignore_index=[255, 254], per_image=True, on_unexpected="count")
+        c.put_counts(part, "p.000001")
+    db = sqlite3.connect(data / "segiou.db")  # as the older server wrote it
+    with db:
+        db.execute("UPDATE batches SET digest = ? WHERE key = ?", (old, "p.000001"))
+    db.close()
+    with ServerProcess(data) as srv, Client(srv.url, run=RUN, retries=0) as c:
+        assert c.put_counts(part, "p.000001")["outcome"] == "duplicate"
+        assert c.run_info(RUN)["batches"] == 1
+        other = ConfusionMatrix(K, ignore_index=[255, 254], per_image=True, on_unexpected="count")
+        other.update(g, g, key="c", names=["x", "y"])
+        with pytest.raises(RefusedError, match="other content"):  # still a conflict
+            c.put_counts(other, "p.000001")
