@@ -119,6 +119,13 @@ class StreamingEvaluator:
             for f in sorted(self._spool.glob("*.json")):
                 self._outbox.append((f.stem, ConfusionMatrix.load(f)))
             self._seq = max(self._seq, _last_seq(self._spool, self.prefix))
+            # the leftovers' own batch keys are not on the server yet: number after them too
+            for _, left in self._outbox:
+                self._seen.update(left.keys)
+                for k in left.keys:
+                    head, _, tail = k.rpartition("/")
+                    if head == self.prefix and tail.isascii() and tail.isdigit():
+                        self._auto = max(self._auto, int(tail) + 1)
             _warn_stray(self._spool.parent.parent)
         self._thread = threading.Thread(target=self._send_loop, name="segiou-stream", daemon=True)
         self._thread.start()

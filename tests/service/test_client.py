@@ -280,6 +280,29 @@ def _down(key: str) -> None:
     raise ServiceUnavailableError(msg)
 
 
+def test_a_restart_on_a_spool_numbers_after_the_leftovers_batch_keys(tmp_path: Path) -> None:
+    """A partial sealed while the server was down holds the batch key rank0/0; the evaluator
+    restarted on the spool numbered its own batches from rank0/0 again, so the server refused
+    its next partial (409) and the batch was lost."""
+    down = _FakeServer(_down)
+    first = StreamingEvaluator(down, every=100, prefix="rank0", spool=tmp_path)  # type: ignore[arg-type]
+    g, p = batch(1)
+    first.update(g, p)
+    with pytest.raises(ServiceUnavailableError):
+        first.flush(timeout=0.05)  # sealed and spooled as rank0.000001; then the process dies
+    still_down = StreamingEvaluator(_FakeServer(_down), every=100, prefix="rank0",
+                                    spool=tmp_path)  # type: ignore[arg-type]  # fmt: skip
+    with pytest.raises(DuplicateBatchError):  # a key a leftover holds is refused at once
+        still_down.update(g, p, key="rank0/0")
+    up = _FakeServer(lambda key: None)
+    second = StreamingEvaluator(up, every=100, prefix="rank0", spool=tmp_path)  # type: ignore[arg-type]
+    second.update(g, p)
+    second.close(timeout=10)
+    assert sorted(up.got) == ["rank0.000001", "rank0.000002"]
+    assert up.got["rank0.000001"].keys == {"rank0/0"}
+    assert up.got["rank0.000002"].keys == {"rank0/1"}
+
+
 def test_an_unexpected_error_in_the_sender_keeps_the_partial_and_the_thread(tmp_path: Path) -> None:
     """The background thread survives any error: the partial goes to .failed (and stays in
     the spool as .refused), flush() says so, and later partials are still sent."""
