@@ -25,7 +25,7 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -121,6 +121,11 @@ class Run:
     total_seq: int = 0
     pending: list[tuple[int, ConfusionMatrix]] = field(default_factory=list)
     folding: bool = False
+    #: per prefix, the highest n of the keys <prefix>.<n> and inner keys <prefix>/<n> (kept as
+    #: batches are committed: a read of the run info never walks every key)
+    numbered: dict[str, dict[str, int]] = field(
+        default_factory=lambda: {"batches": {}, "inner": {}}
+    )
 
     @property
     def name(self) -> str:
@@ -131,6 +136,7 @@ class Run:
         """Return settings, status and totals, as ``GET /v1/runs/{name}`` does."""
         with self.lock:
             r = self.record
+            numbered = {k: dict(v) for k, v in self.numbered.items()}
         t = self.template
         return {
             "name": r.name,
@@ -143,25 +149,25 @@ class Run:
             "settings": json.loads(r.settings),
             "labels": {"name": t.spec.name, "num_classes": t.num_classes},
             "template": json.loads(r.template),
-            "numbered": {
-                "batches": _numbered(list(self.batches), "."),
-                "inner": _numbered(list(self.keys), "/"),
-            },
+            "numbered": numbered,
         }
 
+    def number(self, batches: Iterable[str], inner: Iterable[str]) -> None:
+        """Take batch keys and inner batch keys into :attr:`numbered` (the caller holds the lock)."""
+        _number_into(self.numbered["batches"], batches, ".")
+        _number_into(self.numbered["inner"], inner, "/")
 
-def _numbered(keys: list[str], sep: str) -> dict[str, int]:
+
+def _number_into(out: dict[str, int], keys: Iterable[str], sep: str) -> None:
     """Per prefix, the highest ``n`` of the keys ``<prefix><sep><n>`` (``n`` decimal digits).
 
     What a restarted :class:`~segiou.client.StreamingEvaluator` numbers its partial states
     (``<prefix>.000001``) and its own batch keys (``<prefix>/0``) after: a key is never reused.
     """
-    out: dict[str, int] = {}
     for k in keys:
         head, found, tail = k.rpartition(sep)
         if found and head and tail.isascii() and tail.isdigit() and len(tail) <= 18:
             out[head] = max(out.get(head, -1), int(tail))
-    return out
 
 
 def _legacy_digest(cm: ConfusionMatrix) -> str:
@@ -325,6 +331,7 @@ class Ledger:
         run.batches = {key: (digest, seq) for key, digest, seq in ix.batches}
         run.keys = dict(ix.keys)
         run.images = dict(ix.images)
+        run.number(run.batches, run.keys)
         return run
 
     # -- reads ---------------------------------------------------------------------------------
@@ -497,6 +504,7 @@ class Ledger:
                 run.record = st["record"]
                 run.batches.update(st["batches"])
                 run.keys.update(st["keys"])
+                run.number(st["batches"], st["keys"])
                 run.images.update(st["images"])
                 if run.total is not None:
                     run.pending.extend(st["states"])

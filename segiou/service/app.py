@@ -384,7 +384,8 @@ def create_app(
     async def list_runs() -> dict[str, Any]:
         """List every run: settings, status, batch, image and pixel counts."""
         runs = [r.summary() for r in list(ledger.runs.values())]
-        return {"runs": [{k: v for k, v in r.items() if k != "template"} for r in runs]}
+        return {"runs": [{k: v for k, v in r.items() if k not in ("template", "numbered")}
+                         for r in runs]}  # fmt: skip
 
     @app.get("/v1/runs/{name}", tags=["runs"])
     async def get_run(name: str) -> dict[str, Any]:

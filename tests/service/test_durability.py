@@ -228,6 +228,9 @@ def test_a_batch_stored_by_an_older_server_is_a_duplicate_when_sent_again(tmp_pa
     with ServerProcess(data) as srv, Client(srv.url, run=RUN, retries=0) as c:
         assert c.put_counts(part, "p.000001")["outcome"] == "duplicate"
         assert c.run_info(RUN)["batches"] == 1
+        # the numbering a restarted evaluator reads, rebuilt from the database at start
+        assert c.run_info(RUN)["numbered"] == {"batches": {"p": 1}, "inner": {}}
+        assert "numbered" not in c.runs()[0]  # the listing stays small
         other = ConfusionMatrix(K, ignore_index=[255, 254], per_image=True, on_unexpected="count")
         other.update(g, g, key="c", names=["x", "y"])
         with pytest.raises(RefusedError, match="other content"):  # still a conflict
