@@ -157,6 +157,25 @@ def check_outputs(
     return resolved
 
 
+def _utf8(text: str) -> bytes:
+    """Encode text as UTF-8, keeping names made from non-UTF-8 file names (lone surrogates)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # rare: character by character
+        out = bytearray()
+        for ch in text:
+            try:
+                out += ch.encode("utf-8")
+            except UnicodeEncodeError:
+                o = ord(ch)  # os.fsdecode's surrogates are the original bytes; others escaped
+                out += (
+                    bytes([o - 0xDC00])
+                    if 0xDC80 <= o <= 0xDCFF
+                    else ch.encode("ascii", "backslashreplace")
+                )
+        return bytes(out)
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, what: str = "output") -> Path:
     """Write ``data`` to ``path`` atomically: a temporary file beside it, then ``os.replace``.
 
@@ -166,7 +185,9 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, what: str =
         The file to write. A symlink is written through (its target is replaced, the link
         stays); anything that is not a regular file is refused (see :func:`check_output`).
     data : str or bytes
-        The content; text is written as UTF-8.
+        The content; text is written as UTF-8 (a name decoded from a file name that is not
+        UTF-8, ``os.fsdecode``, is written back as its bytes; another lone surrogate as the
+        backslash escape).
     what : str, default "output"
         How to name the file in messages.
 
@@ -184,7 +205,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, what: str =
         file and the cause; the temporary file is removed and the old file is left as it was.
     """
     target = check_output(path, what=what)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    payload = _utf8(data) if isinstance(data, str) else data
     # not mkstemp, whose files are private (0600): a new file gets the mode the umask gives, a
     # replaced one keeps its own (a private state file stays private)
     tmp = target.parent / f".{target.name}.{secrets.token_hex(8)}.tmp"

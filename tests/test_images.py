@@ -294,3 +294,12 @@ def test_a_name_that_is_no_unicode_text_is_counted_and_saved(tmp_path) -> None:
     assert list(cm.images.names) == ["a", "img\ud800"]
     cm.save(tmp_path / "s.json")
     assert type(cm).load(tmp_path / "s.json") == cm
+    # the per-image CSV (and any text output) keeps it: a file name's own bytes (os.fsdecode's
+    # surrogates), another lone surrogate as its escape; writing it raised UnicodeEncodeError
+    from segiou.report import write_per_image_csv
+
+    cm.update(g, g, key="k2", names=["caf\udce9", "b"])  # os.fsdecode(b"caf\xe9")
+    write_per_image_csv(cm, tmp_path / "rows.csv")
+    body = (tmp_path / "rows.csv").read_bytes()
+    assert b"\ncaf\xe9," in body
+    assert b"\nimg\\ud800," in body
