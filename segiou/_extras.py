@@ -338,7 +338,7 @@ class Extras:
         return out
 
     def _check_shared(self, other: Extras, names: set[str]) -> None:
-        """Refuse images counted on both sides whose Boundary IoU counts or instances differ.
+        """Refuse images on both sides whose Boundary IoU counts, instances or absent chunks differ.
 
         Raises
         ------
@@ -369,15 +369,16 @@ class Extras:
                 ("instance records", mine.get(n, []), theirs.get(n, [])),
                 ("category false positives", rows(self.category_fp_images, n),
                  rows(other.category_fp_images, n)),
+                ("absent chunks", self.absent_named.get(n, 0), other.absent_named.get(n, 0)),
             ) if a != b]  # fmt: skip
             if what:
                 differ.append(f"{n!r} ({', '.join(what)})")
         if differ:
             msg = (
                 f"cannot merge: image(s) {', '.join(differ[:3])} are counted on both sides with "
-                "the same confusion counts but different Boundary IoU counts or instances; an "
-                "image is counted once, and which side's to keep cannot be told. Check the image "
-                "names and instance ids, or merge states of disjoint images"
+                "the same confusion counts but different Boundary IoU counts, instances or absent "
+                "chunks; an image is counted once, and which side's to keep cannot be told. Check "
+                "the image names and instance ids, or merge states of disjoint images"
             )
             raise DuplicateImageError(msg)
 

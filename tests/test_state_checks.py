@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from segiou import ConfusionMatrix
-from segiou.errors import CheckpointError
+from segiou.errors import CheckpointError, DuplicateImageError
 
 
 def _three_images() -> dict:
@@ -197,6 +197,15 @@ def test_a_label_that_is_another_images_name_keeps_its_absent_chunks():
         assert "absent_chunks_labels" in state.to_dict()
         assert (back + d).extras.absent == {"000000": 4}
         assert (d + back).extras.absent == {"000000": 4}
+
+
+def test_an_image_on_both_sides_with_other_absent_chunks_is_refused_whatever_the_order():
+    x = _absent("img", True, 2, "X", 1)  # the same image (equal counts), 2 chunks absent...
+    y = _absent("img", True, 0, "Y", 1)  # ... and none: which is right cannot be told
+    for a, b in ((x, y), (y, x)):
+        with pytest.raises(DuplicateImageError, match=r"'img' \(absent chunks"):
+            a + b
+    assert (x + _absent("img", True, 2, "Z", 1)).extras.absent == {"img": 2}  # equal: once
 
 
 def test_absent_chunks_of_states_written_before_load_as_they_did():
