@@ -9,6 +9,7 @@ sets, ground truth or a report without per-image counts are refused (exit 2).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -359,3 +360,16 @@ def test_text_and_markdown_mark_a_failing_miou(runs) -> None:
     assert not doc["miou"]["fails"]
     assert "FAILS" not in render_comparison_text(doc)
     assert "(fails)" not in render_comparison_markdown(doc)
+
+
+def test_markdown_shows_user_given_names_as_text(runs) -> None:
+    from segiou.report.gate import render_comparison_markdown
+
+    doc = compare_states(runs["baseline"], runs["regressed"], max_miou_drop=0.0).to_dict()
+    evil = "<img src=x onerror=alert(1)>|x $a$ *b*\nrow"
+    doc["classes"][0]["name"] = evil
+    doc["reasons"] = [evil]
+    md = render_comparison_markdown(doc, baseline=evil)
+    for bad in ("<img", "$a$", "*b*", "\nrow"):  # markup, GitHub's math, a new row
+        assert bad not in md
+    assert not re.search(r"(?<!\\)\|x", md)  # an unescaped pipe: a new cell

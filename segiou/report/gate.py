@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from segiou.report.markdown import md_escape as _md
+
 __all__ = ["render_comparison_markdown", "render_comparison_text"]
 
 
@@ -23,14 +25,6 @@ def _ci(iv: list[float] | None) -> str:
 
 def _p(p: float | None) -> str:
     return "-" if p is None else f"{p:.3g}"
-
-
-def _md(text: object) -> str:
-    """User-given text (class names, paths) as Markdown table text: no markup, no breaks."""
-    s = "".join(c if c.isprintable() else " " for c in str(text))
-    for ch in "\\`*_[]<>|#":
-        s = s.replace(ch, "\\" + ch)
-    return s
 
 
 def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) -> list[str]:
