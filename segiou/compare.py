@@ -164,6 +164,18 @@ def compare_reports(
                     f"but {base_cnt.get(key)!r} in the baseline; count both runs the same way"
                 )
                 raise CheckpointError(msg)
+        if (
+            "raw_ids" in cur_cnt
+            and "raw_ids" in base_cnt
+            and (  # (older reports lack them)
+                cur_cnt["raw_ids"] != base_cnt["raw_ids"]
+            )
+        ):
+            msg = (
+                "reports are not comparable: the raw ids map to other classes now than in the "
+                "baseline (counting raw_ids); count both runs with the same label spec"
+            )
+            raise CheckpointError(msg)
     cur_cls = [(c.get("id"), c.get("name")) for c in current["classes"]]
     base_cls_ids = [(c.get("id"), c.get("name")) for c in baseline["classes"]]
     if cur_cls != base_cls_ids:

@@ -63,8 +63,9 @@ class Result:
     pixels : dict
         ``total``, ``counted``, ``ignored``, ``void``, ``unexpected_gt``, ``unexpected_pred``.
     counting : dict
-        The counting rules: id spaces, ignore values, unexpected-value policy (empty for a
-        bare count matrix).
+        The counting rules: id spaces, ignore values, unexpected-value policy, and
+        ``raw_ids`` (the class index of each raw id) when masks held raw ids (empty for a bare
+        count matrix).
     images : int
         Images counted (0 for a bare count matrix).
     batches : int
@@ -325,6 +326,17 @@ def _ignore_rule(spec: LabelSpec, gt_ids: str) -> str:
     return f"ground-truth pixels with {' or '.join(what)} are not counted, whatever was predicted"
 
 
+def _raw_ids(spec: LabelSpec, gt_ids: str, pred_ids: str) -> dict[str, Any]:
+    """``{"raw_ids": {raw id: class index or None}}`` when masks held raw ids, else ``{}``.
+
+    The mapping the pixels went through, so that a result says it (a spec file edited under its
+    name maps otherwise); ``None``: a raw id the spec evaluates as no class.
+    """
+    if not spec.raw or "raw" not in (gt_ids, pred_ids):
+        return {}
+    return {"raw_ids": {str(r.id): r.cls for r in sorted(spec.raw, key=lambda r: r.id)}}
+
+
 def _fill(scores: FloatArray, scored: np.ndarray, conv: Convention) -> FloatArray:
     out = scores.copy()
     if conv.mean_over == "all":
@@ -424,7 +436,8 @@ def evaluate(
                 "void_rule": "a prediction that maps to no class at a valid ground-truth pixel "
                 "is a false negative of the true class, never a false positive",
                 "ignore_rule": _ignore_rule(source.spec, source.gt_ids),
-            },
+            }
+            | _raw_ids(source.spec, source.gt_ids, source.pred_ids),
             "images": source.n_images,
             "batches": len(source.keys),
         }

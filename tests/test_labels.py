@@ -481,6 +481,38 @@ def test_ignore_index_applies_to_raw_ids():
     assert "[254]" in rc.counting["ignore_rule"]
 
 
+def test_results_of_raw_ids_say_the_mapping_they_went_through():
+    from segiou.compare import compare_reports
+    from segiou.errors import CheckpointError
+    from segiou.report import Report, render_markdown
+
+    def result(spec: LabelSpec, gt: list[int] = [7, 8, 0], **kw: str) -> dict:  # noqa: B006
+        cm = ConfusionMatrix(spec, **kw).update(np.array(gt), np.array([7, 8, 8]))
+        return evaluate(cm).to_dict()
+
+    spec = LabelSpec("roads", ["road", "walk"], ignore=[255],
+                     raw=(RawLabel(7, "r", 0), RawLabel(8, "w", 1), RawLabel(0, "u", None)))  # fmt: skip
+    d = result(spec, gt_ids="raw")
+    assert d["counting"]["raw_ids"] == {"0": None, "7": 0, "8": 1}
+    assert (
+        result(spec, [0, 1, 1], gt_ids="class", pred_ids="raw")["counting"]["raw_ids"]
+        == (d["counting"]["raw_ids"])
+    )
+    assert "raw_ids" not in evaluate(ConfusionMatrix(spec)).to_dict()["counting"]
+    md = render_markdown(Report.from_result(d))
+    assert "the class index of each raw id: 7 is 0, 8 is 1; no class: 0" in md
+    # the same spec name mapping otherwise (a spec file edited under its name): not comparable
+    swapped = LabelSpec("roads", ["road", "walk"], ignore=[255],
+                        raw=(RawLabel(7, "r", 1), RawLabel(8, "w", 0), RawLabel(0, "u", None)))  # fmt: skip
+    other = result(swapped, gt_ids="raw")
+    other["classes"] = d["classes"]  # (only the mapping differs)
+    other["summary"] = d["summary"]
+    with pytest.raises(CheckpointError, match="raw ids map to other classes"):
+        compare_reports(other, d)
+    del other["counting"]["raw_ids"]  # a report written before: compared as before
+    compare_reports(other, d)
+
+
 def test_builtin_ignore_255_applies_to_raw_ids():
     # ade20k raw masks: 0 "other" and 255 are ignored, as by mmsegmentation's reduce_zero_label
     cm = ConfusionMatrix("ade20k", gt_ids="raw").update(

@@ -618,6 +618,11 @@ class ResultDoc:
                           ("on_unexpected", "unexpected values")):  # fmt: skip
             if c.get(key) is not None:
                 rules.append((name, str(c[key])))
+        if isinstance(raw := c.get("raw_ids"), Mapping) and raw:
+            mapped = [f"{r} is {k}" for r, k in raw.items() if k is not None]
+            none = [str(r) for r, k in raw.items() if k is None]
+            text = f"the class index of each raw id: {', '.join(mapped) or 'none'}"
+            rules.append(("raw ids", text + (f"; no class: {', '.join(none)}" if none else "")))
         return rules
 
 
