@@ -87,11 +87,12 @@ def _confusion(report: Report) -> Figure | None:
     cmap = _cmap("Blues").with_extremes(bad="#dddddd")  # grey: no ground-truth pixel
     im = ax.imshow(shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
     names = state.class_names
-    size = _tick_size(k)
-    ax.set_xticks(range(k + 1), [*names, void_label(names)], rotation=90, fontsize=size)
-    ax.set_yticks(range(k), names, fontsize=size)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("ground truth")
+    at, shown_names, note = _class_ticks(names)
+    size = _tick_size(len(at))
+    ax.set_xticks([*at, k], [*shown_names, void_label(names)], rotation=90, fontsize=size)
+    ax.set_yticks(at, shown_names, fontsize=size)
+    ax.set_xlabel(f"predicted{note}")
+    ax.set_ylabel(f"ground truth{note}")
     ax.set_title(PLOTS["confusion"])
     if k <= 25:  # a share in each cell that is worth reading
         for g in range(k):
@@ -102,6 +103,20 @@ def _confusion(report: Report) -> Figure | None:
                             color="white" if v > 0.6 else "black")  # fmt: skip
     fig.colorbar(im, ax=ax, shrink=0.6, label="share of the class's ground-truth pixels")
     return fig
+
+
+#: Most class names along an axis: beyond, every n-th class is named (a thousand names
+#: overlapped unreadably, and laying them out took a minute of a 1000-class report's 74 s).
+MAX_NAMED_TICKS = 120
+
+
+def _class_ticks(names: list[str]) -> tuple[list[int], list[str], str]:
+    """Positions and names of the classes named along an axis, and a note when not all are."""
+    step = -(-len(names) // MAX_NAMED_TICKS)
+    if step <= 1:
+        return list(range(len(names))), list(names), ""
+    at = list(range(0, len(names), step))
+    return at, [names[i] for i in at], f" (one in {step} of {len(names):,} classes named)"
 
 
 def _tick_size(k: int) -> float:
@@ -132,7 +147,10 @@ def _class_iou(report: Report) -> Figure:
                     linewidth=1)  # fmt: skip
     for i in np.flatnonzero(np.isnan(iou)):
         ax.text(1.0, float(i), "undefined", va="center", fontsize=7, color="#777777")
-    ax.set_yticks(y, [c.name for c in doc.classes], fontsize=_tick_size(k))
+    at, shown_names, note = _class_ticks([c.name for c in doc.classes])
+    ax.set_yticks(at, shown_names, fontsize=_tick_size(len(at)))
+    if note:
+        ax.set_ylabel(f"class{note}")
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("IoU (%)")

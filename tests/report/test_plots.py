@@ -91,3 +91,31 @@ def test_reports_and_the_command_line_load_no_plotting_until_asked() -> None:
                           timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_many_classes_name_one_in_n_along_each_axis() -> None:
+    # 1000 overlapping names took a minute of layout; every n-th is named, and the axis says so
+    import numpy as np
+
+    from segiou.report.plots import MAX_NAMED_TICKS, _class_iou, _confusion
+
+    k = 300
+    g = np.arange(k * 4, dtype=np.uint16).reshape(1, 40, 30) % k
+    cm = ConfusionMatrix(k).update(g, g)
+    report = Report.from_state(cm)
+    conf, bars = _confusion(report), _class_iou(report)
+    assert conf is not None
+    ax, bx = conf.axes[0], bars.axes[0]
+    ys = [t.get_text() for t in ax.get_yticklabels()]
+    assert ys == [str(i) for i in range(0, k, 3)]  # 300 / 120 -> one in 3
+    xs = [t.get_text() for t in ax.get_xticklabels()]
+    assert xs[:-1] == ys
+    assert xs[-1] == "(void)"  # the void column is always named
+    assert [t.get_text() for t in bx.get_yticklabels()] == ys
+    assert len(ys) <= MAX_NAMED_TICKS
+    for label in (ax.get_ylabel(), ax.get_xlabel(), bx.get_ylabel()):
+        assert "one in 3 of 300 classes named" in label
+    small = Report.from_state(ConfusionMatrix(5).update(g % 5, g % 5))
+    small_ax = _confusion(small).axes[0]  # type: ignore[union-attr]
+    assert [t.get_text() for t in small_ax.get_yticklabels()] == list("01234")
+    assert small_ax.get_ylabel() == "ground truth"
