@@ -29,7 +29,8 @@ class Comparison:
     classes : dict of str to (baseline, current, delta)
         Per-class IoU of classes scored in both.
     regressions : list of str
-        One line per drop beyond its tolerance; empty when nothing regressed.
+        One line per drop beyond its tolerance, and per guarded metric or class that has a
+        score in the baseline and none now; empty when nothing regressed.
     """
 
     summary: dict[str, tuple[float, float, float]]
@@ -127,7 +128,10 @@ def compare_reports(
         Largest allowed drop of each named summary metric (absolute, e.g. ``{"miou": 0.005}``);
         default ``{"miou": 0.005}``.
     max_class_drop : float or None
-        Largest allowed drop of any class's IoU; ``None`` disables the per-class check.
+        Largest allowed drop of any class's IoU; ``None`` disables the per-class check. A
+        class scored in the baseline that has no IoU now (none of its pixels counted: its
+        predictions were unexpected values) is a regression whatever the tolerance, unless
+        the baseline counted no ground-truth pixel of it.
     same_ground_truth : bool, default True
         Refuse reports whose ground truth differs: another number of images, of pixels, of
         ignored or unexpected ground-truth pixels, or of any class's ground-truth pixels (a
@@ -253,7 +257,33 @@ def compare_reports(
             for n, (b, c, d) in classes.items()
             if d < -max_class_drop
         ]
+        regressions += _undefined_classes(current, baseline)
     return Comparison(summary, classes, regressions)
+
+
+def _undefined_classes(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
+    """Classes scored in the baseline that have no IoU now, as :func:`compare_reports` lines.
+
+    A class whose every pixel left the counts (predicted as an unexpected value under
+    ``on_unexpected="count"``) has TP + FP + FN = 0: no IoU, and the mean, which skips it,
+    rises. Like an undefined summary metric, that fails whatever the tolerance, unless the
+    baseline counted no ground-truth pixel of the class (``gt_pixels`` 0: its IoU, 0, came
+    from false positives alone, which are gone now). A class undefined in the baseline and
+    scored now is no regression.
+    """
+    out = []
+    for c, b in zip(current["classes"], baseline["classes"], strict=True):  # (the same classes)
+        had = b.get("gt_pixels")  # (None: a report without counts; taken as some)
+        if b["iou"] is None or c["iou"] is not None or had == 0:
+            continue
+        known = isinstance(had, int) and not isinstance(had, bool)
+        what = f"the {had:,} ground-truth pixels" if known else "the pixels"
+        out.append(
+            f"class {c['name']!r} IoU is undefined now (baseline {b['iou']:.4f}): none of "
+            f"{what} the baseline counted for it is counted now (a prediction with an "
+            "unexpected value is left out of every count)"
+        )
+    return out
 
 
 def _ground_truth(report: dict[str, Any]) -> list[tuple[str, object]]:

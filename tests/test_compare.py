@@ -162,3 +162,60 @@ def test_compare_refuses_reports_on_other_ground_truth() -> None:
     assert compare_reports(doc(gt, odd_pred, on_unexpected="count"), base) is not None
     with pytest.raises(CheckpointError, match="images: 2 now"):
         compare_reports(doc(gt[:2], odd_pred[:2], on_unexpected="count"), base)
+
+
+def _counted(gt: list[int], pred: list[int], **kw: object) -> dict:
+    """A report as the nightly job reads it back (3 classes, 255 ignored, unexpected counted)."""
+    import json
+
+    import numpy as np
+
+    from segiou import ConfusionMatrix, evaluate
+
+    cm = ConfusionMatrix(3, ignore_index=255, on_unexpected="count", **kw)
+    cm.update(np.array([gt], np.uint8), np.array([pred], np.uint8))
+    return json.loads(json.dumps(evaluate(cm).to_dict()))
+
+
+def test_a_class_scored_in_the_baseline_and_undefined_now_regresses() -> None:
+    """A model that predicts an unexpected value (77) on every pixel of class 2: its pixels
+    leave the counts, class 2 has no IoU, the mean skips it and mIoU "improves" (0.9167 ->
+    1.0); the class was compared only when both IoUs were defined, so nothing regressed."""
+    gt = [0, 0, 1, 1, 2, 2, 2, 2]
+    base = _counted(gt, [0, 0, 1, 1, 2, 2, 2, 255])  # class 2: TP 3, FN 1 (void): IoU 3/4
+    garbage = _counted(gt, [0, 0, 1, 1, 77, 77, 77, 77])
+    assert base["classes"][2]["iou"] == 0.75
+    assert garbage["classes"][2]["iou"] is None
+    assert garbage["summary"]["miou"] > base["summary"]["miou"]  # (1.0 vs 2.75 / 3)
+    comp = compare_reports(garbage, base)
+    assert comp.regressed
+    line = ("class '2' IoU is undefined now (baseline 0.7500): none of the 4 ground-truth "
+            "pixels the baseline counted for it is counted now")  # fmt: skip
+    assert any(r.startswith(line) for r in comp.regressions), comp.regressions
+    assert "2" not in comp.classes  # (compared classes: scored in both)
+    # a report without per-class counts (hand-made, or older): still a regression
+    for c in base["classes"]:
+        del c["gt_pixels"]
+    old = compare_reports(garbage, base).regressions
+    assert any(r.startswith("class '2' IoU is undefined now (baseline 0.7500): none of the "
+                            "pixels") for r in old)  # fmt: skip
+    # the per-class check switched off: classes never regress
+    off = compare_reports(garbage, _counted(gt, [0, 0, 1, 1, 2, 2, 2, 255]), max_class_drop=None)
+    assert not any("class" in r for r in off.regressions)
+
+
+def test_a_class_undefined_in_the_baseline_or_scored_by_false_positives_alone_does_not() -> None:
+    gt = [0, 0, 1, 1, 2, 2, 2, 2]
+    base = _counted(gt, [0, 0, 1, 1, 2, 2, 2, 255])
+    garbage = _counted(gt, [0, 0, 1, 1, 77, 77, 77, 77])
+    # undefined in the baseline and scored now: the class is back, not lost
+    back = compare_reports(base, garbage, max_drop={"miou": 1.0})
+    assert not any("'2'" in r for r in back.regressions), back.regressions
+    # no ground truth of class 2: the baseline's IoU 0 came from a false positive alone, and
+    # the candidate that stops predicting it leaves class 2 undefined (an improvement)
+    fp_base = _counted([0, 0, 1, 1], [0, 2, 1, 1])
+    assert fp_base["classes"][2]["iou"] == 0.0
+    assert fp_base["classes"][2]["gt_pixels"] == 0
+    fixed = _counted([0, 0, 1, 1], [0, 0, 1, 1])
+    assert fixed["classes"][2]["iou"] is None
+    assert not compare_reports(fixed, fp_base).regressed
