@@ -373,3 +373,75 @@ def test_markdown_shows_user_given_names_as_text(runs) -> None:
     for bad in ("<img", "$a$", "*b*", "\nrow"):  # markup, GitHub's math, a new row
         assert bad not in md
     assert not re.search(r"(?<!\\)\|x", md)  # an unescaped pipe: a new cell
+
+
+def _lost_class_runs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ground truth of 3 classes, a baseline with a few errors, and a candidate that predicts
+    the unexpected value 77 on every pixel of class 2 (and is right everywhere else)."""
+    rng = np.random.default_rng(5)
+    gt = rng.integers(0, 3, (6, 8, 8)).astype(np.uint8)
+    base = gt.copy()
+    wrong = rng.random(gt.shape) < 0.15
+    base[wrong] = (gt[wrong] + 1) % 3
+    garbage = gt.copy()
+    garbage[gt == 2] = 77
+    return gt, base, garbage
+
+
+def _counted(gt: np.ndarray, pred: np.ndarray) -> ConfusionMatrix:
+    cm = ConfusionMatrix(3, ignore_index=255, on_unexpected="count", per_image=True)
+    return cm.update(gt, pred, names=[f"im{i}" for i in range(len(gt))])
+
+
+def test_a_class_whose_pixels_all_became_unexpected_values_fails() -> None:
+    """Every pixel of class 2 predicted as 77: left out of the counts, class 2 had no IoU and
+    the gate called it "undefined", never failing, while mIoU rose."""
+    from segiou.report.gate import render_comparison_markdown, render_comparison_text
+
+    gt, base, garbage = _lost_class_runs()
+    tp = int(((gt == 2) & (base == 2)).sum())
+    fp = int(((gt != 2) & (base == 2)).sum())
+    fn = int(((gt == 2) & (base != 2)).sum())
+    doc = compare_states(_counted(gt, base), _counted(gt, garbage), resamples=200).to_dict()
+    c2 = doc["classes"][2]
+    assert c2["baseline"] == pytest.approx(tp / (tp + fp + fn))
+    assert c2["candidate"] is None
+    assert doc["miou"]["delta"] > 0  # the mean skips class 2 and "improves"
+    assert c2["fails"]
+    assert doc["failed"]
+    line = (f"class '2' IoU is undefined now (baseline {tp / (tp + fp + fn):.4f}): none of the "
+            f"{tp + fn:,} ground-truth pixels the baseline counted for it is counted now")  # fmt: skip
+    assert any(r.startswith(line) for r in doc["reasons"]), doc["reasons"]
+    row = next(r for r in render_comparison_text(doc).splitlines() if r.startswith("2 "))
+    assert row.endswith("undefined  FAILS")
+    md = render_comparison_markdown(doc)
+    assert md.count("| 2 | ") == 2  # the failing class in the top table, and in the details
+    assert "| undefined (fails) |" in md
+    # classes never fail with max_class_drop=None (still reported)
+    off = compare_states(_counted(gt, base), _counted(gt, garbage), resamples=200,
+                         max_class_drop=None).to_dict()  # fmt: skip
+    assert not off["classes"][2]["fails"]
+    # nothing counted at all now: mIoU undefined fails too
+    nothing = compare_states(_counted(gt, base), _counted(gt, np.full_like(gt, 77)),
+                             resamples=200, max_class_drop=None).to_dict()  # fmt: skip
+    assert nothing["miou"]["candidate"] is None
+    assert nothing["miou"]["fails"]
+    assert nothing["reasons"][0].startswith("mIoU is undefined now (baseline ")
+
+
+def test_a_class_undefined_in_the_baseline_or_only_falsely_predicted_does_not_fail() -> None:
+    gt, base, garbage = _lost_class_runs()
+    # undefined in the baseline, scored now: the class is back (the other classes' drops, the
+    # baseline's errors, fail by their own rule)
+    back = compare_states(_counted(gt, garbage), _counted(gt, base), resamples=200).to_dict()
+    assert back["classes"][2]["baseline"] is None
+    assert not back["classes"][2]["fails"]
+    assert not any("'2'" in r for r in back["reasons"]), back["reasons"]
+    # no ground truth of class 2: the baseline's IoU 0 came from false positives alone
+    gt01 = gt % 2
+    fp_only = gt01.copy()
+    fp_only[:, 0, 0] = 2
+    doc = compare_states(_counted(gt01, fp_only), _counted(gt01, gt01), resamples=200).to_dict()
+    assert doc["classes"][2]["baseline"] == 0.0
+    assert doc["classes"][2]["candidate"] is None
+    assert not doc["failed"], doc["reasons"]

@@ -106,8 +106,8 @@ def render_comparison_markdown(
     Returns
     -------
     str
-        A heading with the verdict, the mIoU row, the classes that changed significantly, the
-        reasons of a failure, and every class in a collapsed ``<details>`` table.
+        A heading with the verdict, the mIoU row, the classes that changed significantly or
+        fail, the reasons of a failure, and every class in a collapsed ``<details>`` table.
     """
     bs = doc["bootstrap"]
     pct = f"{100 * bs['level']:.0f}%"
@@ -120,7 +120,7 @@ def render_comparison_markdown(
     out += [head, rule, (f"| **mIoU** | {_pts(m['baseline'])} | {_pts(m['candidate'])} | "
             f"{_pts(m['delta'], True)} | {_ci(m['interval'])} | {_p(m['p_value'])} | "
             f"{m['change']}{' (fails)' if m['fails'] else ''} |")]  # fmt: skip
-    changed = [c for c in doc["classes"] if c["change"] in ("worse", "better")]
+    changed = [c for c in doc["classes"] if c["change"] in ("worse", "better") or c["fails"]]
     for c in changed:
         out.append(
             f"| {_md(c['name'])} | {_pts(c['baseline'])} | {_pts(c['candidate'])} | "
@@ -139,7 +139,7 @@ def render_comparison_markdown(
         out.append(
             f"| {_md(c['name'])} | {_pts(c['baseline'])} | {_pts(c['candidate'])} | "
             f"{_pts(c['delta'], True)} | {_ci(c['interval'])} | {_p(c['p_value'])} | "
-            f"{_p(c['p_adjusted'])} | {c['change']} |"
+            f"{_p(c['p_adjusted'])} | {c['change']}{' (fails)' if c['fails'] else ''} |"
         )
     out += ["", "</details>", ""]
     return "\n".join(out)

@@ -143,12 +143,12 @@ class PairedComparison:
 
     @property
     def failed(self) -> bool:
-        """Whether a drop was both significant and beyond its threshold (exit code 1)."""
+        """Whether the gate failed (exit code 1): see ``reasons``."""
         return bool(self.document["failed"])
 
     @property
     def reasons(self) -> list[str]:
-        """One line per failing drop."""
+        """One line per failure (a significant drop beyond its threshold, a lost score)."""
         return list(self.document["reasons"])
 
     def to_dict(self) -> dict[str, Any]:
@@ -279,7 +279,10 @@ def compare_states(
     max_miou_drop : float, default 0.005
         mIoU may drop this much (absolute) before a significant drop fails.
     max_class_drop : float or None, default 0.02
-        The same per class IoU; ``None``: classes never fail (still reported).
+        The same per class IoU; ``None``: classes never fail (still reported). A class scored
+        in the baseline that has no IoU now (none of its pixels counted: its predictions were
+        unexpected values) fails whatever the threshold, unless the baseline counted no
+        ground-truth pixel of it; so does an mIoU undefined now.
     shared_images : bool, default False
         Compare on the images both runs scored, instead of refusing different image sets.
     correction : {"holm", "none"}, default "holm"
@@ -309,7 +312,8 @@ def compare_states(
     draw; the difference ``candidate - baseline`` of mIoU and of each class IoU gets a
     percentile interval and a two-sided p-value from the replicates' standard error
     (:func:`two_sided_p`). A drop fails the gate when it is significant (p, adjusted over the
-    classes, below ``alpha``) *and* larger than its threshold.
+    classes, below ``alpha``) *and* larger than its threshold; a score that is defined in the
+    baseline and undefined now fails whatever its threshold (see ``max_class_drop``).
     """
     check_resamples(resamples, seed)
     if not 0 < alpha < 1:
@@ -364,8 +368,11 @@ def compare_states(
     ]
     held = np.logical_or.reduce([x != 0 for x in tp_fp_fn])
     units = (held.sum(axis=0), int(held.any(axis=1).sum()))
+    sums_a = va.sum(axis=0)
+    base_gt = sums_a[:k] + sums_a[2 * k : 3 * k]  # ground-truth pixels the baseline counted
     doc = _document(spec.name, conv.name, info, point_a, point_b, dm, di, level, alpha,
-                    max_miou_drop, max_class_drop, correction, spec.classes, units)  # fmt: skip
+                    max_miou_drop, max_class_drop, correction, spec.classes, units,
+                    base_gt)  # fmt: skip
     doc["bootstrap"] = {"method": "paired percentile bootstrap", "unit": unit, "units": m,
                         "resamples": resamples, "seed": int(seed), "level": level,
                         "alpha": alpha, "correction": correction}  # fmt: skip
@@ -387,6 +394,7 @@ def _document(
     correction: Correction,
     class_names: Sequence[str],
     units: tuple[IntArray, int],
+    base_gt: IntArray,
 ) -> dict[str, Any]:
     reasons: list[str] = []
     base_m, cand_m = float(pa["miou"][0]), float(pb["miou"][0])
@@ -399,6 +407,9 @@ def _document(
             f"mIoU dropped by {-delta:.4f} ({base_m:.4f} -> {cand_m:.4f}), significant "
             f"(p = {p:.4g} < {alpha}), beyond the allowed {max_miou_drop:.4f}"
         )
+    elif not math.isnan(base_m) and math.isnan(cand_m):  # no class scored now
+        fails = True
+        reasons.append(f"mIoU is undefined now (baseline {base_m:.4f}): no class is scored")
     miou = {"baseline": finite_or_none(base_m), "candidate": finite_or_none(cand_m),
             "delta": finite_or_none(delta), "interval": percentile_interval(dm, level)[0],
             "p_value": finite_or_none(p), "change": _change(sig, delta),
@@ -413,11 +424,24 @@ def _document(
         d = a - b
         sig_c = bool(adj[c] < alpha)  # nan compares False
         fails_c = max_class_drop is not None and sig_c and d < -max_class_drop
+        # scored in the baseline, no IoU now: none of its ground truth counted (predicted as
+        # unexpected values, left out of the counts: the mean skips it and rises): fails, as an
+        # undefined metric does in compare_reports; not when the baseline counted no ground
+        # truth of it (its IoU 0 came from false positives alone, gone now)
+        lost = (max_class_drop is not None and not math.isnan(b) and math.isnan(a)
+                and base_gt[c] > 0)  # fmt: skip
         if fails_c:
             reasons.append(
                 f"class {name!r} IoU dropped by {-d:.4f} ({b:.4f} -> {a:.4f}), significant "
                 f"(p = {adj[c]:.4g} < {alpha}{', Holm-adjusted' if correction == 'holm' else ''}"
                 f"), beyond the allowed {max_class_drop:.4f}"
+            )
+        elif lost:
+            fails_c = True
+            reasons.append(
+                f"class {name!r} IoU is undefined now (baseline {b:.4f}): none of the "
+                f"{int(base_gt[c]):,} ground-truth pixels the baseline counted for it is counted "
+                "now (a prediction with an unexpected value is left out of every count)"
             )
         classes.append({
             "id": c, "name": name, "baseline": finite_or_none(b), "candidate": finite_or_none(a),
