@@ -29,13 +29,18 @@ class Comparison:
     classes : dict of str to (baseline, current, delta)
         Per-class IoU of classes scored in both.
     regressions : list of str
-        One line per drop beyond its tolerance, and per guarded metric or class that has a
-        score in the baseline and none now; empty when nothing regressed.
+        One line per drop beyond its tolerance, per guarded metric or class that has a score
+        in the baseline and none now, and one when more predicted pixels have an unexpected
+        value now; empty when nothing regressed.
+    unexpected_pred : (int, int) or None
+        Predicted pixels with an unexpected value (left out of every score) in the baseline
+        and now; ``None`` when a report does not say (one written by hand).
     """
 
     summary: dict[str, tuple[float, float, float]]
     classes: dict[str, tuple[float, float, float]]
     regressions: list[str] = field(default_factory=list)
+    unexpected_pred: tuple[int, int] | None = None
 
     @property
     def regressed(self) -> bool:
@@ -55,6 +60,9 @@ class Comparison:
                 k: dict(zip(("baseline", "current", "delta"), v, strict=True))
                 for k, v in self.classes.items()
             },
+            "unexpected_pred": None
+            if self.unexpected_pred is None
+            else dict(zip(("baseline", "current"), self.unexpected_pred, strict=True)),
         }
 
 
@@ -131,7 +139,10 @@ def compare_reports(
         Largest allowed drop of any class's IoU; ``None`` disables the per-class check. A
         class scored in the baseline that has no IoU now (none of its pixels counted: its
         predictions were unexpected values) is a regression whatever the tolerance, unless
-        the baseline counted no ground-truth pixel of it.
+        the baseline counted no ground-truth pixel of it. More predicted pixels with an
+        unexpected value than in the baseline (``pixels.unexpected_pred``, counted with
+        ``on_unexpected="count"``; a larger share of the pixels, when the reports' totals
+        differ) is a regression too: such pixels are left out of every score.
     same_ground_truth : bool, default True
         Refuse reports whose ground truth differs: another number of images, of pixels, of
         ignored or unexpected ground-truth pixels, or of any class's ground-truth pixels (a
@@ -258,7 +269,62 @@ def compare_reports(
             if d < -max_class_drop
         ]
         regressions += _undefined_classes(current, baseline)
-    return Comparison(summary, classes, regressions)
+    odd, lines = _more_unexpected(current, baseline)
+    return Comparison(summary, classes, regressions + lines, odd)
+
+
+def _unexpected_pred(report: dict[str, Any], name: str) -> dict[str, int] | None:
+    """Return ``pixels.unexpected_pred`` (value -> pixels); ``None`` when the report lacks it.
+
+    Every report segiou writes has it (empty when nothing unexpected was predicted, and always
+    under ``on_unexpected="raise"``); a hand-made one may not.
+    """
+    pixels = report.get("pixels")
+    if not isinstance(pixels, dict) or "unexpected_pred" not in pixels:
+        return None
+    values = pixels["unexpected_pred"]
+    if not (isinstance(values, dict)
+            and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
+                    for c in values.values())):  # fmt: skip
+        msg = (
+            f"{name} is damaged: its pixels.unexpected_pred is {values!r:.80}, not a map of "
+            "value to pixel count"
+        )
+        raise CheckpointError(msg)
+    return values
+
+
+def _more_unexpected(
+    current: dict[str, Any], baseline: dict[str, Any]
+) -> tuple[tuple[int, int] | None, list[str]]:
+    """Return the predicted pixels with an unexpected value (baseline, now), and a regression.
+
+    The regression line is given when there are more now (a larger share of the pixels, when
+    the reports' pixel totals differ). Those pixels are left out of every score: a model that predicts garbage on some pixels
+    would otherwise score as if they did not exist. ``None`` (and no line) when a report does
+    not say.
+    """
+    now = _unexpected_pred(current, "current report")
+    was = _unexpected_pred(baseline, "baseline report")
+    if now is None or was is None:
+        return None, []
+    odd = (sum(was.values()), sum(now.values()))
+    totals = [r["pixels"].get("total") for r in (baseline, current)]
+    if all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in totals):
+        more = odd[1] * totals[0] > odd[0] * totals[1]  # the shares, exactly (no division)
+        of = "" if totals[0] == totals[1] else f" (of {totals[1]:,} and {totals[0]:,} pixels)"
+    else:
+        more, of = odd[1] > odd[0], ""
+    if not more:
+        return odd, []
+    top = sorted(now.items(), key=lambda vc: (-vc[1], vc[0]))
+    shown = ", ".join(f"{v}: {c:,}" for v, c in top[:5]) + (", ..." if len(top) > 5 else "")
+    line = (
+        f"{odd[1]:,} predicted pixels have an unexpected value now, {odd[0]:,} in the baseline"
+        f"{of} (pixels per value now: {shown}): they are left out of every score, which "
+        "cannot show what the model predicted there"
+    )
+    return odd, [line]
 
 
 def _undefined_classes(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:

@@ -219,3 +219,56 @@ def test_a_class_undefined_in_the_baseline_or_scored_by_false_positives_alone_do
     fixed = _counted([0, 0, 1, 1], [0, 0, 1, 1])
     assert fixed["classes"][2]["iou"] is None
     assert not compare_reports(fixed, fp_base).regressed
+
+
+def test_more_predicted_pixels_with_unexpected_values_regress() -> None:
+    """Wrong pixels predicted as an unexpected value leave the counts: class 2's IoU "rose"
+    from 3/4 to 1 and mIoU with it, and nothing said that a pixel had gone."""
+    import numpy as np
+
+    gt = [0, 0, 1, 1, 2, 2, 2, 2]
+    base = _counted(gt, [0, 0, 1, 1, 2, 2, 2, 255])  # class 2: TP 3, FN 1 (void)
+    hidden = [0, 0, 1, 1, 2, 2, 2, 77]  # the miss is an unexpected value now
+    now = _counted(gt, hidden)
+    assert now["classes"][2]["iou"] == 1.0  # TP 3, FN 0: the miss is gone
+    comp = compare_reports(now, base)
+    n = int((np.array(hidden) == 77).sum())
+    line = (f"{n} predicted pixels have an unexpected value now, 0 in the baseline (pixels per "
+            f"value now: 77: {n}): they are left out of every score, which cannot show what the "
+            "model predicted there")  # fmt: skip
+    assert comp.regressions == [line]
+    assert comp.unexpected_pred == (0, n)
+    assert comp.to_dict()["unexpected_pred"] == {"baseline": 0, "current": n}
+    # as many, or fewer, than the baseline: not this regression
+    assert compare_reports(now, now).regressions == []
+    assert compare_reports(base, now, max_drop={"miou": 1.0}, max_class_drop=1.0).regressions == []
+    # every value counted, the largest first (five, then "...")
+    many = _counted(gt * 2, [90, 91, 91, 92, 93, 94, 95, 95, 95, 0, 0, 1, 1, 2, 2, 2])
+    lines = compare_reports(many, _counted(gt * 2, gt * 2)).regressions
+    assert lines[-1].startswith("9 predicted pixels have an unexpected value now, 0 in the "
+                                "baseline (pixels per value now: 95: 3, 91: 2, 90: 1, 92: 1, "
+                                "93: 1, ...): ")  # fmt: skip
+
+
+def test_unexpected_predictions_of_other_test_sets_compare_as_shares() -> None:
+    half = _counted([0, 1, 2, 2], [0, 1, 2, 77])  # 1 of 4 pixels
+    quarter = _counted([0, 1, 2, 2] * 2, [0, 1, 2, 77, 0, 1, 2, 2])  # 1 of 8
+    comp = compare_reports(half, quarter, same_ground_truth=False, max_class_drop=None)
+    line = ("1 predicted pixels have an unexpected value now, 1 in the baseline (of 4 and 8 "
+            "pixels) (pixels per value now: 77: 1): they are left out of every score, which "
+            "cannot show what the model predicted there")  # fmt: skip
+    assert comp.regressions == [line]
+    assert not compare_reports(quarter, half, same_ground_truth=False).regressions
+
+
+def test_reports_that_do_not_say_their_unexpected_predictions_still_compare() -> None:
+    comp = compare_reports(_report(0.7, 0.9), _report(0.7, 0.9))  # no "pixels": hand-made
+    assert comp.unexpected_pred is None
+    assert comp.to_dict()["unexpected_pred"] is None
+    now = _counted([0, 1, 2, 2], [0, 1, 2, 77])
+    base = _counted([0, 1, 2, 2], [0, 1, 2, 2])
+    del base["pixels"]["unexpected_pred"]
+    assert compare_reports(now, base).unexpected_pred is None
+    base["pixels"]["unexpected_pred"] = {"77": "1"}
+    with pytest.raises(CheckpointError, match=r"baseline report is damaged: its pixels\."):
+        compare_reports(now, base)
