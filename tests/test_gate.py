@@ -445,3 +445,63 @@ def test_a_class_undefined_in_the_baseline_or_only_falsely_predicted_does_not_fa
     assert doc["classes"][2]["baseline"] == 0.0
     assert doc["classes"][2]["candidate"] is None
     assert not doc["failed"], doc["reasons"]
+
+
+def test_more_predicted_pixels_with_unexpected_values_fail() -> None:
+    """The baseline's wrong pixels predicted as 77 in the candidate: left out of the counts,
+    every class "improved" significantly and the gate passed."""
+    from segiou.report.gate import render_comparison_markdown, render_comparison_text
+
+    gt, base, _ = _lost_class_runs()
+    hidden = base.copy()
+    hidden[base != gt] = 77
+    hidden[0, 0, :3] = 78  # a second value
+    n77, n78 = int((hidden == 77).sum()), int((hidden == 78).sum())
+    doc = compare_states(_counted(gt, base), _counted(gt, hidden), resamples=200).to_dict()
+    assert doc["miou"]["change"] == "better"
+    assert not any(c["fails"] for c in doc["classes"])
+    assert doc["unexpected_pred"] == {"baseline": 0, "candidate": n77 + n78, "fails": True}
+    assert doc["failed"]
+    reason = (f"{n77 + n78:,} predicted pixels of the shared images have an unexpected value "
+              f"in the candidate, 0 in the baseline (pixels per value: 77: {n77:,}, 78: "
+              f"{n78:,}): they are left out of every score, which cannot show what the "
+              "candidate predicted there")  # fmt: skip
+    assert doc["reasons"] == [reason]
+    odd = ("predicted pixels with an unexpected value (left out of every score): 0 in the "
+           f"baseline, {n77 + n78:,} in the candidate")  # fmt: skip
+    assert f"\n{odd}  FAILS\n" in render_comparison_text(doc)
+    assert f"\n{odd} (fails)\n" in render_comparison_markdown(doc)
+    # fewer in the candidate: passes, and the counts are still shown
+    back = compare_states(_counted(gt, hidden), _counted(gt, hidden), resamples=200).to_dict()
+    assert back["unexpected_pred"]["fails"] is False
+    assert not back["failed"]
+    assert f"{n77 + n78:,} in the baseline, {n77 + n78:,} in the candidate\n" in (
+        render_comparison_text(back))  # fmt: skip
+    # none on either side: no line (nor in a document written before the field)
+    plain = compare_states(_counted(gt, base), _counted(gt, base), resamples=50).to_dict()
+    assert plain["unexpected_pred"] == {"baseline": 0, "candidate": 0, "fails": False}
+    del plain["unexpected_pred"]
+    assert "unexpected" not in render_comparison_text(plain) + render_comparison_markdown(plain)
+
+
+def test_unexpected_values_count_on_the_shared_images_only() -> None:
+    gt, base, _ = _lost_class_runs()
+    extra = np.concatenate([base, np.full_like(base[:1], 77)])  # an image only it has
+    cand = _counted(np.concatenate([gt, gt[:1]]), extra)
+    doc = compare_states(_counted(gt, base), cand, resamples=50, shared_images=True).to_dict()
+    assert doc["images"]["candidate_only"] == 1
+    assert doc["unexpected_pred"] == {"baseline": 0, "candidate": 0, "fails": False}
+
+
+def test_cli_fails_on_a_class_lost_to_unexpected_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gt, base, garbage = _lost_class_runs()
+    a = _counted(gt, base).save(tmp_path / "a.json")
+    b = _counted(gt, garbage).save(tmp_path / "b.json")
+    assert main(["compare", str(a), str(b), "--bootstrap", "200"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("segiou compare: FAIL")
+    assert "  - class '2' IoU is undefined now" in out
+    n = int((gt == 2).sum())
+    assert f"  - {n:,} predicted pixels of the shared images have an unexpected value" in out

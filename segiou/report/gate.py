@@ -27,6 +27,17 @@ def _p(p: float | None) -> str:
     return "-" if p is None else f"{p:.3g}"
 
 
+def _unexpected(doc: dict[str, Any]) -> str:
+    """One line on the predicted pixels with an unexpected value, when either run has some."""
+    odd = doc.get("unexpected_pred")  # (absent from documents written before it)
+    if not odd or not (odd["baseline"] or odd["candidate"]):
+        return ""
+    return (
+        f"predicted pixels with an unexpected value (left out of every score): "
+        f"{odd['baseline']:,} in the baseline, {odd['candidate']:,} in the candidate"
+    )
+
+
 def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) -> list[str]:
     """Two lines: what was compared, and how (``esc`` escapes user-given names)."""
     im, bs = doc["images"], doc["bootstrap"]
@@ -67,7 +78,8 @@ def render_comparison_text(
     Returns
     -------
     str
-        The verdict, mIoU, every class, and the reasons of a failure.
+        The verdict, mIoU, every class, the predicted pixels with an unexpected value (when
+        either run has some), and the reasons of a failure.
     """
     lines = [f"segiou compare: {'FAIL' if doc['failed'] else 'PASS'}"]
     lines += _header(doc, baseline, candidate)
@@ -86,6 +98,8 @@ def render_comparison_text(
             f"{_pts(c['delta'], True):>8s} {_ci(c['interval']):>18s} {_p(c['p_adjusted']):>8s}  "
             f"{c['change']}{'  FAILS' if c['fails'] else ''}"
         )
+    if odd := _unexpected(doc):
+        lines += ["", f"{odd}{'  FAILS' if doc['unexpected_pred']['fails'] else ''}"]
     if doc["reasons"]:
         lines += ["", "failed because:", *(f"  - {r}" for r in doc["reasons"])]
     return "\n".join(lines) + "\n"
@@ -107,7 +121,8 @@ def render_comparison_markdown(
     -------
     str
         A heading with the verdict, the mIoU row, the classes that changed significantly or
-        fail, the reasons of a failure, and every class in a collapsed ``<details>`` table.
+        fail, the predicted pixels with an unexpected value (when either run has some), the
+        reasons of a failure, and every class in a collapsed ``<details>`` table.
     """
     bs = doc["bootstrap"]
     pct = f"{100 * bs['level']:.0f}%"
@@ -127,6 +142,8 @@ def render_comparison_markdown(
             f"{_pts(c['delta'], True)} | {_ci(c['interval'])} | {_p(c['p_adjusted'])} | "
             f"{c['change']}{' (fails)' if c['fails'] else ''} |"
         )
+    if odd := _unexpected(doc):
+        out += ["", f"{odd}{' (fails)' if doc['unexpected_pred']['fails'] else ''}"]
     if doc["reasons"]:
         out += ["", "**Failed because:**", "", *(f"- {_md(r)}" for r in doc["reasons"])]
     worse = sum(c["change"] == "worse" for c in doc["classes"])

@@ -136,7 +136,9 @@ class PairedComparison:
         ``format = "segiou.comparison"``, ``version``, ``labels``, ``preset``, ``images``
         (shared count, and the images only one run has), ``bootstrap`` (method, unit,
         resamples, seed, alpha, correction), ``miou`` and ``classes`` (baseline, candidate,
-        delta, interval, p-value, change, threshold, fails), ``failed`` and ``reasons``.
+        delta, interval, p-value, change, threshold, fails), ``unexpected_pred`` (predicted
+        pixels with an unexpected value in the shared images: baseline, candidate, fails),
+        ``failed`` and ``reasons``.
     """
 
     document: dict[str, Any] = field(default_factory=dict)
@@ -282,7 +284,9 @@ def compare_states(
         The same per class IoU; ``None``: classes never fail (still reported). A class scored
         in the baseline that has no IoU now (none of its pixels counted: its predictions were
         unexpected values) fails whatever the threshold, unless the baseline counted no
-        ground-truth pixel of it; so does an mIoU undefined now.
+        ground-truth pixel of it; so does an mIoU undefined now. More predicted pixels with an
+        unexpected value in the shared images than the baseline's fails too, whatever the
+        scores (they are left out of every count).
     shared_images : bool, default False
         Compare on the images both runs scored, instead of refusing different image sets.
     correction : {"holm", "none"}, default "holm"
@@ -376,7 +380,39 @@ def compare_states(
     doc["bootstrap"] = {"method": "paired percentile bootstrap", "unit": unit, "units": m,
                         "resamples": resamples, "seed": int(seed), "level": level,
                         "alpha": alpha, "correction": correction}  # fmt: skip
+    _check_unexpected(doc, _unexpected_pred(ra, bi), _unexpected_pred(rb, ci))
     return PairedComparison(doc)
+
+
+def _unexpected_pred(rows: ImageRows, index: IntArray) -> dict[int, int]:
+    """Pixels predicted as each unexpected value in the images ``index`` (value -> pixels)."""
+    keep = set(index.tolist())
+    out: dict[int, int] = {}
+    for i, side, value, count in rows.unexpected:
+        if side == "pred" and i in keep:
+            out[value] = out.get(value, 0) + count
+    return out
+
+
+def _check_unexpected(doc: dict[str, Any], base: dict[int, int], cand: dict[int, int]) -> None:
+    """Fail the gate when the candidate predicted more unexpected values on the shared images.
+
+    Such pixels are left out of every count (``on_unexpected="count"``): no score can show
+    what the candidate predicted there (a class whose every pixel became one has no IoU, and
+    the mean that skips it rises), so more of them is a regression whatever the scores say.
+    """
+    n_base, n_cand = sum(base.values()), sum(cand.values())
+    fails = n_cand > n_base
+    doc["unexpected_pred"] = {"baseline": n_base, "candidate": n_cand, "fails": fails}
+    if fails:
+        top = sorted(cand.items(), key=lambda vc: (-vc[1], vc[0]))
+        shown = ", ".join(f"{v}: {c:,}" for v, c in top[:5]) + (", ..." if len(top) > 5 else "")
+        doc["reasons"].append(
+            f"{n_cand:,} predicted pixels of the shared images have an unexpected value in the "
+            f"candidate, {n_base:,} in the baseline (pixels per value: {shown}): they are left "
+            "out of every score, which cannot show what the candidate predicted there"
+        )
+        doc["failed"] = True
 
 
 def _document(
