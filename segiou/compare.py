@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import Any
+from typing import Any, NoReturn
 
 from segiou.errors import CheckpointError
 from segiou.results import RESULT_FORMAT, RESULT_VERSIONS
@@ -147,7 +147,9 @@ def compare_reports(
         Refuse reports whose ground truth differs: another number of images, of pixels, of
         ignored or unexpected ground-truth pixels, or of any class's ground-truth pixels (a
         run on part of the test set, or on another one, would move every score without the
-        model changing). ``False`` compares them anyway.
+        model changing; with predictions of unexpected values, left out of their class's
+        count, the class counts are refused when no one ground truth fits both reports).
+        ``False`` compares them anyway.
 
     Returns
     -------
@@ -355,23 +357,16 @@ def _undefined_classes(current: dict[str, Any], baseline: dict[str, Any]) -> lis
 def _ground_truth(report: dict[str, Any]) -> list[tuple[str, object]]:
     """Return what a report says of its ground truth alone (equal for runs on the same images).
 
-    A class's ground-truth pixels include its void predictions but not the pixels whose
-    prediction was unexpected (``on_unexpected="count"``): those are left out when the report
-    has any.
+    The classes' ground-truth pixels are checked apart (:func:`_check_class_ground_truth`).
     """
     pixels = report.get("pixels") if isinstance(report.get("pixels"), dict) else {}
     assert isinstance(pixels, dict)
-    out: list[tuple[str, object]] = [
+    return [
         ("images", report.get("images")),
         ("pixels", pixels.get("total")),
         ("ignored ground-truth pixels", pixels.get("ignored")),
         ("unexpected ground-truth values", pixels.get("unexpected_gt")),  # (value as a string)
     ]
-    unexpected_pred = pixels.get("unexpected_pred")
-    if not (isinstance(unexpected_pred, dict) and any(unexpected_pred.values())):
-        out += [(f"ground-truth pixels of class {c.get('name')!r}", c.get("gt_pixels"))
-                for c in report["classes"]]  # fmt: skip
-    return out
 
 
 def _check_same_ground_truth(current: dict[str, Any], baseline: dict[str, Any]) -> None:
@@ -380,10 +375,59 @@ def _check_same_ground_truth(current: dict[str, Any], baseline: dict[str, Any]) 
     for what, now in _ground_truth(current):
         was = base.get(what)
         if now is not None and was is not None and now != was:
-            msg = (
-                f"reports are not comparable: they were scored against different ground truth "
-                f"({what}: {now!r} now, {was!r} in the baseline); compare runs on the same test "
-                "set (after changing it, make a new baseline: remove the old one and run the "
-                "nightly job with --update-baseline), or pass same_ground_truth=False"
-            )
-            raise CheckpointError(msg)
+            _refuse_other_ground_truth(f"{what}: {now!r} now, {was!r} in the baseline")
+    _check_class_ground_truth(current, baseline)
+
+
+def _refuse_other_ground_truth(detail: str) -> NoReturn:
+    msg = (
+        f"reports are not comparable: they were scored against different ground truth "
+        f"({detail}); compare runs on the same test set (after changing it, make a new "
+        "baseline: remove the old one and run the nightly job with --update-baseline), or pass "
+        "same_ground_truth=False"
+    )
+    raise CheckpointError(msg)
+
+
+def _check_class_ground_truth(current: dict[str, Any], baseline: dict[str, Any]) -> None:
+    """Refuse reports whose classes' ground-truth pixels cannot come from one ground truth.
+
+    A class's ``gt_pixels`` (TP + FN, void predictions included) leaves out its pixels whose
+    prediction was an unexpected value (``on_unexpected="count"``). A report gives those per
+    value (``pixels.unexpected_pred``), not per class, so a class's whole ground truth
+    (counted plus left out) cannot be compared exactly once either report has any. What the
+    reports do say: a class's true pixel count is at least its ``gt_pixels`` in each, and the
+    true counts sum to the ``gt_pixels`` plus the pixels left out (the same in both). One
+    ground truth fits both reports exactly when the sums agree and ``sum over classes of
+    max(now, baseline) <= that sum``: equality of every class when neither left a pixel out
+    (a class counted with more pixels in one report than the other's left-out pixels can
+    explain is refused). A report lacking some class's count (hand-made) is compared class
+    by class, and only when neither left a pixel out.
+    """
+    now, was = ([c.get("gt_pixels") for c in r["classes"]] for r in (current, baseline))
+    left = [sum((_unexpected_pred(r, n) or {}).values())
+            for r, n in ((current, "current report"), (baseline, "baseline report"))]  # fmt: skip
+
+    def known(x: object) -> bool:
+        return isinstance(x, int | float) and not isinstance(x, bool)
+
+    differ = [c for c, (a, b) in enumerate(zip(now, was, strict=True))
+              if known(a) and known(b) and a != b]  # fmt: skip
+    if not differ:
+        return
+    names = [c.get("name") for c in current["classes"]]
+    if left == [0, 0]:
+        c = differ[0]
+        _refuse_other_ground_truth(f"ground-truth pixels of class {names[c]!r}: {now[c]!r} now, "
+                                   f"{was[c]!r} in the baseline")  # fmt: skip
+    if not all(known(a) and known(b) for a, b in zip(now, was, strict=True)):
+        return  # (some class does not say its count: no sum to bound them by)
+    total = sum(now) + left[0]
+    if total == sum(was) + left[1] and sum(map(max, now, was)) <= total:
+        return  # the left-out pixels can account for every difference
+    c = max(differ, key=lambda c: abs(now[c] - was[c]))  # (the first of the largest)
+    _refuse_other_ground_truth(
+        f"ground-truth pixels of class {names[c]!r}: {now[c]!r} now, {was[c]!r} in the "
+        f"baseline, which the pixels left out for an unexpected prediction ({left[0]:,} now, "
+        f"{left[1]:,} in the baseline) cannot account for"
+    )

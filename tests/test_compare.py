@@ -152,7 +152,8 @@ def test_compare_refuses_reports_on_other_ground_truth() -> None:
     assert set(comp.summary) >= {"miou"}
     # unexpected ground-truth values compare equal (read back from JSON too), and
     # predictions of unexpected values leave a class's ground-truth pixels out of its count:
-    # the class counts are not compared then, the totals still are
+    # the class counts are compared with the pixels left out then (test below), the totals
+    # exactly
     odd_gt = gt.copy()
     odd_gt[0, 0, 0] = 9
     base_odd = json.loads(json.dumps(doc(odd_gt, pred, on_unexpected="count")))
@@ -272,3 +273,52 @@ def test_reports_that_do_not_say_their_unexpected_predictions_still_compare() ->
     base["pixels"]["unexpected_pred"] = {"77": "1"}
     with pytest.raises(CheckpointError, match=r"baseline report is damaged: its pixels\."):
         compare_reports(now, base)
+
+
+def test_class_ground_truth_is_compared_with_the_pixels_left_out() -> None:
+    """The classes' ground-truth pixels were not compared at all once a report had unexpected
+    predictions: a relabelled test set passed as the same one. The pixels left out are known
+    per value, not per class: one ground truth must fit both reports' counts plus them."""
+    gt = [0, 0, 1, 1, 2, 2, 2, 2]
+    base = _counted(gt, gt)  # gt_pixels [2, 2, 4], nothing left out
+    relabelled = [0, 0, 0, 1, 2, 2, 2, 2]  # a pixel of class 1 is class 0 now
+    now = _counted(relabelled, [0, 0, 0, 1, 2, 2, 2, 77])  # [3, 1, 3], 1 left out (class 2's)
+    assert [c["gt_pixels"] for c in now["classes"]] == [3, 1, 3]
+    with pytest.raises(CheckpointError, match=(
+        r"different ground truth \(ground-truth pixels of class '0': 3 now, 2 in the baseline, "
+        r"which the pixels left out for an unexpected prediction \(1 now, 0 in the baseline\) "
+        r"cannot account for\)")):  # fmt: skip
+        compare_reports(now, base)
+    assert compare_reports(now, base, same_ground_truth=False) is not None
+    # the same ground truth, pixels left out of other classes in each: compared
+    a = _counted(gt, [77, 0, 1, 1, 2, 2, 2, 2])  # [1, 2, 4] + 1 (truth: [2, 2, 4])
+    b = _counted(gt, [0, 0, 1, 1, 2, 2, 2, 77])  # [2, 2, 3] + 1
+    assert not compare_reports(a, b).regressed
+    assert not compare_reports(b, a).regressed
+    # every class's difference within the pixels the other report left out, but not all of
+    # them at once: 4 classes, 15 pixels, 3 left out in each; a truth with at least
+    # max(now, baseline) = [5, 5, 3, 3] pixels of each class would need 16
+    import numpy as np
+
+    from segiou import ConfusionMatrix, evaluate
+
+    def four(g: list[int], odd: list[int]) -> dict:
+        p = np.array(g, np.uint8)
+        p[odd] = 77
+        cm = ConfusionMatrix(4, on_unexpected="count").update(np.array([g], np.uint8), p[None])
+        return evaluate(cm).to_dict()
+
+    was = four([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3], [0, 4, 8])  # [3, 3, 3, 3] + 3
+    now = four([0] * 6 + [1] * 6 + [2, 2, 3], [0, 6, 12])  # [5, 5, 1, 1] + 3
+    assert [x["gt_pixels"] for x in was["classes"]] == [3, 3, 3, 3]
+    assert [x["gt_pixels"] for x in now["classes"]] == [5, 5, 1, 1]
+    with pytest.raises(CheckpointError, match=r"class '0': 5 now, 3 in the baseline, .*\(3 now, "
+                                              r"3 in the baseline\)"):  # fmt: skip
+        compare_reports(now, was)
+    # a report that does not say one class's count: compared class by class, and only when
+    # neither left a pixel out
+    del now["classes"][3]["gt_pixels"]
+    assert compare_reports(now, was) is not None
+    del base["classes"][0]["gt_pixels"]
+    with pytest.raises(CheckpointError, match=r"class '2': 3 now, 4 in the baseline\)"):
+        compare_reports(_counted([0, 0, 0, 1, 1, 2, 2, 2], [0, 0, 0, 1, 1, 2, 2, 2]), base)
