@@ -134,3 +134,49 @@ def test_a_missing_baseline_state_is_not_made_from_a_regressed_run(store: Path, 
     assert job.main([str(cfg_path), "--date", "d3", "--quiet", "--update-baseline"]) == 0
     assert "baseline state" in capsys.readouterr().out
     assert (reports / "baseline_state.json").is_file()
+
+
+def test_a_class_lost_to_unexpected_values_exits_1(store: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """The new model predicts 77 (no id of the spec) on every car pixel and car nowhere else:
+    counted with on_unexpected = "count", those pixels left the counts, car had no IoU, mIoU
+    rose, and both the fixed tolerances and the gate passed (exit 0)."""
+    import zarr
+
+    job = _load_pipeline()
+    cfg = _config(tmp_path, store, "[gate]\nresamples = 200\n")
+    cfg.write_text(cfg.read_text().replace("[eval]\n", '[eval]\non_unexpected = "count"\n'))
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    pred = zarr.open_array(tmp_path / "data.zarr" / "pred", mode="r+")
+    gt = zarr.open_array(tmp_path / "data.zarr" / "gt")[:]
+    garbage = pred[:]
+    garbage[gt == 26] = 77  # car (labelId 26): an unexpected value
+    falsely = (garbage == 26) & (gt != 26)
+    garbage[falsely] = gt[falsely]  # and car predicted nowhere else
+    pred[:] = garbage
+    n = int((gt == 26).sum())
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 1
+    captured = capsys.readouterr()
+    reports = tmp_path / "reports"
+    base, now = (json.loads((reports / f).read_text()) for f in ("baseline.json", "d2/report.json"))
+    car = next(i for i, c in enumerate(now["classes"]) if c["name"] == "car")
+    assert base["classes"][car]["iou"] > 0
+    assert now["classes"][car]["iou"] is None
+    assert now["summary"]["miou"] > base["summary"]["miou"]  # the mean skips car: "better"
+    assert now["pixels"]["unexpected_pred"] == {"77": n}
+    assert "nightly: gate FAIL" in captured.out
+    err = captured.err
+    assert "nightly: REGRESSION" in err
+    assert (
+        f"\n  class 'car' IoU is undefined now (baseline {base['classes'][car]['iou']:.4f})" in err
+    )
+    assert f"\n  {n:,} predicted pixels have an unexpected value now, 0 in the baseline" in err
+    assert "\n  gate: class 'car' IoU is undefined now" in err
+    assert f"\n  gate: {n:,} predicted pixels of the shared images have an unexpected value" in err
+    comparison = json.loads((reports / "d2" / "comparison.json").read_text())
+    assert comparison["regressed"]
+    assert comparison["unexpected_pred"] == {"baseline": 0, "current": n}
+    gate_md = (reports / "d2" / "gate.md").read_text()
+    assert gate_md.startswith("### segiou gate: **FAIL**")
+    assert f"0 in the baseline, {n:,} in the candidate (fails)" in gate_md
