@@ -14,7 +14,10 @@ self-contained page with the tables and plots; needs ``segiou[report]``), ``repo
 (tables), ``per_image.csv``, ``state.json`` (the count state, to merge or re-score later) and,
 with a baseline, ``comparison.json`` (fixed tolerances) and, with a baseline state, ``gate.json``
 and ``gate.md`` (the paired bootstrap gate, ready for a pull request). A regression is a drop
-beyond a fixed tolerance, or a drop the gate finds both significant and beyond its threshold.
+beyond a fixed tolerance, or a drop the gate finds both significant and beyond its threshold;
+in both comparisons also a score the baseline had that is undefined now (a class whose every
+pixel was predicted as an unexpected value under ``on_unexpected = "count"``), and more
+predicted pixels with an unexpected value than the baseline (left out of every score).
 ``--update-baseline`` copies the new report (and state) over the baseline after a run without
 regression.
 """
