@@ -302,9 +302,9 @@ def _more_unexpected(
     """Return the predicted pixels with an unexpected value (baseline, now), and a regression.
 
     The regression line is given when there are more now (a larger share of the pixels, when
-    the reports' pixel totals differ). Those pixels are left out of every score: a model that predicts garbage on some pixels
-    would otherwise score as if they did not exist. ``None`` (and no line) when a report does
-    not say.
+    the reports' pixel totals differ). Those pixels are left out of every score: a model that
+    predicts garbage on some pixels would otherwise score as if they did not exist. ``None``
+    (and no line) when a report does not say.
     """
     now = _unexpected_pred(current, "current report")
     was = _unexpected_pred(baseline, "baseline report")
