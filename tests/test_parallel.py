@@ -27,6 +27,7 @@ from segiou.errors import (
     DuplicateBatchError,
     LabelRangeError,
     MaskNotFoundError,
+    MissingChunkError,
     ShapeMismatchError,
     StoreLayoutError,
     UsageError,
@@ -362,7 +363,11 @@ def chunked(tmp_path):
 
 
 def test_missing_prediction_chunk_reads_as_fill_value(chunked):
+    # a prediction store that records nothing about its chunks (written by zarr or another
+    # tool): the Zarr rule, a chunk never written holds the fill value
     root, g, p, gt, pred, names = chunked
+    zarr.open_array(p).attrs["segiou"] = {"names": names}  # no segiou.all_chunks_written
+    assert not open_masks(p).complete
     chunk = root / "val" / "pred" / "c" / "1" / "0" / "0"
     assert chunk.is_file()
     chunk.unlink()
@@ -371,6 +376,80 @@ def test_missing_prediction_chunk_reads_as_fill_value(chunked):
     filled[1, :8, :8] = 0  # the fill value of create_stack
     _assert_same(cm, _eager(gt, filled, names))
     assert cm != _eager(gt, pred, names)
+
+
+def _check_lost_prediction(info: Any, store: str, array: str, chunk: str, image: str) -> None:
+    msg = str(info.value)
+    assert store in msg
+    assert f"array {array!r}" in msg
+    assert chunk in msg
+    assert image in msg
+    assert "is missing from the prediction store" in msg
+    assert "Re-write the predictions" in msg  # what to do
+    assert "missing_gt_chunks" not in msg  # (an option about the ground truth only)
+
+
+@pytest.mark.parametrize("boundary", [None, "3px"])
+def test_missing_prediction_chunk_of_a_store_segiou_wrote_is_refused(chunked, tmp_path,
+                                                                     boundary):  # fmt: skip
+    # create_stack (and segiou ingest) record that every chunk was written, for predictions as
+    # for the ground truth: a lost prediction chunk is refused, never counted as class 0
+    # predictions (with Boundary IoU, the halo of chunk row 0 reaches it first)
+    root, g, p, gt, pred, _ = chunked
+    assert open_masks(p).complete
+    (root / "val" / "pred" / "c" / "1" / "1" / "2").unlink()
+    maps = tmp_path / "maps.zarr"
+    for scheduler in ("synchronous", "threads"):
+        for missing_gt in ("auto", "fill"):  # the ground truth's option changes nothing here
+            with pytest.raises(MissingChunkError) as info:
+                evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=scheduler,
+                              boundary=boundary, error_maps=maps,
+                              missing_gt_chunks=missing_gt)  # fmt: skip
+            _check_lost_prediction(info, str(root), "val/pred", "(1, 1, 2)", "'img_b'")
+    assert not maps.exists()  # no half-written error maps
+    # the predictions re-written: counted as an independent oracle counts them
+    zarr.open_array(p)[1] = pred[1]
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
+                       boundary=boundary)  # fmt: skip
+    counts, void, ignored = _naive(gt, pred, K)
+    assert_array_equal(cm.counts, counts)
+    assert_array_equal(cm.void, void)
+    assert cm.n_ignored == ignored
+
+
+def test_missing_prediction_chunk_of_a_group_or_read_whole_is_refused(tmp_path):
+    gt, pred = cityscapes_like(2, 10, 10, seed=1)
+    pred[:] = np.maximum(pred, 1)  # no chunk equals the fill value
+    names = ["u", "v"]
+    g = _group(tmp_path / "gt.zarr", dict(zip(names, gt, strict=True)), (5, 5))
+    p = _group(tmp_path / "pred.zarr", dict(zip(names, pred, strict=True)), (5, 5))
+    (tmp_path / "pred.zarr" / "v" / "c" / "1" / "0").unlink()
+    # written by zarr, recording nothing: the Zarr rule (the fill value, 0)
+    filled = pred.copy()
+    filled[1, 5:, :5] = 0
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous")
+    counts, void, ignored = _naive(gt, filled, K)
+    assert_array_equal(cm.counts, counts)
+    assert_array_equal(cm.void, void)
+    assert cm.n_ignored == ignored
+    # the same group recording that every chunk was written: the chunk was lost
+    zarr.open_group(p).attrs["segiou"] = {"all_chunks_written": True}
+    assert open_masks(p).complete
+    with pytest.raises(MissingChunkError) as info:
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous")
+    _check_lost_prediction(info, "pred.zarr", "v", "(1, 0)", "'v'")
+    # ground truth in image files: the prediction store is read whole per image (same rule)
+    from PIL import Image
+
+    from segiou.io.png import png_set
+
+    (tmp_path / "png").mkdir()
+    for name, img in zip(names, gt, strict=True):
+        Image.fromarray(img).save(tmp_path / "png" / f"{name}.png")
+    with pytest.raises(MissingChunkError) as info:
+        evaluate_zarr(png_set(tmp_path / "png"), p, labels=K, ignore_index=255,
+                      scheduler="synchronous", boundary="2px")  # fmt: skip
+    _check_lost_prediction(info, "pred.zarr", "v", "(1, 0)", "'v'")
 
 
 def test_missing_ground_truth_chunk_raises_or_fills(chunked):

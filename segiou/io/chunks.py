@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 
 from segiou.errors import MissingChunkError
-from segiou.io.zarr import MaskArray, MaskSet, Missing
+from segiou.io.zarr import MaskArray, MaskSet, Missing, Side
 
 __all__ = ["BufferPool", "ChunkCache", "CountedMissing", "buffers", "image_array", "read_region"]
 
@@ -66,11 +66,16 @@ buffers = BufferPool(64 << 20)
 
 
 class ChunkCache:
-    """Decoded chunks of one array, kept while a task walks one chunk row of images."""
+    """Decoded chunks of one array, kept while a task walks one chunk row of images.
 
-    def __init__(self, arr: MaskArray, missing: CountedMissing, ms: MaskSet, image: int) -> None:
+    ``side`` says whose masks the array holds: a missing chunk's error says what to do.
+    """
+
+    def __init__(self, arr: MaskArray, missing: CountedMissing, ms: MaskSet, image: int,
+                 side: Side = "gt") -> None:  # fmt: skip
         self.arr = arr
         self.missing = missing
+        self.side: Side = side
         self.cache: dict[tuple[int, ...], np.ndarray] = {}
         #: Chunks that were missing and read as the fill value (with ``missing="count"``).
         self.absent: set[tuple[int, ...]] = set()
@@ -93,7 +98,8 @@ class ChunkCache:
             buf = buffers.take(tuple(self.arr.chunks), np.dtype(self.arr.dtype))
             how: Missing = "error" if self.missing == "count" else self.missing
             try:
-                c = self.arr.read_chunk(coords, missing=how, images=self.images(coords), out=buf)
+                c = self.arr.read_chunk(coords, missing=how, images=self.images(coords), out=buf,
+                                        side=self.side)  # fmt: skip
             except MissingChunkError:
                 if self.missing != "count":
                     raise

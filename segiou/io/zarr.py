@@ -54,6 +54,8 @@ __all__ = [
 
 Layout = Literal["stack", "group"]
 Missing = Literal["fill", "error"]
+#: Whose masks an array holds (ground truth or predictions), for messages.
+Side = Literal["gt", "pred"]
 
 
 def canonical_url(url: str) -> str:
@@ -193,7 +195,16 @@ class MaskArray:
         for i in range(start // c, (stop - 1) // c + 1 if stop > start else start // c):
             yield i, max(start, i * c), min(stop, (i + 1) * c)
 
-    def _missing(self, coords: tuple[int, ...], images: str) -> MissingChunkError:
+    def _missing(self, coords: tuple[int, ...], images: str, side: Side) -> MissingChunkError:
+        if side == "pred":  # only refused in stores that record every chunk (the engine)
+            msg = (
+                f"{self.where()}: chunk {coords} (images {images}) is missing from the "
+                "prediction store. The store records that it holds every chunk (segiou ingest, "
+                "create_stack), so the chunk was lost; read as the fill value "
+                f"({self._decoder().spec.fill}) it would count as predictions of that value. "
+                "Re-write the predictions of these images (or re-ingest them)"
+            )
+            return MissingChunkError(msg)
         msg = (
             f"{self.where()}: chunk {coords} (images {images}) is missing from the "
             "store. A store written by segiou ingest or create_stack records that it holds "
@@ -211,6 +222,7 @@ class MaskArray:
         missing: Missing,
         images: str,
         out: np.ndarray | None = None,
+        side: Side = "gt",
     ) -> np.ndarray:
         """Decode one chunk (full chunk shape, edge chunks included).
 
@@ -228,6 +240,8 @@ class MaskArray:
         out : ndarray, optional
             Reusable buffer of the chunk's size and dtype; used only by the fast path, and only
             when its dtype and size match.
+        side : {"gt", "pred"}
+            Whose chunk it is: what a missing chunk's error tells the user to do.
 
         Returns
         -------
@@ -249,12 +263,12 @@ class MaskArray:
             stored = tuple(i * c // s for i, c, s in zip(coords, self.chunks, shards, strict=True))
             if missing == "error":
                 if not dec.exists(stored):
-                    raise self._missing(coords, images)
+                    raise self._missing(coords, images, side)
                 # zarr also fills a chunk missing inside a shard that exists: read the index
                 inner = tuple(i % (s // c) for i, c, s in zip(coords, self.chunks, shards,
                                                               strict=True))  # fmt: skip
                 if shards != self.chunks and dec.in_shard(stored, inner) is False:
-                    raise self._missing(coords, images)
+                    raise self._missing(coords, images, side)
             sl = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in
                        zip(coords, self.chunks, self.shape, strict=True))  # fmt: skip
             try:
@@ -278,7 +292,7 @@ class MaskArray:
             raise ChunkError(msg) from err
         if raw is None:
             if missing == "error":
-                raise self._missing(coords, images)
+                raise self._missing(coords, images, side)
             return np.full(self.chunks, dec.spec.fill, dtype=dec.dtype)
         size = int(np.prod(self.chunks))
         expected = size * dec.dtype.itemsize

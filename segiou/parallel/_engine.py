@@ -179,8 +179,9 @@ def count_stores(
         never written holds the fill value) except in stores that record that every chunk was
         written (``segiou ingest``, :func:`~segiou.io.zarr.create_stack`), where it was lost
         and is refused; ``"error"`` always refuses, ``"fill"`` always reads the fill value.
-        Chunks read as the fill value are reported per image (``cm.extras.absent``). Missing
-        prediction chunks always read as the fill value.
+        Chunks read as the fill value are reported per image (``cm.extras.absent``). A chunk
+        missing from the predictions reads as the fill value, except in a prediction store
+        that records that every chunk was written: there it was lost, and is refused.
     scheduler : str or distributed.Client, optional
         ``"threads"`` (default when no Client is active), ``"synchronous"``, ``"processes"``,
         or a ``distributed.Client``. The current default Client is used when there is one.
@@ -248,7 +249,8 @@ def count_stores(
     LabelRangeError
         Unexpected values (store, image, values, counts and first position listed).
     segiou.io.zarr.ChunkError
-        A missing ground-truth chunk or a corrupt chunk (store, array, chunk, images named).
+        A missing ground-truth chunk, a prediction chunk missing from a store that records
+        every chunk, or a corrupt chunk (store, array, chunk, images named).
     UsageError
         ``split_every`` below 2, ``pixels_per_task`` below 1, ``task_seconds`` or ``ns_per_px``
         not positive, or one path is a Zarr store and the other a folder.
@@ -322,8 +324,10 @@ def count_stores(
         )
         raise MaskNotFoundError(msg)
     job = Job(gms, pms, index, spec, out.gt_ids, out.pred_ids, on_unexpected,
-              _missing_policy(gms, missing_gt_chunks), void_value, boundary=out.boundary,
-              instances=inst)  # fmt: skip
+              _missing_policy(gms, missing_gt_chunks), void_value,
+              # "auto" on the prediction side: a store that records every chunk holds to it
+              missing_pred_chunks="error" if getattr(pms, "complete", False) else "fill",
+              boundary=out.boundary, instances=inst)  # fmt: skip
     maps = None
     if error_maps is not None:  # written by the counting tasks, as they count (segiou.io.maps)
         stores = [getattr(m, a, None) for m in (gms, pms) for a in ("url", "root")]

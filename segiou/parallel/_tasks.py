@@ -67,6 +67,9 @@ class Job:
     on_unexpected: OnUnexpected
     missing_gt_chunks: CountedMissing
     void_value: int | None
+    #: A chunk missing from the predictions: ``"error"`` in a store that records every chunk
+    #: was written (it was lost), else ``"fill"`` (the Zarr rule); see ``count_stores``.
+    missing_pred_chunks: CountedMissing = "fill"
     #: Error maps: when set, every chunk pair counted is also written there (same pass).
     maps: MapWriter | None = None
     # issue 13 (see _quality): Boundary IoU width; instance ids aligned with the ground truth
@@ -208,7 +211,8 @@ def count_group(job: Job, units: IntArray) -> Partial:
             parr, pn = image_array(job.pred, job.pred_index[i])
             pc = pcaches.get(parr.path)
             if pc is None:
-                pc = pcaches[parr.path] = ChunkCache(parr, "fill", job.pred, job.pred_index[i])
+                pc = pcaches[parr.path] = ChunkCache(parr, job.missing_pred_chunks, job.pred,
+                                                     job.pred_index[i], "pred")  # fmt: skip
             if pn is not None:
                 pc.drop(keep=pn // parr.chunks[0])
         if gn is not None:
@@ -242,8 +246,8 @@ def whole_image(job: Job, i: int) -> tuple[np.ndarray, np.ndarray]:
         # by side, not by identity: gt and pred may be the same source object
         if isinstance(src, MaskSet):
             arr, n = image_array(src, j)
-            missing: CountedMissing = job.missing_gt_chunks if side == "gt" else "fill"
-            cache = ChunkCache(arr, missing, src, j)
+            missing = job.missing_gt_chunks if side == "gt" else job.missing_pred_chunks
+            cache = ChunkCache(arr, missing, src, j, side)
             h, w = src.image_shape(j)
             return np.ascontiguousarray(read_region(cache, n, 0, h, 0, w))
         ids = job.gt_ids if side == "gt" else job.pred_ids  # colour masks decode into it
