@@ -656,6 +656,35 @@ def test_store_layout_errors(pair):
         evaluate_zarr(pair.g, pair.g, labels=300)
 
 
+def test_bool_store_holds_ids_0_and_1_only(tmp_path):
+    # a bool store can hold class ids 0 and 1, nothing else: with more classes, those could
+    # never be counted (as for an int8 store with 200 classes), on either side
+    eye = np.eye(4, dtype=bool)[None].repeat(2, axis=0)
+    stores = {}
+    for side, data in (("gt", eye), ("pred", ~eye)):
+        z = zarr.create_array(str(tmp_path / side), shape=data.shape, chunks=(1, 4, 4),
+                              dtype="bool", fill_value=False)  # fmt: skip
+        z[:] = data
+        stores[side] = str(tmp_path / side)
+    u8 = _stack(tmp_path / "u8.zarr", eye.astype(np.uint8))
+    classes = segiou.labels.builtin_spec("pascal_voc").classes
+    for g, p, side in ((stores["gt"], u8, "ground-truth"), (u8, stores["pred"], "prediction")):
+        with pytest.raises(StoreLayoutError) as info:
+            evaluate_zarr(g, p, labels="pascal_voc", scheduler="synchronous")
+        msg = str(info.value)
+        assert f"{side} dtype bool cannot hold" in msg
+        assert f"{len(classes) - 2} class(es) could never be counted" in msg
+        assert repr(classes[2]) in msg
+    with pytest.raises(StoreLayoutError, match=r"dtype bool cannot hold.*: 1 class\(es\)"):
+        evaluate_zarr(stores["gt"], stores["pred"], labels=3, scheduler="synchronous")
+    # two classes fit: counted as numpy reads bool (False 0, True 1)
+    cm = evaluate_zarr(stores["gt"], stores["pred"], labels=2, scheduler="synchronous")
+    want = np.zeros((2, 2), np.int64)
+    np.add.at(want, (eye.astype(int).ravel(), (~eye).astype(int).ravel()), 1)
+    assert_array_equal(cm.counts, want)
+    assert cm.counts.tolist() == [[0, 24], [8, 0]]
+
+
 def test_unexpected_values_raise_with_store_image_value_count_and_position(pair):
     bad = pair.pred.copy()
     bad[5, 2, 3] = bad[5, 7, 9] = 77  # a prediction value that is neither class nor void

@@ -111,13 +111,14 @@ def _pair(gt: Source, pred: Source, missing_pred: MissingPred) -> tuple[int, ...
 def _check_fits(ms: Source, spec: LabelSpec, ids: IdSpace, side: str) -> None:
     if not isinstance(ms, MaskSet):
         return  # image files: the dtype is known only once decoded
-    info = np.iinfo(ms.dtype) if ms.dtype.kind in "iu" else np.iinfo(np.uint8)
+    # the ids a dtype can hold (stores are integer or bool: a bool store holds 0 and 1 only)
+    lo, hi = (0, 1) if ms.dtype.kind == "b" else (np.iinfo(ms.dtype).min, np.iinfo(ms.dtype).max)
     needed = spec.gt_map(ids)
     classes = [r for r, c in needed.items() if c != IGNORE]
     # a store's dtype holds for every image: a class none of whose ids it can hold could never
     # be counted (a wrong spec, id space or dtype). An id the dtype cannot hold is fine when
     # its class has another id that fits (a negative raw id in a uint8 store), as in memory.
-    fits = {c for r, c in needed.items() if c != IGNORE and info.min <= r <= info.max}
+    fits = {c for r, c in needed.items() if c != IGNORE and lo <= r <= hi}
     lost = sorted({c for c in needed.values() if c != IGNORE} - fits)
     if lost:
         names = [spec.classes[c] for c in lost[:5]]
