@@ -13,7 +13,7 @@ ADE20K          ``ADEChallengeData2016/annotations/<split>/*.png``    plain     
 
 :func:`cityscapes_paths` reads ``CITYSCAPES_DATASET`` / ``CITYSCAPES_RESULTS`` as
 cityscapesScripts does; :func:`pairing_hints` says which layout options would pair two
-folders when the one in use does not.
+folders better when the one in use does not pair them.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 __all__ = ["Detected", "cityscapes_paths", "detect_dataset", "pairing_hints"]
 
@@ -117,8 +118,13 @@ def cityscapes_paths(env: Mapping[str, str] | None = None) -> tuple[str | None, 
     return gt, results
 
 
-def pairing_hints(gt: str | Path, pred: str | Path, tried: str) -> list[str]:
-    """Layout options that would pair the files of two folders (for an error message).
+def pairing_hints(gt: str | Path, pred: str | Path, tried: str, paired: int = 0) -> list[str]:
+    """Layout options that would pair the files of two folders better (for an error message).
+
+    Only options that ``segiou eval``, ``segiou push`` and
+    :func:`~segiou.parallel.count_stores` accept (the layouts), and only those that pair more ground-truth images than the layout used, or pair
+    every file on both sides (an option that pairs no more would not fix the problem, e.g. an
+    extra prediction file).
 
     Parameters
     ----------
@@ -126,6 +132,8 @@ def pairing_hints(gt: str | Path, pred: str | Path, tried: str) -> list[str]:
         The folders.
     tried : str
         The layout that was used (not suggested again).
+    paired : int, default 0
+        How many ground-truth images the layout used paired.
 
     Returns
     -------
@@ -135,23 +143,18 @@ def pairing_hints(gt: str | Path, pred: str | Path, tried: str) -> list[str]:
     from segiou.errors import SegiouError
     from segiou.io.png import png_set
 
-    options = {
-        "--layout cityscapes": {"layout": "cityscapes", "gt": _CITYSCAPES_GT, "pred": "*.png"},
-        "--layout plain": {"layout": "plain", "gt": "*.png", "pred": "*.png"},
-        r"--regex '(?P<name>[^/]+)\.png$' (file names, any folder)": {
-            "regex": r"(?P<name>[^/]+)\.png$", "gt": "*.png", "pred": "*.png"},
-    }  # fmt: skip
+    options: list[tuple[Literal["cityscapes", "plain"], str]] = [
+        ("cityscapes", _CITYSCAPES_GT), ("plain", "*.png")]  # fmt: skip
     out = []
-    for label, o in options.items():
-        if o.get("layout") == tried:
+    for layout, gt_glob in options:
+        if layout == tried:
             continue
         try:
-            kw = {"layout": o["layout"]} if "layout" in o else {"regex": o["regex"]}
-            g = png_set(gt, o["gt"], side="gt", **kw)  # type: ignore[arg-type]
-            p = png_set(pred, o["pred"], side="pred", **kw)  # type: ignore[arg-type]
+            g = png_set(gt, gt_glob, side="gt", layout=layout)
+            p = png_set(pred, "*.png", side="pred", layout=layout)
         except (SegiouError, OSError):
             continue
-        paired = len(set(g.names) & set(p.names))
-        if paired:
-            out.append(f"{label} (pairs {paired} of {len(g.names)} ground-truth images)")
+        n = len(set(g.names) & set(p.names))
+        if n > paired or (n and n == len(g.names) == len(p.names)):
+            out.append(f"--layout {layout} (pairs {n} of {len(g.names)} ground-truth images)")
     return out

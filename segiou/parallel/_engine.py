@@ -208,7 +208,7 @@ def count_stores(
         Folders of label images only: how files are named and found (see
         :func:`segiou.io.png.find_pairs`); ``layout="auto"`` (default) recognises the
         Cityscapes layout (:func:`segiou.io.datasets.detect_dataset`). When images do not pair,
-        the error names the layout options that would pair them.
+        the error names the layouts that would pair more of them (or all), if any.
     progress : bool, default False
         Show a progress bar (Dask's local diagnostics, or distributed's progress).
     error_maps : str or Path, optional
@@ -307,10 +307,11 @@ def count_stores(
             from segiou.io.datasets import detect_dataset, pairing_hints
 
             tried = detect_dataset(gt).layout if layout == "auto" else layout
-            hints = pairing_hints(roots[0], roots[1], tried)
+            paired = len(set(gms.names) & set(pms.names))  # a hint must pair more
+            hints = pairing_hints(roots[0], roots[1], tried, paired)
             if not hints:
                 raise
-            msg = f"{err}; layout options that pair these folders: " + "; ".join(hints)
+            msg = f"{err}; layout options that pair more of these images: " + "; ".join(hints)
             raise MaskNotFoundError(msg) from err
     # a missing prediction reads as a void id of no category: one of a category (Cityscapes'
     # trailer is in 'vehicle') would count as a prediction of that category in category iIoU

@@ -17,7 +17,7 @@ import reference
 from PIL import Image
 
 from segiou.cli import main
-from segiou.io.datasets import cityscapes_paths, detect_dataset
+from segiou.io.datasets import cityscapes_paths, detect_dataset, pairing_hints
 from segiou.labels import builtin_spec
 from segiou.testing.synthetic import cityscapes_like
 
@@ -123,7 +123,9 @@ def test_pairing_failure_names_the_layouts_that_work(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "--layout cityscapes (pairs 3 of 3 ground-truth images)" in err
-    # plain folders whose predictions sit in another folder structure: by file name
+    assert "--regex" not in err  # (an option of ingest, not of eval)
+    # plain folders whose predictions sit in another folder structure: no layout of eval
+    # pairs them, so no option is offered (eval has no --regex)
     gt_dir, pred_dir = tmp_path / "g", tmp_path / "p"
     for d in (gt_dir / "a", pred_dir / "z" / "y"):
         d.mkdir(parents=True)
@@ -133,8 +135,43 @@ def test_pairing_failure_names_the_layouts_that_work(
     assert main(["eval", "--gt", str(gt_dir), "--pred", str(pred_dir), "--labels", "3",
                  "--quiet", "--scheduler", "synchronous"]) == 2  # fmt: skip
     err = capsys.readouterr().err
-    assert "--regex '(?P<name>[^/]+)\\.png$'" in err
-    assert "(pairs 2 of 2 ground-truth images)" in err
+    assert "2 prediction(s)" in err
+    assert "layout options" not in err
+    assert "--regex" not in err
+
+
+def test_pairing_failure_offers_only_what_pairs_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # every image pairs, but there is an extra prediction: no layout fixes that, and none is
+    # offered (an option eval does not accept even less)
+    gt_dir, pred_dir = tmp_path / "gt", tmp_path / "pred"
+    gt_dir.mkdir()
+    pred_dir.mkdir()
+    for f in ("gt/a", "gt/b", "pred/a", "pred/b", "pred/c"):
+        Image.fromarray(np.ones((4, 4), np.uint8)).save(tmp_path / f"{f}.png")
+    argv = ["eval", "--gt", str(gt_dir), "--pred", str(pred_dir), "--labels", "pascal_voc",
+            "--quiet", "--bootstrap", "0", "--scheduler", "synchronous"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "1 prediction(s)" in err
+    assert "['c']" in err
+    assert "layout options" not in err
+    assert "--regex" not in err
+    (pred_dir / "c.png").unlink()  # the fix the error names
+    assert main(argv) == 0
+    # pairing_hints: a layout is offered only when it pairs more ground-truth images than the
+    # layout used, or every file on both sides
+    _cityscapes(tmp_path / "cs")  # 3 ground-truth images, 3 predictions
+    gt, pred = tmp_path / "cs" / "gtFine" / "val", tmp_path / "cs" / "results"
+    every = "--layout cityscapes (pairs 3 of 3 ground-truth images)"
+    assert pairing_hints(gt, pred, "plain", 0) == [every]
+    assert pairing_hints(gt, pred, "plain", 2) == [every]
+    assert pairing_hints(gt, pred, "plain", 3) == [every]  # no more, but every file
+    assert pairing_hints(gt, pred, "cityscapes", 0) == []  # (the layout used)
+    Image.fromarray(np.zeros((24, 48), np.uint8)).save(pred / "sub" / "bonn_000009_000012.png")
+    assert pairing_hints(gt, pred, "plain", 2) == [every]
+    assert pairing_hints(gt, pred, "plain", 3) == []  # 3 of 4 predictions: an extra one
 
 
 # -- Pascal VOC ---------------------------------------------------------------------------------
