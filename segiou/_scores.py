@@ -122,10 +122,18 @@ def _nchw(s: np.ndarray, axis: int, shape: tuple[int, ...], where: str) -> np.nd
     return m.reshape(math.prod(shape[:-2]), c, shape[-2], shape[-1])
 
 
-def _nan_position(s: np.ndarray, nan_bits: int) -> tuple[int, ...]:
-    """Index of the first NaN (in C order) of the user's scores ``s``."""
+def _refuse_nan(s: np.ndarray, nan_bits: int, where: str) -> None:
+    """Refuse the user's scores ``s`` when they hold a NaN, naming the first (in C order)."""
     bad = np.isnan(s) if nan_bits < 0 else (s & 0x7FFF) > nan_bits
-    return tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), s.shape))
+    if not bad.any():
+        return
+    pos = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), s.shape))
+    msg = (
+        f"{where}: the scores hold NaN, first at index {pos} of the scores (shape {s.shape}); a "
+        "NaN score has no argmax worth counting. Nothing was counted: fix the model output "
+        "(np.isnan(scores).any() finds them)"
+    )
+    raise ScoresError(msg)
 
 
 def count_scores(
@@ -202,21 +210,16 @@ def count_scores(
                       else _kernels.count_scores_half)  # fmt: skip
                 bad = int(run_parallel(hn, gi, si, nan_bits, *args))
             if bad >= 0:
-                pos = _nan_position(s, nan_bits)
-                msg = (
-                    f"{where}: the scores hold NaN, first at index {pos} of the scores (shape "
-                    f"{s.shape}); a NaN score has no argmax worth counting. Nothing was "
-                    "counted: fix the model output (np.isnan(scores).any() finds them)"
-                )
-                raise ScoresError(msg)
+                _refuse_nan(s, nan_bits, where)
             folded = tabs.reshape(workers, -1, width, width, lk.copies).sum(axis=(0, 4))
             if per_image:
                 full[i : i + group] = folded
             else:
                 full[0] += folded[0]
         odd = bool(full[:, k + 1, :].sum() or full[:, :k, k + 1].sum())
-    else:
-        odd = g.dtype == np.uint64  # kernels read int64: the label path handles 2**63 and up
+    else:  # kernels read int64: the label path handles 2**63 and up (NaN checked here)
+        odd = g.dtype == np.uint64
+        _refuse_nan(s, nan_bits, where)
     if not (odd or labels):
         return _tally(full, k, per_image), None
     am = _argmax(s, axis, nan_bits)

@@ -533,7 +533,8 @@ def test_scores_equal_argmax(dtype, shape, data, per_image, threads):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("where", [(0, 0, 0, 0), (1, 2, 3, 4), (1, 4, 5, 7)])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_scores_nan_refused_with_position(dtype, where, threads):
+@pytest.mark.parametrize("gt_dtype", ["uint8", "uint64"])  # (uint64: kernels skipped, argmax)
+def test_scores_nan_refused_with_position(dtype, where, threads, gt_dtype):
     rng = np.random.default_rng(0)
     s = rng.standard_normal((2, 5, 6, 8)).astype(np.float32)
     s[where] = np.nan
@@ -541,7 +542,7 @@ def test_scores_nan_refused_with_position(dtype, where, threads):
     scores, sd = (_bf16_bits(s), "bfloat16") if dtype == "bfloat16" else (s.astype(dtype), None)
     cm = _cm(5, threads=threads)
     with pytest.raises(ScoresError, match=rf"first at index \({', '.join(map(str, where))}\)"):
-        cm.update(np.zeros((2, 6, 8), np.uint8), scores, scores_axis=1, scores_dtype=sd)
+        cm.update(np.zeros((2, 6, 8), gt_dtype), scores, scores_axis=1, scores_dtype=sd)
     assert cm.n_pixels == 0
 
 
