@@ -66,6 +66,7 @@ class StreamingEvaluator:
         run; partials of this run left there by a process that died are put first (under their
         keys, into this run) when an evaluator of the same run on the same server starts on
         it. Its own partials are numbered after the leftovers of its prefix, never over them.
+        A partial it cannot save (a full disk) is sent all the same, with a warning.
 
     Notes
     -----
@@ -166,6 +167,13 @@ class StreamingEvaluator:
             The server refused an earlier partial state (see :attr:`failed`).
         ShapeMismatchError, LabelDtypeError, LabelRangeError
             Bad masks (nothing of the batch is counted).
+
+        Warns
+        -----
+        SegiouWarning
+            The partial this batch sealed could not be saved to the spool (a full disk): the
+            batch is counted and the partial queued and sent all the same, so this never raises
+            once the batch is counted (doing it again would count it twice).
         """
         self._raise_refusal()
         with self._cond:
@@ -180,20 +188,32 @@ class StreamingEvaluator:
             self._seen.add(k)
             self._n += 1
             if self._n >= self.every or time.monotonic() - self._since >= self.seconds:
-                self._seal()
+                self._seal(stacklevel=3)  # counted: from here on nothing raises (a retry of the
+                # batch would count it twice); a partial the spool cannot save is only warned of
 
-    def _seal(self) -> None:
+    def _seal(self, stacklevel: int = 2) -> None:
+        """Queue the current partial under its key, then save it to the spool (if any).
+
+        Never raises once the partial is queued: a failed save (a full disk) is a
+        :class:`~segiou.errors.SegiouWarning` (``stacklevel`` as ``warnings.warn``'s, from
+        here), since the partial's batches are counted and will be sent; raising would invite
+        the caller to count them again.
+        """
         if self._n == 0:
             return
         self._seq += 1
         if self._spool is not None:  # another process on this spool with this prefix
-            self._seq = max(self._seq, _last_seq(self._spool, self.prefix) + 1)
+            with contextlib.suppress(OSError):  # unreadable: the number stays as it is
+                self._seq = max(self._seq, _last_seq(self._spool, self.prefix) + 1)
         key = f"{self.prefix}.{self._seq:06d}"
         cm, self._cm, self._n, self._since = self._cm, self._empty(), 0, time.monotonic()
         self._outbox.append((key, cm))  # first: a failed save loses no batch (under the lock,
         self._cond.notify_all()  # the sender sees it once it is saved)
         if self._spool is not None:
-            cm.save(self._spool / f"{key}.json")
+            try:
+                cm.save(self._spool / f"{key}.json")
+            except Exception as err:  # noqa: BLE001 -- queued, not spooled: say so, never raise
+                _warn_unspooled(key, err, stacklevel)
 
     def _send_loop(self) -> None:
         while True:
@@ -202,10 +222,7 @@ class StreamingEvaluator:
                     if self._closing:
                         return
                     if self._n and time.monotonic() - self._since >= self.seconds:
-                        try:
-                            self._seal()
-                        except Exception as err:  # noqa: BLE001 -- queued, not spooled
-                            _warn_unspooled(err)
+                        self._seal()
                         continue
                     self._cond.wait(timeout=min(self.seconds, 0.5))
                 key, cm = self._outbox[0]
@@ -262,10 +279,15 @@ class StreamingEvaluator:
             Not all acknowledged within ``timeout`` (they stay queued; call again).
         RefusedError
             The server refused a partial state (see :attr:`failed`).
+
+        Warns
+        -----
+        SegiouWarning
+            The partial sealed now could not be saved to the spool; it is sent all the same.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            self._seal()
+            self._seal(stacklevel=3)
             while self._outbox:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -304,12 +326,13 @@ def _last_seq(spool: Path, prefix: str) -> int:
     return last
 
 
-def _warn_unspooled(err: Exception) -> None:
+def _warn_unspooled(key: str, err: Exception, stacklevel: int) -> None:
     msg = (
-        f"a partial state could not be saved to the spool ({type(err).__name__}: {err}); it is "
-        "queued and sent all the same, but would not survive the death of this process"
+        f"partial state {key!r} could not be saved to the spool ({type(err).__name__}: {err}); "
+        "its batches are counted and it is queued and sent all the same (do not count them "
+        "again), but it would not survive the death of this process"
     )
-    warnings.warn(msg, SegiouWarning, stacklevel=2)
+    warnings.warn(msg, SegiouWarning, stacklevel=stacklevel + 1)
 
 
 def _warn_stray(spool: Path) -> None:

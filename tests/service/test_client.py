@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -21,6 +22,7 @@ from segiou import ConfusionMatrix, evaluate
 from segiou.client import Client, StreamingEvaluator, result_from_dict
 from segiou.errors import (
     DuplicateBatchError,
+    OutputError,
     RefusedError,
     SegiouWarning,
     ServiceUnavailableError,
@@ -371,11 +373,46 @@ def test_a_partial_the_spool_cannot_save_is_sent_all_the_same(tmp_path: Path,
         raise OSError(msg)
 
     monkeypatch.setattr(ConfusionMatrix, "save", full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.warns(SegiouWarning, match=r"'p\.000001' could not be saved to the spool .*No "
+                      r"space left.*sent all the same \(do not count them again\)"):  # fmt: skip
         ev.update(*batch(0), key="a")  # the caller hears of it ...
     ev.close(timeout=30)
     assert list(srv.got) == ["p.000001"]  # ... and the batch is not lost
     assert srv.got["p.000001"] == ConfusionMatrix(K, **settings()).update(*batch(0), key="a")  # type: ignore[arg-type]
+
+
+def _full(self: ConfusionMatrix, path: object) -> None:
+    msg = f"cannot write {path} (No space left on device); nothing was changed there"
+    raise OutputError(msg)
+
+
+@pytest.mark.parametrize("where", ["update", "flush"])
+def test_a_spool_that_cannot_save_never_makes_a_retried_batch_count_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """update() (and flush()) raised OutputError ("nothing was changed there") when the sealed
+    partial could not be saved, although its batch was counted and queued: a loop that did the
+    batch again counted it twice. Now they warn (the batch is counted, the partial sent)."""
+    srv = _FakeServer(lambda key: None)
+    ev = StreamingEvaluator(srv, every=1 if where == "update" else 100, prefix="p",  # type: ignore[arg-type]
+                            spool=tmp_path)  # fmt: skip
+    monkeypatch.setattr(ConfusionMatrix, "save", _full)
+    g, p = batch(0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):  # a loop that does a batch again until the call returns
+            try:
+                ev.update(g, p)
+                if where == "flush":
+                    ev.flush(timeout=30)
+                break
+            except OutputError:
+                continue
+    ev.close(timeout=30)
+    assert list(srv.got) == ["p.000001"]  # one partial, holding the batch once
+    assert srv.got["p.000001"] == ConfusionMatrix(K, **settings()).update(g, p, key="p/0")  # type: ignore[arg-type]
+    assert [(w.category, w.filename) for w in caught] == [(SegiouWarning, __file__)]
+    assert "could not be saved to the spool" in str(caught[0].message)
 
 
 def test_a_spool_never_numbers_a_partial_over_a_leftover_of_its_prefix(tmp_path: Path) -> None:
