@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -238,6 +239,17 @@ class _Batches:
             _log(event="batch", run=name, key=key, outcome="refused", status=status,
                  error=type(err).__name__, ms=round((time.perf_counter() - t0) * 1e3, 2))  # fmt: skip
             return status, {"error": type(err).__name__, "message": str(err), "status": status}
+        except Exception as err:  # noqa: BLE001 - a bug or a resource failure (MemoryError):
+            self.metrics.batch("refused")  # still a 500 (retried), but counted, logged, in form
+            ms = round((time.perf_counter() - t0) * 1e3, 2)
+            _log(event="batch", run=name, key=key, outcome="refused", status=500,
+                 error=type(err).__name__, ms=ms, traceback=traceback.format_exc())  # fmt: skip
+            msg = (
+                f"batch {key!r} of run {name!r}: the server failed on it ({type(err).__name__}: "
+                f"{err}); nothing was stored. A bug in segiou or a lack of memory: see the "
+                "server's log (sending it again may work)"
+            )
+            return 500, {"error": type(err).__name__, "message": msg, "status": 500}
         _log(event="batch", run=name, key=key, outcome=answer["outcome"], pixels=answer["pixels"],
              images=answer["images"], ms=round((time.perf_counter() - t0) * 1e3, 2))  # fmt: skip
         return (201 if answer["outcome"] == "counted" else 200), answer

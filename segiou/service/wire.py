@@ -19,8 +19,9 @@ one of:
   (``gt``, ``pred``, then optionally ``names``), each starting at a multiple of 64 bytes (zero
   padding between them): no zip container, so neither side copies or checksums the masks.
 
-Nothing is ever unpickled: npz bodies are read with ``allow_pickle=False`` and ``.npy``
-records of object dtype are refused.
+Nothing is ever unpickled: npz members and ``.npy`` records of object dtype are refused (an
+npz is read member by member, each ``.npy`` header checked against what its member holds
+before anything is allocated).
 
 Two batches under one key have the *same content* when the SHA-256 of their canonical form is
 equal: the state the server counts or reads from the body, re-serialised with
@@ -37,6 +38,7 @@ import json
 import math
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -379,16 +381,88 @@ def encode_state(state: Mapping[str, Any], *, binary: bool = False) -> tuple[byt
     return buf.getvalue(), CONTENT_STATE_NPZ
 
 
-def _npz(body: bytes | bytearray | memoryview, where: str) -> dict[str, np.ndarray]:
+def _npy_header(f: Any, where: str, what: str) -> tuple[tuple[int, ...], bool, np.dtype[Any], int]:
+    """Read and check a ``.npy`` header from ``f``: shape, Fortran order, dtype, data bytes.
+
+    Refused (400): a malformed header, Python objects (never unpickled), a dtype of 0 bytes an
+    item or with a sub-array (``frombuffer`` cannot read them as declared), negative dimensions.
+    """
     try:
-        with np.load(io.BytesIO(body), allow_pickle=False) as z:
-            return {name: z[name] for name in z.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as err:
+        major, _ = np.lib.format.read_magic(f)
+        reader = {1: np.lib.format.read_array_header_1_0}.get(
+            major, np.lib.format.read_array_header_2_0
+        )
+        shape, fortran, dtype = reader(f, max_header_size=_MAX_NPY_HEADER)
+    except zipfile.BadZipFile:  # the member's checksum (read with the header): not the header
+        raise
+    except Exception as err:
+        msg = f"{where}: {what}: its .npy header is malformed ({err})"
+        raise PayloadError(msg) from err
+    if dtype.hasobject:
+        msg = f"{where}: {what} holds Python objects; never unpickled"
+        raise PayloadError(msg)
+    if dtype.itemsize == 0 or dtype.subdtype is not None:
+        msg = f"{where}: {what} has dtype {dtype.str!r}, which holds no array segiou can read"
+        raise PayloadError(msg)
+    if any(d < 0 for d in shape):
+        msg = f"{where}: {what} declares shape {shape}, with a negative dimension"
+        raise PayloadError(msg)
+    # exact: np.prod in int64 wraps (2**32 x 2**32 -> 0)
+    return shape, fortran, dtype, math.prod(shape) * dtype.itemsize
+
+
+def _npz_member(f: Any, size: int, where: str, what: str) -> np.ndarray:
+    """Read one ``.npy`` member of ``size`` bytes (the zip's word): at most what it declares."""
+    shape, fortran, dtype, nbytes = _npy_header(f, where, what)
+    if f.tell() + nbytes > size:
+        msg = (
+            f"{where}: {what} declares {nbytes:,} bytes of data, but the member holds "
+            f"{max(size - f.tell(), 0):,} after its header (truncated?)"
+        )
+        raise PayloadError(msg)
+    raw, pos = bytearray(nbytes), 0  # writable, as np.load's arrays are
+    while pos < nbytes:  # in pieces: never more than declared is inflated
+        piece = f.read(min(nbytes - pos, 1 << 20))
+        if not piece:
+            msg = f"{where}: {what} ends {nbytes - pos:,} bytes before its declared data"
+            raise PayloadError(msg)
+        raw[pos : pos + len(piece)] = piece
+        pos += len(piece)
+    a = np.frombuffer(raw, dtype=dtype, count=math.prod(shape))
+    return a.reshape(shape, order="F" if fortran else "C")
+
+
+def _npz(body: bytes | bytearray | memoryview, where: str) -> dict[str, np.ndarray]:
+    """Read an npz (``.npy`` members, stored or deflated), checking each header before its data.
+
+    A member's declared shape and dtype are checked against the member's size in the zip
+    directory before anything is allocated, and no more than that is ever read.
+    """
+    out: dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as z:
+            for info in z.infolist():
+                name, what = info.filename.removesuffix(".npy"), f"npz member {info.filename!r}"
+                if not info.filename.endswith(".npy") or name in out:
+                    msg = f"{where}: {what} is not one .npy array (np.savez writes <name>.npy)"
+                    raise PayloadError(msg)
+                if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                    msg = (
+                        f"{where}: {what} is compressed other than by deflate (np.savez_compressed)"
+                    )
+                    raise PayloadError(msg)
+                with z.open(info) as f:
+                    out[name] = _npz_member(f, info.file_size, where, what)
+    except PayloadError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, RuntimeError,
+            NotImplementedError, zlib.error) as err:  # fmt: skip
         msg = (
             f"{where}: the body is not a readable npz without pickled objects "
             f"({type(err).__name__}: {err})"
         )
         raise PayloadError(msg) from err
+    return out
 
 
 def decode_state(
@@ -506,37 +580,28 @@ def encode_masks(
     return chunks, sum(memoryview(c).nbytes for c in chunks), CONTENT_MASKS_NPY
 
 
+_RECORDS = ("gt", "pred", "names", "one too many")
+
+
 def _npy_records(body: memoryview, where: str) -> Iterator[np.ndarray]:
-    pos, n = 0, body.nbytes
+    pos, n, index = 0, body.nbytes, 0
     while pos < n:
         if bytes(body[pos : pos + 6]) != b"\x93NUMPY":
             msg = f"{where}: no .npy record at byte {pos} (records start at multiples of 64)"
             raise PayloadError(msg)
         head = io.BytesIO(bytes(body[pos : pos + min(n - pos, _MAX_NPY_HEADER + 12)]))
-        try:
-            major, _ = np.lib.format.read_magic(head)
-            reader = {1: np.lib.format.read_array_header_1_0}.get(
-                major, np.lib.format.read_array_header_2_0
-            )
-            shape, fortran, dtype = reader(head, max_header_size=_MAX_NPY_HEADER)
-        except Exception as err:
-            msg = f"{where}: the .npy header at byte {pos} is malformed ({err})"
-            raise PayloadError(msg) from err
-        if dtype.hasobject:
-            msg = f"{where}: the .npy record at byte {pos} holds Python objects; never unpickled"
-            raise PayloadError(msg)
+        what = f"the .npy record at byte {pos} ({_RECORDS[min(index, 3)]})"
+        shape, fortran, dtype, nbytes = _npy_header(head, where, what)
+        index += 1
         start = pos + head.tell()
-        count = math.prod(
-            int(d) for d in shape
-        )  # exact: np.prod in int64 wraps (2**32 x 2**32 -> 0)
-        end = start + count * dtype.itemsize
+        end = start + nbytes
         if end > n:
             msg = (
-                f"{where}: the .npy record at byte {pos} declares {end - start} bytes of data "
-                f"but the body ends {n - start} bytes after its header (truncated?)"
+                f"{where}: {what} declares {end - start} bytes of data but the body ends "
+                f"{n - start} bytes after its header (truncated?)"
             )
             raise PayloadError(msg)
-        a = np.frombuffer(body, dtype=dtype, count=count, offset=start)
+        a = np.frombuffer(body, dtype=dtype, count=math.prod(shape), offset=start)
         yield a.reshape(shape, order="F" if fortran else "C")
         pos = end + (-end % _ALIGN)
 

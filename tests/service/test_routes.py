@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 
 import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from service_support import npy_record
 
 from segiou import ConfusionMatrix, evaluate
 from segiou.client import Client, result_from_dict
@@ -214,6 +216,14 @@ def _npz(**arrays: object) -> bytes:
     return buf.getvalue()
 
 
+def _zipped(**members: bytes) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
 def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
     g, p = masks(20)
     other = ConfusionMatrix(K + 1, ignore_index=255, per_image=True).update(g, p, key="o")
@@ -224,6 +234,7 @@ def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
     bad_pixels = state | {"pixels": state["pixels"] + 1}
     npy, _, _ = encode_masks(g, p)
     npy_bytes = b"".join(bytes(c) for c in npy)
+    huge = npy_record("|u1", (1, 8388608, 4194304), bytes(16))  # 2**45 pixels declared
     return [
         ("malformed JSON", b'{"format": ', CONTENT_JSON, 400, "not valid JSON"),
         ("not a state", b'{"a": 1}', CONTENT_JSON, 400, "not a segiou confusion state"),
@@ -235,6 +246,14 @@ def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
         ("npz extra member", _npz(gt=g, pred=p, x=g), CONTENT_MASKS_NPZ, 400, "unknown members"),
         ("truncated npy", npy_bytes[:-100], CONTENT_MASKS_NPY, 400, "truncated"),
         ("not npy", b"hello", CONTENT_MASKS_NPY, 400, "no .npy record"),
+        ("negative dimension", npy_record("|u1", (0, -5)) + npy_bytes, CONTENT_MASKS_NPY, 400,
+         "the .npy record at byte 0 (gt) declares shape (0, -5)"),
+        ("zero itemsize", npy_bytes + npy_record("<U0", (2,)), CONTENT_MASKS_NPY, 400,
+         "(names) has dtype '<U0'"),
+        ("npz huge shape", _zipped(**{"gt.npy": huge, "pred.npy": npy_record("|u1", (4,))}),
+         CONTENT_MASKS_NPZ, 400, "npz member 'gt.npy' declares 35,184,372,088,832 bytes"),
+        ("state npz huge array", _zipped(**{"__state__.npy": huge}), CONTENT_STATE_NPZ, 400,
+         "npz member '__state__.npy' declares 35,184,372,088,832 bytes"),
         ("shapes differ", _npz(gt=g, pred=p[:, :-1]), CONTENT_MASKS_NPZ, 422, "shape"),
         ("float masks", _npz(gt=g.astype(np.float32), pred=p), CONTENT_MASKS_NPZ, 422, "float"),
         ("unexpected values", _npz(gt=g, pred=np.full_like(p, 40)), CONTENT_MASKS_NPZ, 422,
@@ -513,3 +532,40 @@ def test_ignore_values_in_another_order_are_the_same_settings(client, run_name) 
     assert client.put_counts(cm, "k")["outcome"] == "counted"
     assert client.put_counts(cm, "k", binary=True)["outcome"] == "duplicate"
     assert client.state(run_name) == cm
+
+
+def test_a_server_failure_on_a_batch_is_a_500_in_the_refusal_form_counted_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Any exception other than segiou's own was a bare 500 (plain text), in no metric."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from segiou.service._metrics import Metrics
+    from segiou.service.app import _Batches
+
+    class Broken:
+        def run(self, name: str) -> str:
+            return name
+
+        def prepare(self, *args: object) -> None:
+            msg = "a bug"
+            raise RuntimeError(msg)
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    metrics = Metrics(lambda: 0)
+    with ThreadPoolExecutor(1) as pool:
+        batches = _Batches(Broken(), metrics, 1 << 20, pool)  # type: ignore[arg-type]
+        headers = {b"content-type": CONTENT_JSON.encode()}
+        with caplog.at_level("INFO", logger="segiou.service"):
+            status, doc = asyncio.run(batches.handle("r", "k", headers, receive))
+    assert status == 500
+    assert doc["error"] == "RuntimeError"
+    assert doc["status"] == 500
+    assert "the server failed on it (RuntimeError: a bug); nothing was stored" in doc["message"]
+    assert metrics.registry.get_sample_value("segiou_batches_total", {"outcome": "refused"}) == 1
+    line = json.loads(caplog.records[-1].getMessage())
+    assert (line["outcome"], line["status"], line["error"]) == ("refused", 500, "RuntimeError")
+    assert "raise RuntimeError(msg)" in line["traceback"]

@@ -4,12 +4,15 @@ digest of a batch's canonical form. No server."""
 from __future__ import annotations
 
 import io
+import re
+import zipfile
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from service_support import npy_record
 
 from segiou import ConfusionMatrix
 from segiou.errors import PayloadError, UsageError
@@ -172,6 +175,76 @@ def test_malformed_npy_records_are_refused() -> None:
     for needle, content in cases.items():
         with pytest.raises(PayloadError, match=needle):
             decode_masks(content, CONTENT_MASKS_NPY)
+
+
+def _zip(**members: bytes) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+_OK = npy_record("|u1", (1, 2, 2), bytes(4))
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype", "needle"),
+    [(npy_record("|u1", (0, -5)) + _OK, CONTENT_MASKS_NPY, "record at byte 0 (gt) declares shape (0, -5)"),
+     (npy_record("|u1", (-1,)) + _OK, CONTENT_MASKS_NPY, "(gt) declares shape (-1,), with a negative"),
+     (_OK + _OK + npy_record("<U0", (1,)), CONTENT_MASKS_NPY, "(names) has dtype '<U0'"),
+     (npy_record("|V0", (1, 2, 2)) + _OK, CONTENT_MASKS_NPY, "(gt) has dtype '|V0'"),
+     (_OK + npy_record("|S0", (1, 2, 2)), CONTENT_MASKS_NPY, "(pred) has dtype '|S0'"),
+     (_zip(**{"gt.npy": npy_record("|u1", (1, 8388608, 4194304), bytes(16)), "pred.npy": _OK}),
+      CONTENT_MASKS_NPZ, "gt.npy' declares 35,184,372,088,832 bytes of data, but the member holds 64"),
+     (_zip(**{"gt.npy": npy_record("|u1", (3, -2)), "pred.npy": _OK}), CONTENT_MASKS_NPZ,
+      "member 'gt.npy' declares shape (3, -2)"),
+     (_zip(**{"gt.npy": _OK, "pred.npy": npy_record("<U0", (4,))}), CONTENT_MASKS_NPZ,
+      "member 'pred.npy' has dtype '<U0'"),
+     (_zip(**{"__state__.npy": npy_record("|u1", (2**40,), b"{}")}), CONTENT_STATE_NPZ,
+      "member '__state__.npy' declares 1,099,511,627,776 bytes")],
+    ids=["negative", "minus-one", "U0", "V0", "S0", "npz-huge", "npz-negative", "npz-U0",
+         "state-huge"],
+)  # fmt: skip
+def test_malformed_shapes_and_dtypes_are_payload_errors_naming_the_record(
+    body: bytes, ctype: str, needle: str
+) -> None:
+    """These crashed the server (a bare 500: ValueError in reshape or frombuffer, MemoryError
+    in np.load for a shape the body cannot hold)."""
+    decode = decode_state if ctype == CONTENT_STATE_NPZ else decode_masks
+    with pytest.raises(PayloadError, match=re.escape(needle)) as err:
+        decode(body, ctype, where="batch 'k'")
+    assert err.value.status == 400
+    assert str(err.value).startswith("batch 'k': ")
+
+
+def test_npz_members_are_read_as_np_load_reads_them() -> None:
+    g = np.arange(24, dtype=np.uint8).reshape(2, 3, 4) % 5
+    for save in (np.savez, np.savez_compressed):
+        buf = io.BytesIO()
+        save(buf, gt=np.asfortranarray(g), pred=g.astype(">i4"), names=np.array(["a", "b"]))
+        gt, pred, names = decode_masks(buf.getvalue(), CONTENT_MASKS_NPZ)
+        assert (gt == g).all()
+        assert (pred == g).all()
+        assert names == ["a", "b"]
+        assert gt.flags.f_contiguous
+        assert pred.dtype == ">i4"
+        assert gt.flags.writeable
+    for body, needle in [
+        (_zip(gt=_OK, **{"pred.npy": _OK}), "member 'gt' is not one .npy array"),
+        (_zip(**{"gt.npy": _OK[:-61], "pred.npy": _OK}), "declares 4 bytes of data, but the memb"),
+    ]:  # fmt: skip
+        with pytest.raises(PayloadError, match=needle):
+            decode_masks(body, CONTENT_MASKS_NPZ)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_BZIP2) as z:
+        z.writestr("gt.npy", _OK)
+    with pytest.raises(PayloadError, match="compressed other than by deflate"):
+        decode_masks(buf.getvalue(), CONTENT_MASKS_NPZ)
+    body = bytearray(_zip(**{"gt.npy": _OK, "pred.npy": _OK}))
+    body[body.index(b"\x93NUMPY") + 128] ^= 1  # the data no longer matches its CRC-32
+    with pytest.raises(PayloadError, match=r"not a readable npz.*Bad CRC-32"):
+        decode_masks(bytes(body), CONTENT_MASKS_NPZ)
 
 
 def test_names_must_be_a_unicode_vector() -> None:
