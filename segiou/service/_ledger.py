@@ -372,8 +372,17 @@ class Ledger:
             self.total(name)
 
     # -- preparing a batch (any thread) ---------------------------------------------------------
-    def prepare(self, run: Run, key: str, content_type: str, body: bytes | bytearray) -> Prepared:
+    def prepare(
+        self,
+        run: Run,
+        key: str,
+        content_type: str,
+        body: bytes | bytearray,
+        limit: int | None = None,
+    ) -> Prepared:
         """Read a batch body, count raw masks with the run's settings, and take its digest.
+
+        ``limit`` bounds what the members of an npz body may hold once inflated (413 beyond).
 
         Raises
         ------
@@ -385,10 +394,10 @@ class Ledger:
         where = f"batch {key!r} of run {run.name!r}"
         t = run.template
         if content_type in (CONTENT_JSON, CONTENT_STATE_NPZ):
-            cm, kind = decode_state(body, content_type, where=where), "state"
+            cm, kind = decode_state(body, content_type, where=where, limit=limit), "state"
             t.merge(cm)  # IncompatibleMatrixError, naming both settings
         else:
-            gt, pred, names = decode_masks(body, content_type, where=where)
+            gt, pred, names = decode_masks(body, content_type, where=where, limit=limit)
             cm, kind = _empty_like(t), "masks"
             cm.update(gt, pred, key=key, names=names)
         images: tuple[str, ...] = ()

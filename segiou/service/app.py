@@ -228,9 +228,9 @@ class _Batches:
             if media in (CONTENT_MASKS_NPZ, CONTENT_MASKS_NPY) or len(body) > _INLINE:
                 loop = asyncio.get_running_loop()
                 prep = await loop.run_in_executor(self.pool, self.ledger.prepare, run, key, media,
-                                                  body)  # fmt: skip
-            else:
-                prep = self.ledger.prepare(run, key, media, body)
+                                                  body, self.max_body)  # fmt: skip
+            else:  # npz members inflate to at most the body limit
+                prep = self.ledger.prepare(run, key, media, body, self.max_body)
             del body
             answer = await self.ledger.submit_async(prep)
         except SegiouError as err:

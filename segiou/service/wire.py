@@ -432,16 +432,26 @@ def _npz_member(f: Any, size: int, where: str, what: str) -> np.ndarray:
     return a.reshape(shape, order="F" if fortran else "C")
 
 
-def _npz(body: bytes | bytearray | memoryview, where: str) -> dict[str, np.ndarray]:
+def _npz(
+    body: bytes | bytearray | memoryview, where: str, limit: int | None = None
+) -> dict[str, np.ndarray]:
     """Read an npz (``.npy`` members, stored or deflated), checking each header before its data.
 
     A member's declared shape and dtype are checked against the member's size in the zip
-    directory before anything is allocated, and no more than that is ever read.
+    directory before anything is allocated, and no more than the header declares is ever read
+    (inflated; a member that inflates to more than the directory says fails its checksum at the
+    size the directory says). With ``limit``, members whose sizes in the directory add up to
+    more than ``limit`` bytes are refused (413) before any is inflated: a deflated body of
+    0.5 MB could otherwise unpack to 512 MiB.
     """
     out: dict[str, np.ndarray] = {}
     try:
         with zipfile.ZipFile(io.BytesIO(body)) as z:
-            for info in z.infolist():
+            infos = z.infolist()
+            inflated = sum(i.file_size for i in infos)  # each member is read up to its size
+            if limit is not None and inflated > limit:  # at most: reads total no more than this
+                raise PayloadError(_too_big(where, inflated, limit), 413)
+            for info in infos:
                 name, what = info.filename.removesuffix(".npy"), f"npz member {info.filename!r}"
                 if not info.filename.endswith(".npy") or name in out:
                     msg = f"{where}: {what} is not one .npy array (np.savez writes <name>.npy)"
@@ -451,7 +461,7 @@ def _npz(body: bytes | bytearray | memoryview, where: str) -> dict[str, np.ndarr
                         f"{where}: {what} is compressed other than by deflate (np.savez_compressed)"
                     )
                     raise PayloadError(msg)
-                with z.open(info) as f:
+                with z.open(info) as f:  # what its header declares, at most info.file_size
                     out[name] = _npz_member(f, info.file_size, where, what)
     except PayloadError:
         raise
@@ -465,8 +475,20 @@ def _npz(body: bytes | bytearray | memoryview, where: str) -> dict[str, np.ndarr
     return out
 
 
+def _too_big(where: str, n: int, limit: int) -> str:
+    return (
+        f"{where}: the npz's members hold {n:,} bytes once inflated, more than this server's "
+        f"limit of {limit:,} bytes (--max-body-mb bounds inflated npz members as it bounds "
+        "bodies); send smaller batches, or start the server with a larger --max-body-mb"
+    )
+
+
 def decode_state(
-    body: bytes | bytearray | memoryview, content_type: str, *, where: str = "body"
+    body: bytes | bytearray | memoryview,
+    content_type: str,
+    *,
+    where: str = "body",
+    limit: int | None = None,
 ) -> ConfusionMatrix:
     """Read a state body (JSON or its npz form) into an accumulator.
 
@@ -478,6 +500,9 @@ def decode_state(
         :data:`CONTENT_JSON` or :data:`CONTENT_STATE_NPZ`.
     where : str
         Names the body in error messages.
+    limit : int, optional
+        Most bytes the members of an npz body may hold once inflated (413 beyond; the server
+        passes its body limit). Default: no limit.
 
     Returns
     -------
@@ -487,7 +512,7 @@ def decode_state(
     Raises
     ------
     PayloadError
-        Not JSON (or not an npz of the documented form).
+        Not JSON (or not an npz of the documented form); 413 for npz members past ``limit``.
     CheckpointError
         Not a valid segiou state.
     """
@@ -498,7 +523,7 @@ def decode_state(
             msg = f"{where}: the body is not valid JSON ({err})"
             raise PayloadError(msg) from err
     elif content_type == CONTENT_STATE_NPZ:
-        arrays = _npz(body, where)
+        arrays = _npz(body, where, limit)
         skel = arrays.pop(_STATE_MEMBER, None)
         if skel is None or skel.dtype != np.uint8 or skel.ndim != 1:
             msg = f"{where}: a state npz needs a 1-D uint8 member {_STATE_MEMBER!r} (JSON text)"
@@ -607,7 +632,11 @@ def _npy_records(body: memoryview, where: str) -> Iterator[np.ndarray]:
 
 
 def decode_masks(
-    body: bytes | bytearray | memoryview, content_type: str, *, where: str = "body"
+    body: bytes | bytearray | memoryview,
+    content_type: str,
+    *,
+    where: str = "body",
+    limit: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
     """Read a raw-masks body: ``gt``, ``pred`` and optionally ``names``.
 
@@ -619,6 +648,9 @@ def decode_masks(
         :data:`CONTENT_MASKS_NPZ` or :data:`CONTENT_MASKS_NPY`.
     where : str
         Names the body in error messages.
+    limit : int, optional
+        Most bytes the members of an npz body may hold once inflated (413 beyond; the server
+        passes its body limit). Default: no limit.
 
     Returns
     -------
@@ -628,10 +660,11 @@ def decode_masks(
     ------
     PayloadError
         Not a readable npz or sequence of ``.npy`` records, members missing or unknown,
-        pickled objects, or names that are not a 1-D unicode array.
+        pickled objects, or names that are not a 1-D unicode array; 413 for npz members past
+        ``limit``.
     """
     if content_type == CONTENT_MASKS_NPZ:
-        arrays = _npz(body, where)
+        arrays = _npz(body, where, limit)
     elif content_type == CONTENT_MASKS_NPY:
         recs = list(_npy_records(memoryview(body).cast("B"), where))
         if len(recs) not in (2, 3):

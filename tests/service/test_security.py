@@ -3,23 +3,32 @@ upload that does not stall other requests."""
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import subprocess
 import sys
 import time
+import tracemalloc
 import urllib.parse
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from service_support import MAX_BODY_MB, raw_request
+from service_support import MAX_BODY_MB, npy_record, raw_request
 
 from segiou.client import Client
-from segiou.errors import RefusedError, UsageError
+from segiou.errors import PayloadError, RefusedError, UsageError
 from segiou.service.server import check_bind, is_loopback, read_token
-from segiou.service.wire import CONTENT_JSON, CONTENT_MASKS_NPY
+from segiou.service.wire import (
+    CONTENT_JSON,
+    CONTENT_MASKS_NPY,
+    CONTENT_MASKS_NPZ,
+    CONTENT_STATE_NPZ,
+    decode_masks,
+)
 from segiou.testing.service import ServerProcess
 
 TOKEN = "s3cret-token-0123456789abcdef"
@@ -125,6 +134,69 @@ def test_a_body_over_the_limit_is_refused_with_413(client, run_name, snapshot, s
     assert conn.getresponse().status == 413
     conn.close()
     assert snapshot(client, run_name) == before
+
+
+@pytest.mark.parametrize("form", ["masks", "state"])
+def test_a_compressed_npz_inflating_past_the_limit_is_refused_with_413(
+    client, run_name, snapshot, server, form: str
+) -> None:
+    """A deflated npz was inflated without a limit: 0.5 MB of body unpacked to 512 MiB."""
+    client.create_run(run_name, 3, per_image=True)
+    before = snapshot(client, run_name)
+    zeros = np.zeros((1, 1024, 1024), np.uint8)  # 2 MiB inflated: over 1 MiB; ~4 KiB deflated
+    buf = io.BytesIO()
+    if form == "masks":
+        np.savez_compressed(buf, gt=zeros, pred=zeros)
+        ctype = CONTENT_MASKS_NPZ
+    else:
+        np.savez_compressed(buf, __state__=zeros.reshape(-1))
+        ctype = CONTENT_STATE_NPZ
+    assert len(buf.getvalue()) < 64 << 10
+    status, reply = raw_request(server.url, "PUT", f"/v1/runs/{run_name}/batches/bomb",
+                                buf.getvalue(), {"Content-Type": ctype})  # fmt: skip
+    assert status == 413, reply
+    assert reply["error"] == "PayloadError"
+    size = 2 * (1 << 20) + 256 if form == "masks" else (1 << 20) + 128  # with .npy headers
+    assert f"the npz's members hold {size:,} bytes once inflated" in reply["message"]
+    assert f"limit of {MAX_BODY_MB << 20:,} bytes" in reply["message"]
+    assert "--max-body-mb" in reply["message"]
+    assert snapshot(client, run_name) == before
+    small = np.zeros((1, 256, 256), np.uint8)  # under the limit once inflated: counted
+    buf = io.BytesIO()
+    np.savez_compressed(buf, gt=small, pred=small)
+    status, reply = raw_request(server.url, "PUT", f"/v1/runs/{run_name}/batches/small",
+                                buf.getvalue(), {"Content-Type": CONTENT_MASKS_NPZ})  # fmt: skip
+    assert (status, reply["outcome"]) == (201, "counted")
+
+
+def test_npz_members_are_bounded_by_the_limit_before_and_while_they_are_inflated() -> None:
+    zeros = np.zeros(1 << 20, np.uint8)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, gt=zeros, pred=zeros[:16])
+    body = buf.getvalue()
+    with pytest.raises(PayloadError, match=r"members hold 1,048,\d+ bytes once inflated") as err:
+        decode_masks(body, CONTENT_MASKS_NPZ, limit=1 << 20)
+    assert err.value.status == 413
+    gt, _, _ = decode_masks(body, CONTENT_MASKS_NPZ, limit=2 << 20)
+    assert gt.shape == zeros.shape
+    # a directory understating a member's size is no way around the limit: what is inflated of
+    # a member is what its .npy header declares, at most the size the directory gives
+    head = npy_record("|u1", (4,), bytes(4))
+    zbuf = io.BytesIO()
+    with zipfile.ZipFile(zbuf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("gt.npy", head + bytes(32 << 20))  # 32 MiB more than declared
+        z.writestr("pred.npy", head)
+    lying = bytearray(zbuf.getvalue())
+    entry = lying.index(b"PK\x01\x02")  # gt.npy's central directory entry: its file size
+    lying[entry + 24 : entry + 28] = len(head).to_bytes(4, "little")
+    tracemalloc.start()
+    try:
+        with pytest.raises(PayloadError, match=r"Bad CRC-32 for file 'gt\.npy'"):  # read to its
+            decode_masks(bytes(lying), CONTENT_MASKS_NPZ, limit=1 << 20)  # stated end, no more
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20
 
 
 def test_a_slow_upload_does_not_stall_other_requests(server, client, run_name) -> None:
