@@ -336,6 +336,7 @@ def create_app(
         description="Durable, exactly-once semantic-segmentation metrics: put keyed batches "
         "(partial states or raw masks) into runs; read live results.",
         lifespan=lifespan,
+        redirect_slashes=False,  # a trailing slash names no route: a 404, never a 307
     )
     batches = _Batches(ledger, metrics, max_body, pool)
     app.add_middleware(_Guard, token=token, metrics=metrics, batches=batches)

@@ -315,6 +315,26 @@ def test_unknown_runs_and_bad_keys_are_refused(client, run_name, raw, path, stat
     assert client.run_info(run_name)["batches"] == 0
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("PUT", "/v1/runs/{run}/batches/b1/"), ("GET", "/v1/runs/"), ("GET", "/v1/runs/{run}/"),
+     ("POST", "/v1/runs/{run}/close/"), ("GET", "/healthz/")],
+)  # fmt: skip
+def test_a_trailing_slash_is_a_404_in_the_refusal_form_never_a_redirect(
+    client, run_name, raw, snapshot, method, path
+) -> None:
+    """Starlette answered 307 with an empty body; curl -X PUT exits 0 without following it."""
+    make_run(client, run_name)
+    before = snapshot(client, run_name)
+    body, ctype = encode_state(local(*masks(1), "x").to_dict())
+    code, reply = raw(method, path.format(run=run_name), body, {"Content-Type": ctype})
+    assert code == 404, reply
+    assert reply["error"] == "NotFoundError"
+    assert reply["status"] == 404
+    assert f"no route: {method} {path.format(run=run_name)}" in reply["message"]
+    assert snapshot(client, run_name) == before
+
+
 def test_on_unexpected_count_reports_the_values(client, run_name) -> None:
     make_run(client, run_name, on_unexpected="count")
     g, p = masks(30)
