@@ -97,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         Bad options or input, a refusal (other settings, the key or an image counted
         before), or a server that cannot be reached.
     """
+    from segiou.service.wire import check_key
+
+    if args.key is not None:  # before counting: a bad key was refused after the whole store
+        check_key(args.key)
     with client_from(args, args.run) as client:
         return _push(args, client)
 

@@ -26,6 +26,9 @@ from segiou.service.wire import check_key, check_run_name
 
 __all__ = ["StreamingEvaluator"]
 
+#: Longest ``prefix``: its partials' keys (``<prefix>.000001``) must be valid batch keys.
+_MAX_PREFIX = 200 - len(".000001")
+
 
 class _Server(Protocol):
     """What the evaluator needs of a :class:`~segiou.client.Client`."""
@@ -59,8 +62,8 @@ class StreamingEvaluator:
     seconds : float, default 30
         A partial older than this is sent even if it has fewer batches.
     prefix : str, optional
-        Key prefix of the partial states (default: random, unique to this evaluator). Give
-        each process its own.
+        Key prefix of the partial states (default: random, unique to this evaluator), at most
+        193 characters of a batch key. Give each process its own.
     spool : str or Path, optional
         A folder where each partial is saved until acknowledged, in a subfolder per server and
         run; partials of this run left there by a process that died are put first (under their
@@ -77,7 +80,8 @@ class StreamingEvaluator:
     Raises
     ------
     UsageError
-        Bad ``every``, ``seconds`` or ``prefix``.
+        Bad ``every``, ``seconds`` or ``prefix`` (a valid batch key of at most 193 characters,
+        leaving room for the partials' ``.000001``).
     RefusedError, ServiceUnavailableError
         The run's settings cannot be read from the server.
     """
@@ -95,11 +99,18 @@ class StreamingEvaluator:
         if every < 1 or not seconds > 0:
             msg = f"every={every!r} must be >= 1 and seconds={seconds!r} > 0"
             raise UsageError(msg)
+        if prefix and len(check_key(prefix)) > _MAX_PREFIX:
+            msg = (
+                f"prefix {prefix[:24]!r}... has {len(prefix)} characters; at most {_MAX_PREFIX}, "
+                f"since its partials are put under keys <prefix>.000001, ... and a batch key has "
+                "at most 200 characters"
+            )
+            raise UsageError(msg)
         self.client, self.every, self.seconds = client, every, seconds
         self.run = run if run is not None else client.run
         info = client.run_info(self.run)
         self._template = info["template"]
-        self.prefix = check_key(prefix) if prefix else f"s{secrets.token_hex(6)}"
+        self.prefix = prefix or f"s{secrets.token_hex(6)}"
         # one folder per server and run: a leftover goes back to the run it was sealed for
         server = urllib.parse.quote(str(getattr(client, "url", "") or "-"), safe="")
         self._spool = None if spool is None else Path(spool) / server / check_run_name(self.run)

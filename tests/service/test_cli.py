@@ -128,6 +128,9 @@ def test_push_needs_a_run_with_per_image_rows(
     [
         (["runs", "--server", "http://127.0.0.1:9", "--retries", "0"], "no answer after 1"),
         (["runs", "--server", "nope"], "not an http:// or https:// URL"),
+        (["push", "--server", "http://127.0.0.1:9", "--retries", "0", "--run", "x", "--gt",
+          "/nonexistent/gt", "--pred", "/nonexistent/pred", "--key", "bad/key"],
+         "batch key 'bad/key' is not valid"),  # before the server, the store, the counting
         (["result", "--server", "http://127.0.0.1:9", "--run", "x", "--preset", "best"],
          "unknown preset"),
         (["result", "--server", "http://127.0.0.1:9", "--run", "x", "--json", "/nonexistent/r"],

@@ -170,6 +170,21 @@ def test_client_arguments_are_checked() -> None:
 
 
 # -- the streaming evaluator --------------------------------------------------------------------
+def test_a_prefix_too_long_for_its_partial_keys_is_refused_at_once() -> None:
+    """A prefix of 194-200 characters is a valid key, but its partials' keys (+ '.000001') are
+    not: every partial failed later, in .failed, with status 0."""
+    srv = _FakeServer(lambda key: None)
+    for bad in ("p" * 194, "p" * 200, "p" * 201, "a/b"):
+        with pytest.raises(UsageError, match=r"prefix|batch key") as err:
+            StreamingEvaluator(srv, prefix=bad)  # type: ignore[arg-type]
+        assert ("at most 193" in str(err.value)) == (len(bad) in (194, 200))
+    ev = StreamingEvaluator(srv, every=1, prefix="p" * 193)  # type: ignore[arg-type]
+    ev.update(*batch(0))
+    ev.close(timeout=30)
+    assert list(srv.got) == ["p" * 193 + ".000001"]
+    assert not ev.failed
+
+
 def test_evaluator_flushes_every_n_batches_every_t_seconds_and_at_close(client, run_name) -> None:
     client.create_run(run_name, K, **settings())  # type: ignore[arg-type]
     eager = ConfusionMatrix(K, **settings())  # type: ignore[arg-type]
