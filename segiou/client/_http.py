@@ -383,8 +383,9 @@ class Client:
         Raises
         ------
         RefusedError
-            422: wrong shapes or dtypes, unexpected values (``on_unexpected="raise"``); 409 as
-            for :meth:`put_counts`; 413: larger than the server's body limit.
+            422: wrong shapes or dtypes, unexpected values (``on_unexpected="raise"``),
+            ``names`` for a run without per-image rows or not one per image; 409 as for
+            :meth:`put_counts`; 413: larger than the server's body limit.
         ServiceUnavailableError
             No answer after every retry.
         """

@@ -30,15 +30,17 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from segiou._batch import same_counting
+from segiou._batch import n_images_of, same_counting
 from segiou.confusion import ConfusionMatrix
 from segiou.errors import (
     ConflictError,
     CountOverflowError,
+    IncompatibleMatrixError,
     NotFoundError,
     PayloadError,
     SegiouError,
     ServiceStorageError,
+    ShapeMismatchError,
     UsageError,
 )
 from segiou.service._settings import run_settings
@@ -197,6 +199,23 @@ def _merge_all(cms: list[ConfusionMatrix]) -> ConfusionMatrix:
     return cms[0]
 
 
+def _names_fit(t: ConfusionMatrix, n: int, shape: tuple[int, ...], where: str) -> None:
+    """Refuse image names the run's rules cannot take (HTTP 422, not a malformed body's 400)."""
+    if not t.per_image:
+        msg = (
+            f"{where}: the masks name their images, but the run keeps no per-image rows "
+            "(per_image false), so names could not stop an image from being counted twice; "
+            "leave names out, or put them into a run created with per_image true"
+        )
+        raise IncompatibleMatrixError(msg)
+    if n != n_images_of(shape):
+        msg = (
+            f"{where}: {n} image name(s) given for a batch of {n_images_of(shape)} image(s) "
+            f"(masks of shape {shape}); give one name per image"
+        )
+        raise ShapeMismatchError(msg)
+
+
 def _pack_blob(canonical: bytes) -> bytes:
     """Store a canonical state as it is (JSON, starts with ``{``), or zlib-compressed if large.
 
@@ -308,8 +327,11 @@ class Ledger:
         ------
         PayloadError, CheckpointError
             A malformed body.
-        ShapeMismatchError, LabelDtypeError, LabelRangeError, IncompatibleMatrixError, UsageError
-            Masks or a state the run cannot take (nothing is stored).
+        ShapeMismatchError, LabelDtypeError, LabelRangeError, IncompatibleMatrixError
+            Masks or a state the run cannot take (nothing is stored): masks naming their images
+            for a run without per-image rows, or with as many names as images, included.
+        UsageError
+            Image names that are not one distinct non-empty string per image.
         """
         where = f"batch {key!r} of run {run.name!r}"
         t = run.template
@@ -318,6 +340,8 @@ class Ledger:
             t.merge(cm)  # IncompatibleMatrixError, naming both settings
         else:
             gt, pred, names = decode_masks(body, content_type, where=where, limit=limit)
+            if names is not None:  # 422, as for masks of a wrong shape or a state of other rows
+                _names_fit(t, len(names), gt.shape, where)
             cm, kind = _empty_like(t), "masks"
             cm.update(gt, pred, key=key, names=names)
         images: tuple[str, ...] = ()

@@ -258,8 +258,12 @@ def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
         ("float masks", _npz(gt=g.astype(np.float32), pred=p), CONTENT_MASKS_NPZ, 422, "float"),
         ("unexpected values", _npz(gt=g, pred=np.full_like(p, 40)), CONTENT_MASKS_NPZ, 422,
          "40"),
-        ("names count", _npz(gt=g, pred=p, names=np.array(["a"])), CONTENT_MASKS_NPZ, 400,
-         "1 image name(s) given for a batch of 2"),
+        ("names count", _npz(gt=g, pred=p, names=np.array(["a"])), CONTENT_MASKS_NPZ, 422,
+         "1 image name(s) given for a batch of 2 image(s) (masks of shape (2, 24, 40))"),
+        ("names count npy", b"".join(bytes(c) for c in encode_masks(g, p, ["a", "b", "c"])[0]),
+         CONTENT_MASKS_NPY, 422, "3 image name(s) given for a batch of 2"),
+        ("names repeat", _npz(gt=g, pred=p, names=np.array(["a", "a"])), CONTENT_MASKS_NPZ, 400,
+         "repeat within the batch"),
         ("other spec", encode_state(other.to_dict())[0], CONTENT_JSON, 422, "different label"),
         ("no per-image rows", encode_state(no_rows.to_dict())[0], CONTENT_JSON, 422,
          "per_image"),
@@ -283,6 +287,26 @@ def test_batch_refusals_change_nothing(
     code, reply = raw("PUT", f"/v1/runs/{run_name}/batches/k", body, headers)
     assert code == status, reply
     assert needle in reply["message"], reply["message"]
+    assert snapshot(client, run_name) == before
+
+
+@pytest.mark.parametrize("npz", [False, True])
+def test_names_into_a_run_without_per_image_rows_are_422_like_such_a_state(
+    client, run_name, snapshot, npz: bool
+) -> None:
+    """README: 422 for masks or a state the run's rules refuse. A state with per-image rows got
+    422 here, but the same masks with names got 400 (UsageError)."""
+    make_run(client, run_name, per_image=False)
+    client.put_masks(*masks(23), "first")
+    before = snapshot(client, run_name)
+    g, p = masks(24)
+    with pytest.raises(RefusedError) as err:
+        client.put_masks(g, p, "k", names=["a", "b"], npz=npz)
+    assert (err.value.status, err.value.error) == (422, "IncompatibleMatrixError")
+    assert "the masks name their images, but the run keeps no per-image rows" in str(err.value)
+    with pytest.raises(RefusedError) as err:
+        client.put_counts(local(g, p, "k"), "k")  # the same batch as a state
+    assert (err.value.status, err.value.error) == (422, "IncompatibleMatrixError")
     assert snapshot(client, run_name) == before
 
 
