@@ -131,13 +131,17 @@ class Run:
         """The run's name."""
         return self.record.name
 
-    def summary(self) -> dict[str, Any]:
-        """Return settings, status and totals, as ``GET /v1/runs/{name}`` does."""
+    def summary(self, *, full: bool = True) -> dict[str, Any]:
+        """Return settings, status and totals, as ``GET /v1/runs/{name}`` does.
+
+        ``full=False``: without ``template`` and ``numbered``, as ``GET /v1/runs`` lists runs;
+        the template (33.6 MB of JSON for 4096 classes) is then not parsed.
+        """
         with self.lock:
             r = self.record
             numbered = {k: dict(v) for k, v in self.numbered.items()}
         t = self.template
-        return {
+        out = {
             "name": r.name,
             "status": r.status,
             "batches": r.batches,
@@ -147,9 +151,17 @@ class Run:
             "closed": r.closed,
             "settings": json.loads(r.settings),
             "labels": {"name": t.spec.name, "num_classes": t.num_classes},
-            "template": json.loads(r.template),
-            "numbered": numbered,
         }
+        if full:
+            out |= {"template": json.loads(r.template), "numbered": numbered}
+        return out
+
+    def summary_json(self) -> str:
+        """Return :meth:`summary` as JSON text, the stored template put in as it is (unparsed)."""
+        head = self.summary(full=False)
+        with self.lock:
+            head["numbered"] = {k: dict(v) for k, v in self.numbered.items()}
+        return f'{json.dumps(head)[:-1]}, "template": {self.record.template}}}'
 
     def number(self, batches: Iterable[str], inner: Iterable[str]) -> None:
         """Take batch keys and inner batch keys into :attr:`numbered` (the caller holds the lock)."""
@@ -570,7 +582,8 @@ class Ledger:
                     raise ConflictError(msg)
                 return {"created": False, "run": run.summary()}
             rec = RunRecord(op.settings["name"], json.dumps(op.settings, sort_keys=True),
-                            json.dumps(op.template.to_dict()), "open", op.now)  # fmt: skip
+                            json.dumps(op.template.to_dict(), separators=(",", ":")),  # sent as it is
+                            "open", op.now)  # fmt: skip
             self.storage.commit([PutRun(rec)])
             run = self.runs[rec.name] = Run(rec, op.template)
             return {"created": True, "run": run.summary()}

@@ -396,14 +396,15 @@ def create_app(
     @app.get("/v1/runs", tags=["runs"])
     async def list_runs() -> dict[str, Any]:
         """List every run: settings, status, batch, image and pixel counts."""
-        runs = [r.summary() for r in list(ledger.runs.values())]
-        return {"runs": [{k: v for k, v in r.items() if k not in ("template", "numbered")}
-                         for r in runs]}  # fmt: skip
+        return {"runs": [r.summary(full=False) for r in list(ledger.runs.values())]}
 
     @app.get("/v1/runs/{name}", tags=["runs"])
-    async def get_run(name: str) -> dict[str, Any]:
+    async def get_run(name: str) -> Response:
         """Return one run: settings (and ``template``, its empty state), status and counts."""
-        return ledger.run(name).summary()
+        run = ledger.run(name)  # the stored template as it is: never parsed here
+        big = len(run.record.template) > _INLINE
+        text = await in_pool(run.summary_json) if big else run.summary_json()
+        return Response(text, media_type=CONTENT_JSON)
 
     @app.put("/v1/runs/{name}/batches/{key}", tags=["batches"], status_code=201,
              openapi_extra=_BATCH_BODY)  # fmt: skip

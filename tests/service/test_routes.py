@@ -613,3 +613,52 @@ def test_a_server_failure_on_a_batch_is_a_500_in_the_refusal_form_counted_and_lo
     line = json.loads(caplog.records[-1].getMessage())
     assert (line["outcome"], line["status"], line["error"]) == ("refused", 500, "RuntimeError")
     assert "raise RuntimeError(msg)" in line["traceback"]
+
+
+def test_listing_runs_parses_no_template_and_run_info_sends_it_unparsed(tmp_path) -> None:
+    """GET /v1/runs parsed every run's template (33.6 MB of JSON for 4096 classes, seconds on
+    the event loop) only to drop it; GET /v1/runs/{name} parsed and serialised it again."""
+    import asyncio
+    import dataclasses
+    import time
+
+    from segiou.service._ledger import CreateRun, Ledger, run_settings
+    from segiou.service._metrics import Metrics
+    from segiou.service.app import create_app
+    from segiou.service.storage import SQLiteStorage
+
+    async def get(app: object, path: str) -> tuple[int, bytes]:
+        sent: list[dict[str, object]] = []
+
+        async def receive() -> dict[str, object]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, object]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(),
+                 "query_string": b"", "headers": [], "http_version": "1.1", "scheme": "http",
+                 "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1), "root_path": ""}  # fmt: skip
+        await app(scope, receive, send)  # type: ignore[operator]
+        return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])  # type: ignore[return-value,misc]
+
+    ledger = Ledger(SQLiteStorage(tmp_path / "db.sqlite"))
+    try:
+        for name in ("plain", "poisoned"):
+            settings, template = run_settings({"name": name, "labels": K, "per_image": True})
+            ledger.submit(CreateRun(settings, template, time.time())).result(timeout=60)
+        run = ledger.runs["poisoned"]  # a template that cannot be parsed: listing never tries
+        run.record = dataclasses.replace(run.record, template="{not parsed}")
+        app = create_app(ledger, metrics=Metrics(ledger.open_runs), workers=1)
+        status, body = asyncio.run(get(app, "/v1/runs"))
+        assert status == 200, body
+        assert [r["name"] for r in json.loads(body)["runs"]] == ["plain", "poisoned"]
+        status, body = asyncio.run(get(app, "/v1/runs/poisoned"))
+        assert (status, body.endswith(b', "template": {not parsed}}')) == (200, True)
+        status, body = asyncio.run(get(app, "/v1/runs/plain"))
+        assert status == 200
+        assert json.loads(body) == ledger.runs["plain"].summary()
+        assert json.loads(body)["template"] == template.to_dict()
+    finally:
+        ledger.stop()
+        ledger.storage.close()
