@@ -309,6 +309,10 @@ def fbeta(
     else:  # F's limit (FP / b^2 < 1e-181 beside TP + FN >= 1): recall; 0 for a class only
         out = _ratio(tp, tp + fn)  # predicted (b^2 overflowed: nan, or an OverflowError)
         out[(tp + fn == 0) & (fp > 0)] = 0.0
+    # 0 without true positives, as the formula gives, also where b^2 underflowed to 0
+    # (beta < ~1.5e-162: a class never predicted read 0/0)
+    if not np.isnan(beta):  # (nan stays nan)
+        out[(tp == 0) & (tp + fp + fn > 0)] = 0.0
     if from_precision_recall:
         out[tp == 0] = np.nan
     return out

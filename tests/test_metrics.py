@@ -780,6 +780,17 @@ def test_a_huge_beta_gives_the_limit_recall_not_nan_or_an_error(beta):
     assert np.isnan(metrics.fbeta(cm, float("nan"))).all()  # nan stays nan, not recall
 
 
+@pytest.mark.parametrize("beta", [1e-100, 1e-160, 1e-170, 1e-300, 5e-324])
+def test_a_tiny_beta_gives_the_limit_precision_and_0_without_true_positives(beta):
+    """F-beta tends to precision as beta shrinks; below ~1.5e-162 beta^2 underflowed to 0 and a
+    class never predicted read 0/0 (nan, left out of mfbeta) instead of 0."""
+    cm = np.array([[5, 0, 0], [3, 0, 0], [0, 0, 0]])  # class 1: ground truth, never predicted
+    want = np.array([5 / 8, 0.0, np.nan])  # precision of class 0; 0; absent
+    np.testing.assert_allclose(metrics.fbeta(cm, beta), want, rtol=1e-15)
+    same(evaluate(cm, beta=beta).summary["mfbeta"], (5 / 8 + 0.0) / 2)
+    assert np.isnan(metrics.fbeta(cm, beta, from_precision_recall=True)[1])  # mmseg: left out
+
+
 def test_rules_say_what_a_class_only_predicted_scores():
     """The rules echoed in every result match the numbers (detectron2's said "IoU 0": nan)."""
     cm = np.array([[3, 1], [0, 0]])  # class 1 only predicted
