@@ -113,8 +113,11 @@ _MMSEG_DIFF = (
         "(or reports them with on_unexpected='count')"
     ),
     (
-        "predicted values outside 0..K-1 at valid ground truth count as false negatives in both "
-        "(segiou calls them void and reports them per class)"
+        "a predicted value outside 0..K-1 at valid ground truth is a false negative of the true "
+        "class (the prediction is dropped, the ground truth kept); segiou counts a prediction "
+        "that is an ignore value so (void, reported per class) but refuses any other value, or "
+        "leaves the pixel out of every count with on_unexpected='count': to reproduce the "
+        "numbers, map such predictions to an ignore value first (np.where(pred < K, pred, 255))"
     ),
 )
 _MMSEG_ONLY_DIFF = (
@@ -199,7 +202,9 @@ PRESETS: dict[str, Convention] = {
              "requires ignore values outside the class range"),
              ("torchmetrics expects every prediction to be a class 0..K-1: a prediction outside "
               "the range raises an error or lands in a wrong bin of its bincount (depending on "
-              "version and validate_args); segiou counts it as void (a false negative)"),
+              "version and validate_args); segiou refuses it (or leaves the pixel out of every "
+              "count with on_unexpected='count'), and counts a prediction that is an ignore value "
+              "as void (a false negative)"),
              _ZERO_DIVISION_DIFF.format(tool="MulticlassPrecision(average='macro')"),
              ("MulticlassRecall / MulticlassAccuracy(average='macro') average over classes with "
               "TP+FP+FN > 0, a class only predicted scoring 0; segiou's mean_accuracy runs over "
@@ -223,7 +228,10 @@ PRESETS: dict[str, Convention] = {
             "sklearn_all_labels", "all", 0.0,
             "scikit-learn jaccard_score(..., labels=range(K), zero_division=0): every class "
             "averaged, classes in neither mask score 0",
-            (_SKLEARN_IGNORE_DIFF,),
+            (_SKLEARN_IGNORE_DIFF,
+             ("recall_score(labels=range(K), average='macro', zero_division=0) scores a class "
+              "without ground truth 0 in the mean; segiou's mean_accuracy runs over classes "
+              "with ground truth")),
         ),
         Convention(
             "keras", "present", _NAN,

@@ -326,6 +326,17 @@ def _ignore_rule(spec: LabelSpec, gt_ids: str) -> str:
     return f"ground-truth pixels with {' or '.join(what)} are not counted, whatever was predicted"
 
 
+#: What became of unexpected values, per ``on_unexpected`` (beside ``void_rule``, which covers
+#: ignore values and unevaluated raw ids only).
+_UNEXPECTED_RULES = {
+    "raise": "a ground-truth value that is neither a class nor ignored, or a prediction that is "
+    "neither a class nor void, is refused (nothing of its batch is counted)",
+    "count": "a ground-truth value that is neither a class nor ignored, or a prediction that is "
+    "neither a class nor void at a valid ground-truth pixel, leaves its pixel out of every count "
+    "and score; such pixels are reported per value (pixels.unexpected_gt/unexpected_pred)",
+}
+
+
 def _raw_ids(spec: LabelSpec, gt_ids: str, pred_ids: str) -> dict[str, Any]:
     """``{"raw_ids": {raw id: class index or None}}`` when masks held raw ids, else ``{}``.
 
@@ -436,6 +447,7 @@ def evaluate(
                 "void_rule": "a prediction that maps to no class at a valid ground-truth pixel "
                 "is a false negative of the true class, never a false positive",
                 "ignore_rule": _ignore_rule(source.spec, source.gt_ids),
+                "unexpected_rule": _UNEXPECTED_RULES[source.on_unexpected],
             }
             | _raw_ids(source.spec, source.gt_ids, source.pred_ids),
             "images": source.n_images,

@@ -421,6 +421,37 @@ def test_mmseg_fscore_leaves_out_classes_without_true_positives():
     close(metrics.fbeta(cm, 1.0), [10 / 13, 0.0, 1.0])
 
 
+def test_out_of_range_predictions_follow_the_rule_the_presets_and_results_state():
+    """mmseg's histograms drop a prediction out of 0..K-1 and keep the ground truth there (a
+    false negative); segiou refuses such a value, or leaves the pixel out, and says so in the
+    result; mapping it to an ignore value first (void) reproduces mmseg, as the note says."""
+    from segiou.errors import LabelRangeError
+
+    k = 3
+    gt = np.array([0, 0, 1, 2, 2, 255])
+    pred = np.array([0, 7, 1, 2, 9, 7])
+
+    def histc(x: np.ndarray) -> np.ndarray:  # torch.histc(bins=K, min=0, max=K-1) on ints
+        return np.bincount(x[(x >= 0) & (x < k)], minlength=k)
+
+    keep = gt != 255
+    g, p = gt[keep], pred[keep]
+    inter = histc(p[p == g])
+    mmseg_iou = inter / (histc(p) + histc(g) - inter)  # [0.5, 1.0, 0.5]
+    with pytest.raises(LabelRangeError):
+        ConfusionMatrix(k, ignore_index=255).update(gt, pred)
+    mapped = ConfusionMatrix(k, ignore_index=255).update(gt, np.where(pred < k, pred, 255))
+    close(evaluate(mapped, preset="mmseg").per_class["iou"], mmseg_iou)
+    counted = ConfusionMatrix(k, ignore_index=255, on_unexpected="count").update(gt, pred)
+    close(evaluate(counted, preset="mmseg").per_class["iou"], [1.0, 1.0, 1.0])  # left out
+    assert "is refused" in evaluate(mapped).counting["unexpected_rule"]
+    assert "leaves its pixel out of every count" in evaluate(counted).counting["unexpected_rule"]
+    notes = " ".join(get_convention("mmseg").differences)
+    assert "np.where(pred < K, pred, 255)" in notes
+    assert "count as false negatives in both" not in notes  # (segiou did not: it refused)
+    assert "segiou counts it as void" not in " ".join(get_convention("torchmetrics").differences)
+
+
 @settings(deadline=None)
 @given(cv=count_matrices(max_classes=8), beta=st.sampled_from([0.5, 1.0, 2.0]))
 def test_mmseg_preset_equals_written_out_mmseg(cv, beta):

@@ -614,8 +614,9 @@ class ResultDoc:
         if "gt_ids" in c:
             ids = f"ground truth {c.get('gt_ids')}, predictions {c.get('pred_ids')}"
             rules.append(("id spaces", ids))
+        unexpected = "unexpected_rule" if c.get("unexpected_rule") is not None else "on_unexpected"
         for key, name in (("ignore_rule", "ignored"), ("void_rule", "void"),
-                          ("on_unexpected", "unexpected values")):  # fmt: skip
+                          (unexpected, "unexpected values")):  # fmt: skip
             if c.get(key) is not None:
                 rules.append((name, str(c[key])))
         if isinstance(raw := c.get("raw_ids"), Mapping) and raw:
