@@ -20,7 +20,6 @@ from segiou._count import MAX_WORD_TABLE, Lookup, Tally
 from segiou._instances import InstanceCounter, InstanceTally
 from segiou._resources import check_memory
 from segiou._typing import CountMatrix, IntArray
-from segiou._unexpected import isin
 from segiou._word_kernels import COPIES, fold_unfolded
 from segiou.errors import CountOverflowError, IncompatibleMatrixError, ShapeMismatchError
 from segiou.images import ImageRows
@@ -321,13 +320,14 @@ def _images(a: np.ndarray) -> np.ndarray:
 def image_counts(rows: ImageRows, n: int) -> tuple[IntArray, IntArray, IntArray]:
     """Return per image and class: ground-truth pixels, true positives, predictions at valid gt.
 
-    From the images' confusion entries (every prediction code, unexpected values included).
+    From the images' confusion entries. Ground-truth pixels are those the counts hold (a
+    class or void predicted): an unexpected prediction is left out, as the counts leave it.
     """
     k = rows.k
     gt = np.zeros((n, k), dtype=np.int64)
     tp = np.zeros((n, k), dtype=np.int64)
     pv = np.zeros((n, k), dtype=np.int64)
-    cls = rows.gt < k
+    cls = (rows.gt < k) & (rows.pred <= k)
     np.add.at(gt, (rows.image[cls], rows.gt[cls]), rows.count[cls])
     valid = cls & (rows.pred < k)
     np.add.at(pv, (rows.image[valid], rows.pred[valid]), rows.count[valid])
@@ -336,16 +336,13 @@ def image_counts(rows: ImageRows, n: int) -> tuple[IntArray, IntArray, IntArray]
     return gt, tp, pv
 
 
-def _gt_pixels(g: np.ndarray, p: np.ndarray, tally: Tally, lookup: Lookup) -> IntArray:
-    """Ground-truth pixels per class of a batch (its counts, void and unexpected predictions)."""
-    cm = tally.counts
-    out: IntArray = cm.sum(axis=1) + tally.void
-    if tally.unexpected_pred:  # counted, not raised: at which classes? (rare: a slow pass)
-        k = cm.shape[0]
-        gcls = np.vectorize(lambda v: lookup.gt_map.get(int(v), -1))(g)
-        pbad = ~isin(p, np.fromiter(lookup.pred_map, dtype=np.int64))
-        hit = pbad & (gcls >= 0) & (gcls < k)
-        out = out + np.bincount(gcls[hit].ravel(), minlength=k)
+def _gt_pixels(tally: Tally) -> IntArray:
+    """Ground-truth pixels per class of a batch that the counts hold: its counts and void.
+
+    A pixel whose prediction is an unexpected value is left out of the counts, and so of
+    Boundary IoU's ``|G|`` (:meth:`BandCounter.count` leaves it out of the interiors).
+    """
+    out: IntArray = tally.counts.sum(axis=1) + tally.void
     return out
 
 
@@ -397,7 +394,8 @@ def count_extras(
     if boundary is not None:
         band = counters.band()
         d = boundary.pixels_for(g.shape[1], g.shape[2])
-        sums = [band.count(g[i], p[i], 0, g.shape[1], d) for i in range(n)]
+        odd = bool(tally.unexpected_pred)  # (only then can a prediction be unexpected)
+        sums = [band.count(g[i], p[i], 0, g.shape[1], d, unexpected=odd) for i in range(n)]
         if per_image and tally.images is not None:
             gp, tp, pv = image_counts(tally.images, n)
             rows = [boundary_counts(s, gp[i], tp[i], pv[i]) for i, s in enumerate(sums)]
@@ -405,7 +403,7 @@ def count_extras(
         else:
             total = np.sum(sums, axis=0) if sums else np.zeros((8, k), dtype=np.int64)
             cm = tally.counts
-            gp = _gt_pixels(g, p, tally, counters.lookup)
+            gp = _gt_pixels(tally)
             bnd = boundary_counts(total, gp, np.diagonal(cm).copy(), cm.sum(axis=0))[None]
     inst = None
     if instances is not None:

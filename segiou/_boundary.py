@@ -207,9 +207,11 @@ def boundary_counts(
     sums : ndarray of int64, shape (8, K)
         What :meth:`BandCounter.count` added up over some pixels.
     gt_pixels, tp, pred_valid : ndarray of int64, shape (K,)
-        Of the same pixels: those whose ground truth is class ``c`` (whatever was predicted),
-        those where ground truth and prediction are both ``c`` (the confusion matrix's
-        diagonal), and those predicted ``c`` at valid ground truth (its column sums).
+        Of the same pixels: those whose ground truth is class ``c`` and that the counts hold
+        (its row of the confusion matrix and its void predictions: an unexpected prediction is
+        left out, as the counts leave it out), those where ground truth and prediction are both
+        ``c`` (the confusion matrix's diagonal), and those predicted ``c`` at valid ground
+        truth (its column sums).
 
     Returns
     -------
@@ -256,21 +258,24 @@ class BandCounter:
         self._scratch: dict[tuple[int, int, int], dict[str, np.ndarray]] = {}
 
     def _table(self, side: str, dtype: np.dtype) -> tuple[IntArray, int]:
-        """``(lut, lo)``: class (or K) of every value of a 1- or 2-byte dtype."""
+        """``(lut, lo)``: code of every value of a 1- or 2-byte dtype.
+
+        Class ``0..K-1``, ``K`` ignored or void, ``K+1`` unexpected.
+        """
         key = (side, dtype.str)
         if key not in self._tables:
             info = np.iinfo(dtype)
             k = self.lookup.num_classes
-            lut = np.full(int(info.max) - int(info.min) + 1, k, dtype=np.int64)
+            lut = np.full(int(info.max) - int(info.min) + 1, k + 1, dtype=np.int64)
             mapping = self.lookup.gt_map if side == "gt" else self.lookup.pred_map
             for v, c in mapping.items():
-                if info.min <= v <= info.max and c != IGNORE:
-                    lut[v - int(info.min)] = c
+                if info.min <= v <= info.max:
+                    lut[v - int(info.min)] = k if c == IGNORE else c
             self._tables[key] = (lut, int(info.min))
         return self._tables[key]
 
     def _codes(self, a: np.ndarray, side: str) -> np.ndarray:
-        """Return the band as codes (class, K for no class, K+1 unexpected), 8 or 16 bits."""
+        """Return the band as codes (class, K ignored or void, K+1 unexpected), 8 or 16 bits."""
         k = self.lookup.num_classes
         mapping = self.lookup.gt_map if side == "gt" else self.lookup.pred_map
         key = ("codes-" + side, a.dtype.str)
@@ -308,7 +313,8 @@ class BandCounter:
             self._scratch[key] = s
         return s
 
-    def count(self, g: np.ndarray, p: np.ndarray, lo: int, hi: int, d: int) -> IntArray:
+    def count(self, g: np.ndarray, p: np.ndarray, lo: int, hi: int, d: int, *,
+              unexpected: bool = True) -> IntArray:  # fmt: skip
         """Interior sums of rows ``lo..hi`` of a band (its halo rows around them).
 
         Parameters
@@ -320,6 +326,11 @@ class BandCounter:
             The counted rows, ``0 <= lo <= hi <= rows``.
         d : int
             Boundary width in pixels (at least 1).
+        unexpected : bool, default True
+            Whether the band may hold unexpected predictions at valid ground truth: ground-truth
+            interior pixels under them are then left out of ``G_IN`` (the counts leave them
+            out, so ``|G|`` does). ``False`` (no such pixel: every prediction was checked, or
+            one would be refused) skips that test.
 
         Returns
         -------
@@ -347,14 +358,15 @@ class BandCounter:
         for a, h, name in ((g, s["gh"], "gin"), (p, s["ph"], "pin")):
             bk.windows(a, d, h, s["c"], s["t"])
             bk.interiors(a, h, d, lo, hi, s["q"], s["pre"], s["suf"], s[name])
-        bk.count_band(g, p, glut, glo, plut, plo, k, s["gin"], s["pin"], lo, hi, s["eq"], out)
+        bk.count_band(g, p, glut, glo, plut, plo, k, s["gin"], s["pin"], lo, hi, s["eq"],
+                      unexpected, out)  # fmt: skip
         return out
 
     def _identity(self) -> IntArray:
-        """Class of every code value of the code dtype (codes ``>= K`` are no class)."""
+        """Code of every value of the code dtype (class, ``K`` ignored/void, ``K+1`` unexpected)."""
         key = ("identity", self._code_dtype.str)
         if key not in self._tables:
             k = self.lookup.num_classes
             n = 256 if self._code_dtype.itemsize == 1 else 65536
-            self._tables[key] = (np.minimum(np.arange(n, dtype=np.int64), k), 0)
+            self._tables[key] = (np.minimum(np.arange(n, dtype=np.int64), k + 1), 0)
         return self._tables[key][0]

@@ -24,15 +24,18 @@ leaves the image.
 Masks are read as *values* (raw ids, class ids or codes): runs and the column test compare
 values, so the caller passes masks in which each class is exactly one value, the same on both
 sides (it maps them to codes first otherwise), and tables that cover the mask's dtype:
-``lut[v - lo]`` is a value's class ``0..K-1``, or ``K`` and more for no class (ignored, void,
-unexpected). Interior pixels of a value of no class are found too, and skipped when counted.
+``lut[v - lo]`` is a value's class ``0..K-1``, ``K`` for no class (ignored, void) or ``K+1``
+(unexpected). Interior pixels of a value of no class are found too, and skipped when counted.
 
 :func:`count_band` adds, per class, over rows ``lo..hi`` and pixels with valid ground truth: the
-interior pixels of ``G`` (``G_IN``), of ``P`` (``P_IN``), and of ``G & P`` interior in ``G``, in
-``P`` and in both. With the confusion counts of the same pixels, ``|G_d| = |G| - G_IN``,
-``|P_d| = |P| - P_IN`` and ``|G_d & P_d| = |G & P| - GP_GIN - GP_PIN + GP_BOTH`` (``|G|`` all
-ground-truth pixels of the class, ``|P|`` those predicted as it at valid ground truth, ``|G &
-P|`` the true positives): the caller counts those anyway, faster than runs could.
+interior pixels of ``G`` (``G_IN``, not those whose prediction is unexpected: the counts leave
+them out), of ``P`` (``P_IN``), and of ``G & P`` interior in ``G``, in ``P`` and in both. With
+the confusion counts of the same pixels, ``|G_d| = |G| - G_IN``, ``|P_d| = |P| - P_IN`` and
+``|G_d & P_d| = |G & P| - GP_GIN - GP_PIN + GP_BOTH`` (``|G|`` the ground-truth pixels of the
+class that the counts hold: its row and its void predictions; ``|P|`` those predicted as it at
+valid ground truth, ``|G & P|`` the true positives): the caller counts those anyway, faster
+than runs could. ``G`` and ``P`` themselves (what is eroded) are the whole masks' regions: a
+pixel left out changes which pixels are counted, never the shape of a region.
 
 Pixels are compared 64 at a time into a word (:func:`_neq64`: a vector compare and its mask)
 where a row's pixels lie side by side, and one at a time in the words past the last whole one
@@ -401,14 +404,17 @@ def _block(w):
 
 
 @kernel
-def count_band(g, p, glut, glo, plut, plo, k, gin, pin, lo, hi, eq, out):
+def count_band(g, p, glut, glo, plut, plo, k, gin, pin, lo, hi, eq, unexp, out):
     """Add the interior sums of rows ``lo..hi`` to ``out`` (``(N_SUMS, K)`` int64).
 
     ``gin``/``pin`` come from :func:`interiors`. Interior pixels come in blocks of one run
     each (a run's interior never touches another run's), so a block's class is the class of
-    its first pixel (``glut``/``plut`` give a value's class, ``>= k`` for no class: skipped).
-    Each class must be the same value in ``g`` and ``p``: then a pixel of a block of class
-    ``c`` holds ``c`` on the other side where ``g == p``. ``eq`` is scratch (``words(width)``).
+    its first pixel (``glut``/``plut`` give a value's code: its class, ``k`` ignored or void,
+    ``k + 1`` unexpected; ``>= k`` is no class: skipped). Each class must be the same value in
+    ``g`` and ``p``: then a pixel of a block of class ``c`` holds ``c`` on the other side where
+    ``g == p``. With ``unexp``, a ground-truth interior pixel whose prediction is unexpected
+    is not counted in ``G_IN`` (the counts leave such a pixel out). ``eq`` is scratch
+    (``words(width)``).
     """
     nw = gin.shape[1]
     full = min(_full_words(g), _full_words(p))
@@ -432,7 +438,14 @@ def count_band(g, p, glut, glo, plut, plo, k, gin, pin, lo, hi, eq, out):
                 x = (q << 6) + int(_ctz(m))
                 c = glut[np.int64(gr[x]) - glo]
                 if c < k:
-                    out[G_IN, c] += _popcount(m)
+                    n = _popcount(m)
+                    if unexp:  # left out of the counts: an unexpected prediction
+                        differ = m & ~eq[q]
+                        while differ:
+                            j = (q << 6) + int(_ctz(differ))
+                            differ &= differ - _ONE
+                            n -= plut[np.int64(pr[j]) - plo] > k
+                    out[G_IN, c] += n
                     out[GP_GIN, c] += _popcount(m & eq[q])
             w = pi[q]
             while w:  # prediction interior blocks: at valid ground truth

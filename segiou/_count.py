@@ -47,6 +47,7 @@ __all__ = [
     "count_pairs",
     "describe_unexpected",
     "format_unexpected",
+    "kernel_values",
 ]
 
 
@@ -255,7 +256,7 @@ class Tally:
         )
 
 
-def _kernel_values(a: LabelArray, mapping: Mapping[int, int]) -> LabelArray:
+def kernel_values(a: LabelArray, mapping: Mapping[int, int]) -> LabelArray:
     """Return ``a`` as the kernels may read it: values >= 2**63 of a uint64 mask never alias an id.
 
     Kernels read values as int64, so a uint64 value >= 2**63 wraps to a negative number and
@@ -474,7 +475,7 @@ def count_pairs(
     given = lookup
     g_bool, p_bool = gt.dtype == np.bool_, pred.dtype == np.bool_
     lookup = lookup.for_bool(g_bool, p_bool)
-    gk, pk = _kernel_values(g, lookup.gt_map), _kernel_values(p, lookup.pred_map)
+    gk, pk = kernel_values(g, lookup.gt_map), kernel_values(p, lookup.pred_map)
     full = _tables(gk, pk, lookup, None if threads is None else max(1, int(threads)), per_image)
     n_unexp_gt = int(full[:, k + 1, :].sum())
     n_unexp_pred = int(full[:, :k, k + 1].sum())
@@ -579,7 +580,7 @@ class ImageCounter:
         g8 = native(g) if g.dtype != np.bool_ else g.view(np.uint8)
         p8 = native(p) if p.dtype != np.bool_ else p.view(np.uint8)
         lk = self.lookup.for_bool(g.dtype == np.bool_, p.dtype == np.bool_)
-        g8, p8 = _kernel_values(g8, lk.gt_map), _kernel_values(p8, lk.pred_map)
+        g8, p8 = kernel_values(g8, lk.gt_map), kernel_values(p8, lk.pred_map)
         if word_path(g8, p8, lk):
             gf, pf, (gcode, pcode) = _word_args(g8, p8, lk)
             if g8.dtype.itemsize == 1 and p8.dtype.itemsize == 1:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from segiou import _instance_kernels as ik
-from segiou._count import IGNORE
+from segiou._count import IGNORE, kernel_values
 from segiou._typing import IntArray
 from segiou.errors import InstanceIdError, LabelDtypeError, ShapeMismatchError, UsageError
 from segiou.labels import IdSpace, LabelSpec
@@ -138,9 +138,10 @@ class InstanceCounter:
             )
             raise UsageError(msg)
         self.span = max(span, 0)
-        code = {v: (k if c == IGNORE else c) for v, c in spec.gt_map(gt_ids).items()}
+        self._maps = (spec.gt_map(gt_ids), spec.pred_map(pred_ids))
+        code = {v: (k if c == IGNORE else c) for v, c in self._maps[0].items()}
         self.gcode, self.glo = _table(code, k + 1)
-        code = {v: (k if c == IGNORE else c) for v, c in spec.pred_map(pred_ids).items()}
+        code = {v: (k if c == IGNORE else c) for v, c in self._maps[1].items()}
         self.pcode, self.plo = _table(code, k + 1)
         inst_cats = set(instance_categories(spec))
         n_cat = len(spec.categories)
@@ -203,6 +204,8 @@ class InstanceCounter:
             raise LabelDtypeError(msg)
         if self._tab is None:
             self._tab = np.zeros((self.span, 3), dtype=np.int64)
+        # uint64 values of 2**63 and more are unexpected (as counted), never a negative id
+        g, p = kernel_values(g, self._maps[0]), kernel_values(p, self._maps[1])
         bad = ik.count_instances(inst, g, p, self.ilut, self.ilo, self.gcode, self.glo,
                                  self.pcode, self.plo, self.pcat, self.ccat, self.icat, self.k,
                                  self._tab, self._fp)  # fmt: skip

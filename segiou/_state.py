@@ -515,7 +515,8 @@ def _check_extra_bounds(p: StateParts) -> None:
     """Boundary IoU counts and category false positives within the state's own pixels.
 
     Per class ``c``: ``|G_d|`` at most the ground-truth pixels of ``c`` (its row of the counts,
-    its void and, at most, every unexpected prediction), ``|P_d|`` at most the pixels predicted
+    its void and, at most, every unexpected prediction: states written before unexpected
+    predictions were left out of ``G_d`` counted them there), ``|P_d|`` at most the pixels predicted
     ``c`` at valid ground truth (its column), ``|G_d & P_d|`` at most its true positives. A
     category false positive is a void prediction at valid ground truth: at most the void total.
     """

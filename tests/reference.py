@@ -333,12 +333,15 @@ def boundary_counts(
     Per class ``c``: ``G = (gt == c)``, padded by one background pixel on every side (the image
     border is background) and eroded ``d`` times by a 3 x 3 square (scipy's
     ``binary_erosion``); ``G_d = G - eroded``; ``P_d`` likewise. Pixels whose ground truth is an
-    ignore value (or no class) count in neither the intersection nor the boundaries.
+    ignore value (or no class), and pixels whose prediction is neither a class nor an ignore
+    value (unexpected: the confusion counts leave them out), count in neither the intersection
+    nor the boundaries; the regions eroded are the whole masks' ``gt == c`` and ``pred == c``.
     """
     from scipy.ndimage import binary_erosion
 
     out = np.zeros((3, num_classes), dtype=np.int64)
     valid = (gt >= 0) & (gt < num_classes) & ~np.isin(gt, list(ignore))
+    valid &= ((pred >= 0) & (pred < num_classes)) | np.isin(pred, list(ignore))
     square = np.ones((3, 3), dtype=bool)
     for c in range(num_classes):
         sides = []

@@ -599,7 +599,11 @@ def test_windows_and_interiors_of_every_width_equal_the_definition(dtype, layout
 
 
 def _sums_ref(gc: np.ndarray, pc: np.ndarray, k: int, d: int) -> np.ndarray:
-    """What ``BandCounter.count`` adds up, from the definition, on class maps (K: no class)."""
+    """What ``BandCounter.count`` adds up, from the definition, on class maps.
+
+    ``K``: ignored or void, ``K + 1``: unexpected (a ground-truth pixel under an unexpected
+    prediction is left out of ``G_IN``, as the counts leave it out).
+    """
     from segiou import _boundary_kernels as bk
 
     gi, pi = _interior_ref(gc, d), _interior_ref(pc, d)
@@ -607,7 +611,7 @@ def _sums_ref(gc: np.ndarray, pc: np.ndarray, k: int, d: int) -> np.ndarray:
     out = np.zeros((bk.N_SUMS, k), dtype=np.int64)
     for c in range(k):
         g, p = gc == c, pc == c
-        out[bk.G_IN, c] = (gi & g).sum()
+        out[bk.G_IN, c] = (gi & g & (pc <= k)).sum()
         out[bk.GP_GIN, c] = (gi & g & same).sum()
         out[bk.P_IN, c] = (pi & p & (gc < k)).sum()
         out[bk.GP_PIN, c] = (pi & p & same).sum()
@@ -635,9 +639,9 @@ def test_band_sums_of_every_width_equal_the_definition(dtype, layout, same_value
     band = BandCounter(Lookup(3, gmap, pmap))
 
     def classes(a: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
-        out = np.full(a.shape, 3, dtype=np.int64)  # no class: ignored or unexpected
+        out = np.full(a.shape, 4, dtype=np.int64)  # unexpected
         for v, c in mapping.items():
-            out[a == v] = c if c >= 0 else 3
+            out[a == v] = c if c >= 0 else 3  # ignored or void
         return out
 
     for w in WIDTHS:
@@ -686,3 +690,78 @@ def test_bool_masks_holding_other_bytes_are_read_as_numpy_reads_them(per_image) 
         want = sum(reference.boundary_counts(gt[i].astype(np.int64), pred[i].astype(np.int64),
                                              2, d) for i in range(2))  # fmt: skip
         assert_array_equal(cm.extras.boundary_total, want)
+
+
+def test_an_unexpected_prediction_is_left_out_of_boundary_iou_as_of_the_counts() -> None:
+    # the counts leave a pixel whose prediction is an unexpected value out: so does G_d. A 4 x 4
+    # image of class 0, its top row predicted 9 (neither a class nor void), d = 1: G_d is the
+    # 12-pixel ring less the 4 pixels of the top row; P (rows 1-3) has 2 interior pixels
+    g = np.zeros((4, 4), np.uint8)
+    p = g.copy()
+    p[0, :] = 9
+    cm = ConfusionMatrix(2, ignore_index=255, boundary="1px", on_unexpected="count")
+    cm.update(g, p, key="a")
+    assert cm.counts.tolist() == [[12, 0], [0, 0]]
+    r = segiou.evaluate(cm)
+    assert r.boundary is not None
+    assert_array_equal(cm.extras.boundary_total, [[8, 0], [8, 0], [10, 0]])
+    assert r.boundary["iou"][0] == pytest.approx(0.8)
+    # every prediction unexpected: class 0 has no counted pixel, no IoU and no Boundary IoU
+    cm = ConfusionMatrix(2, ignore_index=255, boundary="1px", on_unexpected="count")
+    cm.update(g, np.full((4, 4), 9, np.uint8), key="a")
+    r = segiou.evaluate(cm)
+    assert r.boundary is not None
+    assert not cm.extras.boundary_total.any()
+    assert np.isnan(r.per_class["iou"][0])
+    assert np.isnan(r.boundary["iou"]).all()
+    assert np.isnan(r.boundary["miou"])
+
+
+def _with_unexpected(n: int, h: int, w: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cityscapes-like masks with unexpected values on both sides (patches and single pixels)."""
+    gt, pred = cityscapes_like(n, h, w, seed=seed)
+    rng = np.random.default_rng(seed)
+    for i in range(n):  # over classes, ignored and unexpected ground truth alike
+        for v in (200, 201):
+            y, x = int(rng.integers(0, h - 6)), int(rng.integers(0, w - 9))
+            pred[i, y : y + int(rng.integers(1, 7)), x : x + int(rng.integers(1, 10))] = v
+    pred[rng.random(pred.shape) < 0.04] = 202
+    gt[rng.random(gt.shape) < 0.02] = 77
+    gt[:, h // 3 : h // 3 + 2, 5:-5] = 255
+    return gt, pred
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+def test_unexpected_values_are_left_out_of_boundary_iou_in_memory_and_out_of_core(
+    tmp_path: Path, per_image: bool
+) -> None:
+    # the reference erodes the whole masks' regions and leaves out of G_d, P_d and their
+    # intersection every pixel the counts leave out: ground truth of no class (ignored or
+    # unexpected) and, at a class, an unexpected prediction
+    gt, pred = _with_unexpected(3, 24, 40, seed=5)
+    names = ["a", "b", "c"]
+    want = [reference.boundary_counts(gt[i], pred[i], 19, 3) for i in range(3)]
+    # (the data holds what the test is about: as void, those predictions would be in G_d)
+    void = np.where(pred >= 200, 255, pred)
+    assert sum(want)[1].sum() < sum(reference.boundary_counts(gt[i], void[i], 19, 3)[1].sum()
+                                    for i in range(3))  # fmt: skip
+    mem = ConfusionMatrix(19, ignore_index=255, boundary="3px", on_unexpected="count",
+                          per_image=per_image)  # fmt: skip
+    mem.update(gt, pred, key="m", names=names if per_image else None)
+    assert mem.unexpected_pred  # the data holds what the test is about
+    assert mem.unexpected_gt
+    assert_array_equal(mem.extras.boundary_total, sum(want))
+    if per_image:
+        for i, n in enumerate(names):
+            assert_array_equal(mem.extras.boundary_images[n], want[i])
+    path = tmp_path / "s.zarr"
+    for name, data in (("gt", gt), ("pred", pred)):
+        create_stack(path, n=3, height=24, width=40, chunks=(5, 7), path=name, names=names)[:] = (
+            data
+        )
+    for ppt in (1 << 20, 200):
+        cm = count_stores(path / "gt", path / "pred", labels=19, ignore_index=255, boundary="3px",
+                          on_unexpected="count", scheduler="threads", pixels_per_task=ppt)  # fmt: skip
+        assert_array_equal(cm.extras.boundary_total, sum(want))
+        for i, n in enumerate(names):
+            assert_array_equal(cm.extras.boundary_images[n], want[i])

@@ -637,3 +637,158 @@ def test_a_truncated_instance_map_is_refused() -> None:
     assert cm.n_pixels == 0
     cm.update(g, g, key="c", instances=inst)
     assert segiou.evaluate(cm, preset="cityscapes").instances["instances"][13] == 1
+
+
+def test_an_unexpected_prediction_is_left_out_of_its_instance_as_of_the_counts() -> None:
+    # a car of 4 pixels, 2 of them predicted 9 (neither a class nor void): the counts leave
+    # those out (IoU 1.0), and so does the instance: 2 pixels, both true positives
+    from segiou.labels import LabelSpec
+
+    spec = LabelSpec.from_dict({"name": "t", "classes": [{"name": "bg"}, {"name": "car"}],
+                                "ignore": [255], "instance_sizes": {"car": 4.0}})  # fmt: skip
+    g = np.array([[1, 1, 1, 1, 0, 0]], np.uint8)
+    p = g.copy()
+    p[0, :2] = 9
+    cm = ConfusionMatrix(spec, instances=True, on_unexpected="count")
+    cm.update(g, p, key="a", instances=np.array([[1000, 1000, 1000, 1000, 0, 0]], np.int32))
+    r = segiou.evaluate(cm)
+    assert cm.counts.tolist() == [[2, 0], [0, 2]]
+    assert r.per_class["iou"][1] == 1.0
+    assert r.instances["iiou"][1] == 1.0
+    assert r.instances["tp_weighted"][1] == pytest.approx(2 * 4.0 / 2)  # weight A / n = 4 / 2
+    assert r.instances["fn_weighted"][1] == 0.0
+    # every pixel of the car predicted 9: no instance is left
+    cm = ConfusionMatrix(spec, instances=True, on_unexpected="count")
+    p[0, :4] = 9
+    cm.update(g, p, key="a", instances=np.array([[1000, 1000, 1000, 1000, 0, 0]], np.int32))
+    assert cm.extras.instance_records().n == 0
+    assert np.isnan(segiou.evaluate(cm).instances["iiou"][1])
+    # uint64 masks: 2**64 - 1 is an unexpected value (as counted), never the ignore value -1
+    spec = LabelSpec.from_dict({"name": "t", "classes": [{"name": "bg"}, {"name": "car"}],
+                                "ignore": [-1], "instance_sizes": {"car": 4.0}})  # fmt: skip
+    g64 = g.astype(np.uint64)
+    p64 = g64.copy()
+    p64[0, :2] = np.uint64(2**64 - 1)
+    cm = ConfusionMatrix(spec, instances=True, on_unexpected="count")
+    cm.update(g64, p64, key="a", instances=np.array([[1000, 1000, 1000, 1000, 0, 0]], np.int32))
+    assert cm.unexpected_pred == {2**64 - 1: 2}
+    assert segiou.evaluate(cm).instances["iiou"][1] == 1.0
+
+
+_SPEC = {"name": "u", "classes": [{"name": "tree", "category": "nature"},
+                                  {"name": "car", "category": "vehicle"},
+                                  {"name": "truck", "category": "vehicle"},
+                                  {"name": "ped", "category": "human"}],
+         "ignore": [255], "instance_sizes": {"car": 30.0, "truck": 50.0, "ped": 12.0}}  # fmt: skip
+_UNEXPECTED = (9, 77, 200)
+
+
+def _unexpected_images(seed: int, n: int = 3, h: int = 20, w: int = 30) -> tuple[np.ndarray, ...]:
+    """Class ids 0..3 with instances of 1..3, ignore 255, unexpected values on both sides."""
+    rng = np.random.default_rng(seed)
+    gt = np.zeros((n, h, w), np.uint8)
+    inst = np.zeros((n, h, w), np.uint16)
+    for i in range(n):
+        used: dict[int, int] = {}
+        for _ in range(6):
+            c = int(rng.integers(1, 4))
+            hh, ww = int(rng.integers(2, 8)), int(rng.integers(2, 10))
+            y, x = int(rng.integers(0, h - hh)), int(rng.integers(0, w - ww))
+            gt[i, y : y + hh, x : x + ww] = c
+            k = used.get(c, 0)
+            used[c] = k + 1
+            inst[i, y : y + hh, x : x + ww] = c * 1000 + k
+    pred = np.where(rng.random(gt.shape) < 0.2, rng.integers(0, 4, gt.shape), gt).astype(np.uint8)
+    pred[rng.random(gt.shape) < 0.05] = 255  # void
+    for i in range(n):  # unexpected predictions in patches (over instances too) and pixels
+        y, x = int(rng.integers(0, h - 5)), int(rng.integers(0, w - 6))
+        pred[i, y : y + 5, x : x + 6] = 200
+    pred[rng.random(gt.shape) < 0.05] = 9
+    gt[rng.random(gt.shape) < 0.03] = 77  # unexpected ground truth, inside instances too
+    gt[rng.random(gt.shape) < 0.03] = 255  # ignored ground truth, inside instances too
+    return gt, pred, inst
+
+
+def _iiou_left_out(gt: np.ndarray, pred: np.ndarray, inst: np.ndarray) -> tuple[list, list]:
+    """Class and category iIoU, cityscapesScripts' formula, on the pixels the counts hold.
+
+    A pixel is left out (of the confusion counts and of its instance) when its ground truth is
+    unexpected, or its ground truth is a class and its prediction unexpected; an instance
+    pixel with ignored ground truth stays in its instance (cityscapesScripts reads the
+    instance map only). FP (unweighted) from the counts.
+    """
+    k = 4
+    sizes = {1: 30.0, 2: 50.0, 3: 12.0}
+    cat = [0, 1, 1, 2]
+    gcls = gt < k
+    known_gt = gcls | (gt == 255)
+    out = ~known_gt | (gcls & ~((pred < k) | (pred == 255)))
+    cm = np.zeros((k, k), np.int64)
+    sel = gcls & (pred < k)
+    np.add.at(cm, (gt[sel].astype(int), pred[sel].astype(int)), 1)
+    tpw, fnw = np.zeros(k), np.zeros(k)
+    ctpw, cfnw = np.zeros(3), np.zeros(3)
+    for j in range(gt.shape[0]):
+        for v in np.unique(inst[j][inst[j] >= 1000]):
+            c = int(v) // 1000
+            m = (inst[j] == v) & ~out[j]
+            n = int(m.sum())
+            if n == 0:
+                continue
+            pv = pred[j][m]
+            w = sizes[c] / n
+            tp = int((pv == c).sum())
+            tpw[c] += tp * w
+            fnw[c] += (n - tp) * w
+            ctp = int(sum(1 for q in pv if q < k and cat[q] == cat[c]))
+            ctpw[cat[c]] += ctp * w
+            cfnw[cat[c]] += (n - ctp) * w
+    iiou = []
+    for c in range(k):
+        fp = cm[:, c].sum() - cm[c, c]
+        den = tpw[c] + fnw[c] + fp
+        iiou.append(tpw[c] / den if c in sizes and den > 0 else math.nan)
+    cats = []
+    for g in range(3):
+        mem = [c for c in range(k) if cat[c] == g]
+        oth = [c for c in range(k) if cat[c] != g]
+        fp = cm[np.ix_(oth, mem)].sum()
+        den = ctpw[g] + cfnw[g] + fp
+        cats.append(ctpw[g] / den if g in (1, 2) and den > 0 else math.nan)
+    return iiou, cats
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_unexpected_values_are_left_out_of_iiou_in_memory_and_out_of_core(
+    tmp_path: Path, seed: int
+) -> None:
+    zarr = pytest.importorskip("zarr")
+    gt, pred, inst = _unexpected_images(seed)
+    want, want_cat = _iiou_left_out(gt, pred, inst)
+    path = tmp_path / "u.json"
+    path.write_text(json.dumps(_SPEC))
+    names = ["a", "b", "c"]
+
+    def check(cm: ConfusionMatrix) -> None:
+        assert cm.unexpected_pred  # what the test is about
+        assert cm.unexpected_gt
+        q = segiou.evaluate(cm).instances
+        for c in range(4):
+            assert _same(q["iiou"][c], want[c]), c
+        for g in range(3):
+            assert _same(q["category_iiou"][g], want_cat[g]), g
+
+    for per_image in (False, True):
+        mem = ConfusionMatrix(path, instances=True, on_unexpected="count", per_image=per_image)
+        mem.update(gt, pred, key="m", names=names if per_image else None, instances=inst)
+        check(mem)
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    for name, a in (("gt", gt), ("pred", pred), ("instances", inst)):
+        arr = root.create_array(name, shape=a.shape, chunks=(1, 6, 7), dtype=a.dtype)
+        arr[:] = a
+        arr.attrs["segiou"] = {"names": names}
+    for ppt in (1 << 20, 100):
+        cm = count_stores(tmp_path / "s.zarr" / "gt", tmp_path / "s.zarr" / "pred", labels=path,
+                          on_unexpected="count", scheduler="threads", pixels_per_task=ppt)  # fmt: skip
+        assert cm.instances
+        check(cm)

@@ -93,6 +93,9 @@ class UnitQuality:
         k = job.spec.num_classes
         self.k = k
         self.band = BandCounter(job.lookup) if job.boundary is not None else None
+        # unexpected predictions are left out of |G| (and of the counts); under "raise" any
+        # of them fails the evaluation, so there is nothing to leave out
+        self.odd = job.on_unexpected == "count"
         self.inst = (InstanceCounter(job.spec, job.gt_ids, job.pred_ids)
                      if job.instances is not None else None)  # fmt: skip
         self.n_cat = len(job.spec.categories)
@@ -131,7 +134,8 @@ class UnitQuality:
             a, b = max(0, y0 - d), min(h, y1 + d)
             g = read_region(gcache, gn, a, b, 0, w)
             p = pred(a, b, g)
-            self._cur["sums"] += self.band.count(_native(g), _native(p), y0 - a, y1 - a, d)
+            self._cur["sums"] += self.band.count(_native(g), _native(p), y0 - a, y1 - a, d,
+                                                 unexpected=self.odd)  # fmt: skip
             self._widths.add(d)
         if self.inst is not None:
             iarr, n = image_array(job.instances, i)
@@ -170,7 +174,8 @@ class UnitQuality:
         h = g.shape[0]
         if self.band is not None:
             d = self.margin(i)
-            self._cur["sums"] += self.band.count(_native(g), _native(p), 0, h, d)
+            self._cur["sums"] += self.band.count(_native(g), _native(p), 0, h, d,
+                                                 unexpected=self.odd)  # fmt: skip
             self._widths.add(d)
         if self.inst is not None:
             src = self.job.instances
@@ -182,8 +187,9 @@ class UnitQuality:
         """End the unit: ``table`` is its ``(K+2, K+2)`` code table (the same pixels)."""
         k = self.k
         c = table[:k, :k]
-        b = boundary_counts(self._cur["sums"], table[:k, :].sum(axis=1), np.diagonal(c).copy(),
-                            c.sum(axis=0))  # fmt: skip
+        # ground-truth pixels the counts hold: a class or void predicted (not unexpected)
+        b = boundary_counts(self._cur["sums"], table[:k, : k + 1].sum(axis=1),
+                            np.diagonal(c).copy(), c.sum(axis=0))  # fmt: skip
         self._units.append((self._cur["image"], b, np.zeros(0, np.int64), self._cur["absent"]))
         if self.inst is not None:
             self._tallies.append(self.inst.finish(image=self._cur["image"]))
