@@ -7,7 +7,7 @@ instance category. Instance ids follow Cityscapes' ``*_gtFine_instanceIds.png`` 
 ilo]`` is the label's class (``>= 0``), ``-1`` for a label that is not evaluated (its instances
 are skipped, as cityscapesScripts skips labels ignored in evaluation), ``-2`` for a label the
 spec does not know and ``-3`` for a class without an average instance size (both reported by
-the caller; a plain value is reported only when its label is unknown). ``tab[value - 1000]``
+the caller; a plain value is reported only when its label is unknown). ``tab[value - base]``
 gets ``(pixels, predicted as its class, predicted in its instance category)``, over the pixels
 the confusion counts hold or ignore: a pixel they leave out as unexpected (an unexpected
 ground-truth value, or an unexpected prediction at valid ground truth) is no pixel of its
@@ -28,9 +28,13 @@ FIRST = 1000
 
 
 @kernel
-def count_instances(inst, g, p, ilut, ilo, gcode, glo, pcode, plo, pcat, ccat, icat, k, tab, fp):
+def count_instances(inst, g, p, ilut, ilo, base, gcode, glo, pcode, plo, pcat, ccat, icat, k, tab,
+                    fp):  # fmt: skip
     """Add one image region's instance pixels to ``tab`` and category false positives to ``fp``.
 
+    ``tab[value - base]`` is an instance value's row: the table spans the labels of classes
+    with an average instance size only (``base`` is the first value of the lowest of them), so
+    a value of another label never reaches it (a row outside ``tab`` is never written).
     ``gcode``/``pcode`` give the code of a ground-truth / predicted value (class, ``k`` ignored
     or void, ``k + 1`` unexpected outside the tables); ``pcat`` the instance category of a
     predicted value (``-1``: none); ``ccat``/``icat`` each class's category / instance category.
@@ -44,6 +48,7 @@ def count_instances(inst, g, p, ilut, ilo, gcode, glo, pcode, plo, pcat, ccat, i
     ni = np.uint64(ilut.size)
     ng = np.uint64(gcode.size)
     npn = np.uint64(pcode.size)
+    nt = np.uint64(tab.shape[0])
     bad = -1
     for y in range(rows):
         for x in range(width):
@@ -59,8 +64,8 @@ def count_instances(inst, g, p, ilut, ilo, gcode, glo, pcode, plo, pcat, ccat, i
                 if c >= 0:
                     # a pixel the counts leave out (unexpected ground truth, or an unexpected
                     # prediction at valid ground truth) is no pixel of its instance either
-                    j = v - FIRST
-                    if gc != k + 1 and not (gc < k and pc == k + 1):
+                    j = np.uint64(v - base)
+                    if j < nt and gc != k + 1 and not (gc < k and pc == k + 1):
                         tab[j, 0] += 1
                         tab[j, 1] += pc == c
                         ic = icat[c]

@@ -23,7 +23,7 @@ from segiou.labels import IdSpace, LabelSpec
 
 __all__ = ["InstanceCounter", "InstanceTally", "instance_categories"]
 
-#: Largest per-image table of instance values (rows ``value - 1000``) a counter allocates.
+#: Largest per-image table of instance values (rows ``value - base``) a counter allocates.
 _MAX_SPAN = 1 << 22
 
 
@@ -130,14 +130,21 @@ class InstanceCounter:
                 "spec raw ids (labelIds from 1) or move the class to an index of 1 or more"
             )
             raise UsageError(msg)
-        span = (self.ilo + self.ilut.size) * ik.FIRST - ik.FIRST
+        # the table's rows: the instance values of the labels that can carry instances, those
+        # of classes with an average size (from 1: a value below 1000 is a plain label id).
+        # Ignore values and unevaluated or unsized labels never get a row, however large
+        carrying = [v for v, c in labels.items() if c >= 0 and v >= 1]
+        lo, hi = (min(carrying), max(carrying)) if carrying else (1, 0)
+        span = (hi - lo + 1) * ik.FIRST
         if span > _MAX_SPAN:
             msg = (
-                f"label spec {spec.name!r}: instance values reach {span + ik.FIRST - 1:,}, more "
+                f"label spec {spec.name!r}: instance values of its labels with instances span "
+                f"{lo * ik.FIRST:,}..{hi * ik.FIRST + ik.FIRST - 1:,} ({span:,} values), more "
                 f"than the {_MAX_SPAN:,} an instance table holds; renumber the label ids"
             )
             raise UsageError(msg)
-        self.span = max(span, 0)
+        self.span = span
+        self.base = lo * ik.FIRST
         self._maps = (spec.gt_map(gt_ids), spec.pred_map(pred_ids))
         code = {v: (k if c == IGNORE else c) for v, c in self._maps[0].items()}
         self.gcode, self.glo = _table(code, k + 1)
@@ -206,7 +213,7 @@ class InstanceCounter:
             self._tab = np.zeros((self.span, 3), dtype=np.int64)
         # uint64 values of 2**63 and more are unexpected (as counted), never a negative id
         g, p = kernel_values(g, self._maps[0]), kernel_values(p, self._maps[1])
-        bad = ik.count_instances(inst, g, p, self.ilut, self.ilo, self.gcode, self.glo,
+        bad = ik.count_instances(inst, g, p, self.ilut, self.ilo, self.base, self.gcode, self.glo,
                                  self.pcode, self.plo, self.pcat, self.ccat, self.icat, self.k,
                                  self._tab, self._fp)  # fmt: skip
         if bad >= 0:
@@ -261,7 +268,7 @@ class InstanceCounter:
         rows = np.flatnonzero(self._tab[:, 0])
         part = self._tab[rows].copy()
         self._tab[rows] = 0
-        ids = rows.astype(np.int64) + ik.FIRST
+        ids = rows.astype(np.int64) + self.base
         labels = ids // ik.FIRST
         cls = self.ilut[labels - self.ilo]
         return InstanceTally(np.full(ids.size, image, dtype=np.int64), ids, cls, part[:, 0],

@@ -792,3 +792,109 @@ def test_unexpected_values_are_left_out_of_iiou_in_memory_and_out_of_core(
                           on_unexpected="count", scheduler="threads", pixels_per_task=ppt)  # fmt: skip
         assert cm.instances
         check(cm)
+
+
+@pytest.mark.parametrize(("ignore", "dtype"), [(65535, np.uint16), (255, np.uint8), (-1, np.int32)])
+def test_a_far_ignore_value_never_sizes_the_instance_table(
+    tmp_path: Path, ignore: int, dtype: type
+) -> None:
+    # an ignore value carries no instances: only the labels of classes with an average size
+    # need rows (here 1000..1999), whatever the ignore value
+    zarr = pytest.importorskip("zarr")
+    spec = {"name": "t", "classes": [{"name": "bg"}, {"name": "car"}, {"name": "tree"}],
+            "ignore": [ignore], "instance_sizes": {"car": 5.0}}  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(spec))
+    g = np.zeros((1, 6, 8), dtype)
+    g[0, 0:3, 0:4] = 1  # car A, 12 pixels
+    g[0, 4:6, 4:8] = 1  # car B, 8 pixels
+    g[0, 3, :] = ignore
+    g[0, 4:6, 0:2] = 2  # tree: no instances
+    inst = np.where(g == 1, 0, g).astype(np.int32)
+    inst[0, 0:3, 0:4] = 1000
+    inst[0, 4:6, 4:8] = 1001
+    inst[0, 3, :] = 0
+    if ignore > 0:  # instances of the ignore label: skipped, not refused
+        inst[0, 3, :3] = ignore * 1000 + 3
+    p = g.copy()
+    p[0, 0, 1:4] = 0  # 3 of car A missed
+    p[0, 5, 2:4] = 1  # 2 background pixels predicted car: false positives
+    p[0, 3, :] = 1  # at ignored ground truth: nothing
+    # cityscapesScripts' formula by hand: w = 5 / n per instance, FP unweighted
+    tpw, fnw = 9 * 5 / 12 + 8 * 5 / 8, 3 * 5 / 12
+    want = tpw / (tpw + fnw + 2)
+    cm = ConfusionMatrix(path, instances=True, per_image=True)
+    cm.update(g, p, key="a", names=["a"], instances=inst)
+    q = segiou.evaluate(cm).instances
+    assert q["iiou"][1] == pytest.approx(want, abs=1e-12)
+    assert q["instances"].tolist() == [0, 2, 0]
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    for name, a in (("gt", g), ("pred", p), ("instances", inst)):
+        arr = root.create_array(name, shape=a.shape, chunks=(1, 4, 3), dtype=a.dtype)
+        arr[:] = a
+        arr.attrs["segiou"] = {"names": ["a"]}
+    ooc = count_stores(tmp_path / "s.zarr" / "gt", tmp_path / "s.zarr" / "pred", labels=path,
+                       scheduler="synchronous", pixels_per_task=16)  # fmt: skip
+    got = segiou.evaluate(ooc).instances
+    assert got["iiou"][1] == q["iiou"][1]
+    assert got["instances"].tolist() == [0, 2, 0]
+    with pytest.raises(InstanceIdError, match=r"value 2001 .*'tree', which has no average"):
+        cm.update(g, p, key="b", instances=np.where(g == 2, 2001, inst).astype(np.int32))
+    with pytest.raises(InstanceIdError, match=r"label 70000 is no class id"):
+        cm.update(g, p, key="c", instances=np.where(g == 1, 70_000_001, inst).astype(np.int32))
+
+
+def test_a_far_unevaluated_raw_id_never_sizes_the_instance_table(tmp_path: Path) -> None:
+    spec = {"name": "r", "classes": [{"name": "road"}, {"name": "car"}], "ignore": [255],
+            "raw": [{"id": 65535, "name": "unlabeled", "class": None},
+                    {"id": 7, "name": "road", "class": "road"},
+                    {"id": 26, "name": "car", "class": "car"}],
+            "instance_sizes": {"car": 10.0}}  # fmt: skip
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(spec))
+    g = np.full((4, 6), 7, np.uint16)
+    g[1:3, 1:5] = 26
+    g[0, :] = 65535
+    inst = np.where(g == 26, 26000, np.where(g == 65535, 7, g)).astype(np.int32)
+    p = g.copy()
+    p[1, 1] = 7
+    cm = ConfusionMatrix(path, gt_ids="raw", instances=True)
+    cm.update(g, p, key="a", instances=inst)
+    # one car of 8 pixels, 7 predicted car: w = 10 / 8, no false positive
+    assert segiou.evaluate(cm).instances["iiou"][1] == pytest.approx(7 / 8, abs=1e-12)
+
+
+def test_labels_with_instances_spanning_too_much_are_refused_and_far_ones_fit(
+    tmp_path: Path,
+) -> None:
+    spec = {"name": "w", "classes": [{"name": "road"}, {"name": "car"}, {"name": "bus"}],
+            "ignore": [255],
+            "raw": [{"id": 7, "name": "road", "class": "road"},
+                    {"id": 1, "name": "car", "class": "car"},
+                    {"id": 5000, "name": "bus", "class": "bus"}],
+            "instance_sizes": {"car": 10.0, "bus": 20.0}}  # fmt: skip
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(spec))
+    with pytest.raises(
+        UsageError,
+        match=r"1,000\.\.5,000,999 .*more than the 4,194,304 an "
+        r"instance table holds; renumber the label ids",
+    ):
+        ConfusionMatrix(path, gt_ids="raw", instances=True)
+    # labels far from 1 but close together fit: the table starts at the lowest of them
+    spec["raw"][1]["id"] = 4999
+    path.write_text(json.dumps(spec))
+    cm = ConfusionMatrix(path, gt_ids="raw", instances=True)
+    g = np.full((3, 6), 7, np.int32)
+    g[0, :4] = 4999
+    g[2, 2:] = 5000
+    inst = np.where(g == 7, 7, g * 1000).astype(np.int32)
+    inst[2, 2:] += 1  # bus 5,000,001
+    p = g.copy()
+    p[0, 0] = 7  # a car pixel missed
+    p[1, 5] = 5000  # a road pixel predicted bus
+    cm.update(g, p, key="a", instances=inst)
+    q = segiou.evaluate(cm).instances
+    assert q["instances"].tolist() == [0, 1, 1]
+    # car: w = 10 / 4, tp 3, fn 1; bus: w = 20 / 4, tp 4, one false positive
+    assert q["iiou"][1:].tolist() == pytest.approx([3 * 2.5 / (4 * 2.5), 4 * 5 / (4 * 5 + 1)])
