@@ -143,6 +143,13 @@ class ConfusionMatrix(Totals):
         self.pred_ids: IdSpace = gt_ids if pred_ids is None else pred_ids
         self.on_unexpected: OnUnexpected = on_unexpected
         self.per_image = bool(per_image)
+        if threads is not None and (isinstance(threads, bool)
+                                    or not isinstance(threads, int | np.integer)):  # fmt: skip
+            msg = (
+                f"threads={threads!r} is not a whole number; give the kernel threads as an int, "
+                "or None for all of Numba's threads"
+            )
+            raise UsageError(msg)
         self.threads = threads
         check_fits(spec.num_classes, threads)
         self._lookup = spec_lookup(spec, self.gt_ids, self.pred_ids)
@@ -285,6 +292,9 @@ class ConfusionMatrix(Totals):
         ScoresError
             Scores containing NaN (the first position is named).
         """
+        if isinstance(key, str) and not key:
+            msg = "key='' is empty; a batch key is a non-empty string (or None: no key)"
+            raise UsageError(msg)
         if (self._stream is not None and names is None and instances is None
                 and scores_axis is None and scores_dtype is None
                 and self._stream.add(self, gt, pred, key)):  # fmt: skip

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from segiou.errors import UnknownNameError
+from segiou.errors import UnknownNameError, UsageError
 from segiou.metrics import MeanOver
 
 __all__ = ["PRESETS", "Convention", "get_convention"]
@@ -54,6 +54,14 @@ class Convention:
     differences: tuple[str, ...] = ()
     fbeta_from_pr: bool = False
     stated_rules: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.mean_over not in ("present", "gt", "all"):
+            msg = (
+                f"convention {self.name!r}: mean_over={self.mean_over!r} is unknown; expected "
+                "'present', 'gt' or 'all'"
+            )
+            raise UsageError(msg)
 
     def rules(self) -> list[str]:
         """Return the rules of this convention in words (echoed in reports)."""

@@ -78,6 +78,22 @@ class RawLabel:
     category: int | None = None
 
 
+def _ignore_tuple(values: object) -> tuple[Any, ...]:
+    """Ignore values given as one value or several, as a tuple (validated by the spec).
+
+    A 0-d array is one value (iterating it raised a bare ``TypeError``).
+    """
+
+    def one(v: object) -> object:
+        return v.item() if isinstance(v, np.ndarray) and v.ndim == 0 else v
+
+    if isinstance(values, Iterable) and not isinstance(values, str | bytes | np.ndarray):
+        return tuple(one(v) for v in values)
+    if isinstance(values, np.ndarray) and values.ndim:
+        return tuple(values.tolist())
+    return (one(values),)
+
+
 def _fail(spec: str, what: str) -> LabelSpecError:
     return LabelSpecError(f"label spec {spec!r}: {what}")
 
@@ -402,10 +418,7 @@ class LabelSpec:
             A value that is not an integer (floats, bools and strings are refused), a duplicate
             value, or a value that is also a class id ``0..K-1``.
         """
-        vals: tuple[Any, ...] = (values,)  # validated by the spec: integers only
-        if isinstance(values, Iterable) and not isinstance(values, str | bytes):
-            vals = tuple(values)
-        return replace(self, ignore=vals)
+        return replace(self, ignore=_ignore_tuple(values))
 
     # -- construction and serialisation -------------------------------------------------------
     @classmethod
@@ -447,11 +460,7 @@ class LabelSpec:
         n = int(num_classes)
         check_memory(8 * n * n, f"a {n:,} x {n:,} count matrix ({n:,} classes)",
                      "Check the number of classes (--labels N)")  # fmt: skip
-        ign: tuple[Any, ...] = ()  # validated by the spec: integers, not floats or bools
-        if isinstance(ignore, Iterable) and not isinstance(ignore, str | bytes):
-            ign = tuple(ignore)
-        elif ignore is not None:
-            ign = (ignore,)
+        ign = () if ignore is None else _ignore_tuple(ignore)
         return cls(f"{num_classes} classes", tuple(str(i) for i in range(num_classes)), ign)
 
     def _is_builtin(self) -> bool:

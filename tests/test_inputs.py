@@ -120,3 +120,36 @@ def test_a_masked_array_is_refused_saying_how_to_fill_it(side):
         cm.update(arrays["gt"], arrays["pred"], key="a")
     assert cm.n_pixels == 0
     assert cm.keys == set()
+
+
+# -- settings given in a form the API does not take: refused at once, saying what to give ------
+@pytest.mark.parametrize("threads", [1.5, "2", True, 2.0])
+def test_threads_that_are_not_whole_numbers_are_refused_when_made(threads):
+    with pytest.raises(SegiouError, match=r"threads=.* is not a whole number"):
+        ConfusionMatrix(3, threads=threads)  # (a large batch raised a bare TypeError later)
+    assert ConfusionMatrix(3, threads=np.int64(2)).threads == 2
+
+
+def test_an_ignore_value_given_as_a_0d_array_is_one_value():
+    g = np.array([[0, 255], [1, 2]], np.uint8)
+    for ignore in (np.array(255), np.uint8(255), [np.array(255)]):
+        cm = ConfusionMatrix(3, ignore_index=ignore).update(g, g)
+        assert cm.n_ignored == 1
+        assert cm.spec.ignore == (255,)
+    assert ConfusionMatrix("cityscapes", ignore_index=np.array(254)).spec.ignore == (254,)
+
+
+def test_an_empty_batch_key_is_refused_with_or_without_per_image_rows():
+    g = np.zeros((2, 2), np.uint8)
+    for per_image in (False, True):
+        cm = ConfusionMatrix(3, per_image=per_image)
+        with pytest.raises(SegiouError, match="key='' is empty"):
+            cm.update(g, g, key="")
+        assert cm.n_pixels == 0
+
+
+def test_a_convention_averaging_over_an_unknown_set_is_refused_when_made():
+    from segiou.conventions import Convention
+
+    with pytest.raises(SegiouError, match="mean_over='everything' is unknown"):
+        Convention("x", "everything", float("nan"), "d")  # type: ignore[arg-type]
