@@ -288,7 +288,12 @@ def local_cluster() -> Iterator[Any]:
 
     with (
         LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+            # ":0": any free port (None means distributed's 8787, and a warning, an error in
+            # the tests, whenever another cluster or dashboard on the machine holds it)
+            n_workers=2,
+            threads_per_worker=1,
+            processes=False,
+            dashboard_address=":0",
         ) as cluster,
         Client(cluster) as client,
     ):
