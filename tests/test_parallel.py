@@ -385,8 +385,11 @@ def _check_lost_prediction(info: Any, store: str, array: str, chunk: str, image:
     assert chunk in msg
     assert image in msg
     assert "is missing from the prediction store" in msg
-    assert "Re-write the predictions" in msg  # what to do
+    assert "re-write the predictions" in msg  # what to do
     assert "missing_gt_chunks" not in msg  # (an option about the ground truth only)
+    # and the way past it, when a writer skipped the chunk as the ground truth's message says
+    assert "write_empty_chunks=False" in msg
+    assert "missing_pred_chunks='fill' (--missing-pred-chunks fill)" in msg
 
 
 @pytest.mark.parametrize("boundary", [None, "3px"])
@@ -450,6 +453,88 @@ def test_missing_prediction_chunk_of_a_group_or_read_whole_is_refused(tmp_path):
         evaluate_zarr(png_set(tmp_path / "png"), p, labels=K, ignore_index=255,
                       scheduler="synchronous", boundary="2px")  # fmt: skip
     _check_lost_prediction(info, "pred.zarr", "v", "(1, 0)", "'v'")
+
+
+def _reopened_predictions(root: Path) -> tuple[str, str, np.ndarray, np.ndarray, list[str]]:
+    """Predictions in a store create_stack made (it records every chunk), written by another job
+    through ``zarr.open_array(..., mode="r+")``: zarr's default ``write_empty_chunks=False``
+    (not stored with the array) skips every chunk equal to the fill value, 0."""
+    gt, pred = cityscapes_like(3, 16, 24, seed=5)
+    pred[1, :8, :8] = 0  # chunk (1, 0, 0): all class 0
+    pred[2, 8:, 16:] = 0  # chunk (2, 1, 2)
+    gt[2, 8:, 16:] = 0  # (the ground truth of class 0 there: counted as true positives)
+    names = ["img_a", "img_b", "img_c"]
+    g = _stack(root / "gt.zarr", gt, chunks=(8, 8), names=names)
+    p = str(root / "pred.zarr" / "val")
+    create_stack(root / "pred.zarr", n=3, height=16, width=24, names=names, chunks=(8, 8),
+                 path="val")  # fmt: skip
+    zarr.open_array(str(root / "pred.zarr"), path="val", mode="r+")[:] = pred
+    assert open_masks(p).complete  # the marker says every chunk was written, yet:
+    where = root / "pred.zarr" / "val" / "c"
+    skipped = [c for c in ("1/0/0", "2/1/2") if not (where / c).exists()]
+    assert skipped == ["1/0/0", "2/1/2"]
+    return g, p, gt, pred, names
+
+
+@pytest.mark.parametrize("boundary", [None, "3px"])
+def test_predictions_written_through_a_reopened_array_are_refused_or_read_as_fill(
+    tmp_path, boundary
+):  # fmt: skip
+    # the sixth review's store: refused by default (the marker says every chunk was written),
+    # with a message naming write_empty_chunks=False and the way past it; counted correctly
+    # with missing_pred_chunks="fill" (before, nothing let the evaluation past the refusal)
+    g, p, gt, pred, names = _reopened_predictions(tmp_path)
+    for how in ("auto", "error"):
+        with pytest.raises(MissingChunkError) as info:
+            evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
+                          boundary=boundary, missing_pred_chunks=how)  # fmt: skip
+        # (the first task to reach one of the two chunks names it)
+        chunk = "(1, 0, 0)" if "(1, 0, 0)" in str(info.value) else "(2, 1, 2)"
+        image = {"(1, 0, 0)": "'img_b'", "(2, 1, 2)": "'img_c'"}[chunk]
+        _check_lost_prediction(info, str(tmp_path / "pred.zarr"), "val", chunk, image)
+    counts, void, ignored = _naive(gt, pred, K)
+    for scheduler in ("synchronous", "threads"):
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=scheduler,
+                           boundary=boundary, missing_pred_chunks="fill")  # fmt: skip
+        assert_array_equal(cm.counts, counts)
+        assert_array_equal(cm.void, void)
+        assert cm.n_ignored == ignored
+        _assert_same(cm, _eager(gt, pred, names))
+        if boundary is not None:
+            ref = _eager(gt, pred, names, boundary=boundary)
+            assert_array_equal(cm.extras.boundary_total, ref.extras.boundary_total)
+        # absent ground-truth chunks only: prediction chunks read as the fill value are not
+        assert cm.extras.absent == {}  # reported (the state has no field for them)
+
+
+def test_missing_prediction_chunks_error_refuses_in_any_store(chunked):
+    # a prediction store that records nothing about its chunks reads a missing chunk as the
+    # fill value by default (the Zarr rule); missing_pred_chunks="error" refuses it there too
+    root, g, p, gt, pred, names = chunked
+    zarr.open_array(p).attrs["segiou"] = {"names": names}  # no segiou.all_chunks_written
+    assert not open_masks(p).complete
+    (root / "val" / "pred" / "c" / "2" / "0" / "1").unlink()
+    for scheduler in ("synchronous", "threads"):
+        with pytest.raises(MissingChunkError) as info:
+            evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=scheduler,
+                          missing_pred_chunks="error")  # fmt: skip
+        _check_lost_prediction(info, str(root), "val/pred", "(2, 0, 1)", "'img_c'")
+    filled = pred.copy()
+    filled[2, :8, 8:16] = 0
+    for how in ("auto", "fill"):
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
+                           missing_pred_chunks=how)  # fmt: skip
+        _assert_same(cm, _eager(gt, filled, names))
+
+
+@pytest.mark.parametrize("option", ["missing_pred_chunks", "missing_gt_chunks"])
+@pytest.mark.parametrize("value", ["Fill", "void", "", None])
+def test_unknown_missing_chunk_policy_is_refused(chunked, option, value):
+    _, g, p, *_ = chunked
+    with pytest.raises(UsageError) as info:
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler="synchronous",
+                      **{option: value})  # fmt: skip
+    assert str(info.value) == f"{option}={value!r} is unknown; expected 'auto', 'error' or 'fill'"
 
 
 def test_missing_ground_truth_chunk_raises_or_fills(chunked):

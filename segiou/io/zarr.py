@@ -196,13 +196,18 @@ class MaskArray:
             yield i, max(start, i * c), min(stop, (i + 1) * c)
 
     def _missing(self, coords: tuple[int, ...], images: str, side: Side) -> MissingChunkError:
-        if side == "pred":  # only refused in stores that record every chunk (the engine)
+        if side == "pred":
+            fill = self._decoder().spec.fill
             msg = (
                 f"{self.where()}: chunk {coords} (images {images}) is missing from the "
-                "prediction store. The store records that it holds every chunk (segiou ingest, "
-                "create_stack), so the chunk was lost; read as the fill value "
-                f"({self._decoder().spec.fill}) it would count as predictions of that value. "
-                "Re-write the predictions of these images (or re-ingest them)"
+                "prediction store. A store written by segiou ingest or create_stack records that "
+                "it holds every chunk, so there the chunk was lost: re-write the predictions of "
+                "these images (or re-ingest them). But a writer with zarr's "
+                "write_empty_chunks=False (its default when an array is opened again, as "
+                "zarr.open_array(..., mode='r+') on a store create_stack made) skips every chunk "
+                f"equal to the fill value ({fill}): if the predictions were written so, read "
+                f"them as the fill value (predictions of {fill}) with missing_pred_chunks='fill' "
+                "(--missing-pred-chunks fill)"
             )
             return MissingChunkError(msg)
         msg = (
@@ -627,7 +632,13 @@ def create_stack(
     Returns
     -------
     zarr.Array
-        The new ``n x height x width`` array, filled with 0 until images are written.
+        The new ``n x height x width`` array, filled with 0 until images are written. It
+        writes every chunk (``write_empty_chunks=True``), and the store records so; that
+        setting is not stored: an array opened again (``zarr.open_array(url, mode="r+")``)
+        skips chunks equal to the fill value unless opened under
+        ``zarr.config.set({"array.write_empty_chunks": True})``, and an evaluation then refuses
+        them unless told to read them as the fill value (``missing_pred_chunks="fill"``,
+        ``missing_gt_chunks="fill"``).
 
     Raises
     ------

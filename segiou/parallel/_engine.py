@@ -49,6 +49,11 @@ log = logging.getLogger("segiou.parallel")
 #: ``"error"`` always refuses, ``"fill"`` always reads it as the fill value. Chunks read as the
 #: fill value are counted per image (``cm.extras.absent``).
 MissingGtChunks = Literal["auto", "error", "fill"]
+#: A chunk missing from the prediction store, likewise: ``"auto"`` refuses it in stores that
+#: record that every chunk was written and reads it as the fill value elsewhere; ``"error"``
+#: always refuses, ``"fill"`` always reads it as the fill value. Prediction chunks read as the
+#: fill value are not reported (the state counts absent ground-truth chunks only).
+MissingPredChunks = Literal["auto", "error", "fill"]
 
 
 def _pair(gt: Source, pred: Source, missing_pred: MissingPred) -> tuple[int, ...]:
@@ -142,6 +147,7 @@ def count_stores(
     on_unexpected: OnUnexpected = "raise",
     missing_pred: MissingPred = "error",
     missing_gt_chunks: MissingGtChunks = "auto",
+    missing_pred_chunks: MissingPredChunks = "auto",
     layout: FolderLayout = "auto",
     gt_pattern: str | None = None,
     pred_pattern: str | None = None,
@@ -180,9 +186,16 @@ def count_stores(
         never written holds the fill value) except in stores that record that every chunk was
         written (``segiou ingest``, :func:`~segiou.io.zarr.create_stack`), where it was lost
         and is refused; ``"error"`` always refuses, ``"fill"`` always reads the fill value.
-        Chunks read as the fill value are reported per image (``cm.extras.absent``). A chunk
-        missing from the predictions reads as the fill value, except in a prediction store
-        that records that every chunk was written: there it was lost, and is refused.
+        Chunks read as the fill value are reported per image (``cm.extras.absent``).
+    missing_pred_chunks : {"auto", "error", "fill"}, default "auto"
+        A chunk missing from the prediction store, in every read of the predictions (counts,
+        Boundary IoU, iIoU, error maps): ``"auto"`` reads it as the fill value (the Zarr rule)
+        except in a store that records that every chunk was written, where it was lost and is
+        refused; ``"error"`` always refuses, ``"fill"`` always reads the fill value: a store
+        that ``create_stack`` made but another job wrote through ``zarr.open_array`` (zarr's
+        default ``write_empty_chunks=False``, not stored with the array) lacks every chunk
+        equal to the fill value although it records every chunk. Prediction chunks read as the
+        fill value are not reported: the state counts absent ground-truth chunks only.
     scheduler : str or distributed.Client, optional
         ``"threads"`` (default when no Client is active), ``"synchronous"``, ``"processes"``,
         or a ``distributed.Client``. The current default Client is used when there is one.
@@ -250,9 +263,10 @@ def count_stores(
     LabelRangeError
         Unexpected values (store, image, values, counts and first position listed).
     segiou.io.zarr.ChunkError
-        A missing ground-truth chunk, a prediction chunk missing from a store that records
-        every chunk, or a corrupt chunk (store, array, chunk, images named).
+        A missing chunk refused by ``missing_gt_chunks`` or ``missing_pred_chunks``, or a
+        corrupt chunk (store, array, chunk, images named).
     UsageError
+        An unknown ``missing_pred``, ``missing_gt_chunks`` or ``missing_pred_chunks``;
         ``split_every`` below 2, ``pixels_per_task`` below 1, ``task_seconds`` or ``ns_per_px``
         not positive, or one path is a Zarr store and the other a folder.
     segiou.errors.NamingError, segiou.errors.ImageDecodeError
@@ -262,6 +276,11 @@ def count_stores(
     if missing_pred not in ("error", "void"):  # ("Error" scored missing predictions as void)
         msg = f"missing_pred={missing_pred!r} is unknown; expected 'error' or 'void'"
         raise UsageError(msg)
+    for name, asked in (("missing_gt_chunks", missing_gt_chunks),
+                        ("missing_pred_chunks", missing_pred_chunks)):  # fmt: skip
+        if asked not in ("auto", "error", "fill"):  # refused before any store is opened
+            msg = f"{name}={asked!r} is unknown; expected 'auto', 'error' or 'fill'"
+            raise UsageError(msg)
     if isinstance(gt, str | Path) and isinstance(pred, str | Path):
         gms, pms = open_pair(gt, pred, layout=layout, gt_pattern=gt_pattern,
                              pred_pattern=pred_pattern)  # fmt: skip
@@ -327,8 +346,7 @@ def count_stores(
         raise MaskNotFoundError(msg)
     job = Job(gms, pms, index, spec, out.gt_ids, out.pred_ids, on_unexpected,
               _missing_policy(gms, missing_gt_chunks), void_value,
-              # "auto" on the prediction side: a store that records every chunk holds to it
-              missing_pred_chunks="error" if getattr(pms, "complete", False) else "fill",
+              missing_pred_chunks=_pred_policy(pms, missing_pred_chunks),
               boundary=out.boundary, instances=inst)  # fmt: skip
     maps = None
     if error_maps is not None:  # written by the counting tasks, as they count (segiou.io.maps)
@@ -385,6 +403,13 @@ def _missing_policy(gms: Source, asked: MissingGtChunks) -> Any:
     if asked == "error" or (asked == "auto" and getattr(gms, "complete", False)):
         return "error"
     return "count"  # read as the fill value, and counted per image
+
+
+def _pred_policy(pms: Source | None, asked: MissingPredChunks) -> Any:
+    """Return what the predictions' chunk caches do with a missing chunk (never counted)."""
+    if asked == "error" or (asked == "auto" and getattr(pms, "complete", False)):
+        return "error"
+    return "fill"
 
 
 def _instances(gms: Source, given: object, labels: object) -> Source | None:

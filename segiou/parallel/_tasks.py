@@ -67,8 +67,8 @@ class Job:
     on_unexpected: OnUnexpected
     missing_gt_chunks: CountedMissing
     void_value: int | None
-    #: A chunk missing from the predictions: ``"error"`` in a store that records every chunk
-    #: was written (it was lost), else ``"fill"`` (the Zarr rule); see ``count_stores``.
+    #: A chunk missing from the predictions: ``"error"`` (refused) or ``"fill"`` (read as the
+    #: fill value, not counted): ``count_stores``' ``missing_pred_chunks`` resolved for the store.
     missing_pred_chunks: CountedMissing = "fill"
     #: Error maps: when set, every chunk pair counted is also written there (same pass).
     maps: MapWriter | None = None
