@@ -300,6 +300,11 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
                    help="a ground-truth chunk missing from a Zarr store: auto (default: read as "
                    "the fill value, as the Zarr spec says, and reported; refused in stores "
                    "segiou wrote, which record every chunk), error, or fill")  # fmt: skip
+    p.add_argument("--missing-pred-chunks", choices=["auto", "error", "fill"], default="auto",
+                   help="a prediction chunk missing from a Zarr store: auto (default: read as "
+                   "the fill value, refused in stores that record every chunk), error, or fill "
+                   "(also there: a writer with zarr's write_empty_chunks=False skipped it); not "
+                   "reported")  # fmt: skip
     p.add_argument("--boundary", nargs="?", const="0.02", default=None, metavar="WIDTH",
                    type=boundary_arg,
                    help="also Boundary IoU: width as a share of the image diagonal (default "
@@ -331,6 +336,7 @@ class EvalOptions:
     ns_per_px: float | None
     missing_pred: Literal["error", "void"]
     missing_gt_chunks: Literal["auto", "error", "fill"]
+    missing_pred_chunks: Literal["auto", "error", "fill"]
     on_unexpected: Literal["raise", "count"]
     layout: Literal["auto", "plain", "cityscapes"]
     gt_pattern: str | None
@@ -437,7 +443,9 @@ class EvalOptions:
             pred_ids=ns.pred_ids, preset=ns.preset, beta=ns.beta, scheduler=ns.scheduler,
             split_every=ns.split_every, task_seconds=ns.task_seconds,
             ns_per_px=ns.ns_per_px, missing_pred=ns.missing_pred,
-            missing_gt_chunks=ns.missing_gt_chunks, on_unexpected=ns.on_unexpected,
+            missing_gt_chunks=ns.missing_gt_chunks,
+            missing_pred_chunks=ns.missing_pred_chunks,
+            on_unexpected=ns.on_unexpected,
             layout=ns.layout, gt_pattern=ns.gt_pattern, pred_pattern=ns.pred_pattern,
             json=outputs["--json"], per_image=outputs["--per-image"], state=outputs["--state"],
             report=outputs["--report"], report_format=report_format, top=ns.top, quiet=ns.quiet,

@@ -45,6 +45,8 @@ def register(sub: Any) -> None:
     p.add_argument("--split-every", type=int, default=8, help="tree-reduction fan-in")
     p.add_argument("--missing-pred", choices=["error", "void"], default="error")
     p.add_argument("--missing-gt-chunks", choices=["error", "fill"], default="error")
+    p.add_argument("--missing-pred-chunks", choices=["auto", "error", "fill"], default="auto",
+                   help="as for segiou eval")  # fmt: skip
     p.add_argument("--layout", choices=["plain", "cityscapes"], default="plain",
                    help="PNG folders only: how files pair up")  # fmt: skip
     p.add_argument("--gt-pattern", help="PNG folders only: glob of ground-truth files")
@@ -141,7 +143,8 @@ def _push(args: argparse.Namespace, client: Client) -> int:
     with scheduler_context(args.scheduler) as scheduler:
         cm = count_stores(
             args.gt, args.pred, missing_pred=args.missing_pred,
-            missing_gt_chunks=args.missing_gt_chunks, layout=args.layout,
+            missing_gt_chunks=args.missing_gt_chunks,
+            missing_pred_chunks=args.missing_pred_chunks, layout=args.layout,
             gt_pattern=args.gt_pattern, pred_pattern=args.pred_pattern, scheduler=scheduler,
             split_every=args.split_every, progress=progress, **options,
         )  # fmt: skip

@@ -109,6 +109,79 @@ def test_eval_of_ground_truth_written_by_plain_zarr(
     assert (road["tp"], road["fp"], road["fn"]) == (112, 0, 0)
 
 
+def _reopened_prediction_stores(tmp_path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Ground truth and predictions made with create_stack; the predictions then written by
+    another job through zarr.open_array(..., mode="r+") (zarr's write_empty_chunks=False):
+    their all-0 chunks are skipped, though the store records that every chunk was written."""
+    import zarr
+
+    from segiou.io.zarr import create_stack
+
+    rng = np.random.default_rng(0)
+    gt = rng.integers(0, 3, (2, 64, 64)).astype(np.uint8)
+    gt[:, :32, :32] = 0
+    pred = gt.copy()
+    pred[0, 40:, 40:] = rng.integers(0, 3, (24, 24))  # some errors, in chunks that are written
+    create_stack(tmp_path / "gt.zarr", n=2, height=64, width=64, chunks=(32, 32))[:] = gt
+    create_stack(tmp_path / "pred.zarr", n=2, height=64, width=64, chunks=(32, 32))
+    zarr.open_array(str(tmp_path / "pred.zarr"), mode="r+")[:] = pred
+    assert not (tmp_path / "pred.zarr" / "c" / "1" / "0" / "0").exists()  # skipped: all 0
+    return gt, pred
+
+
+def test_eval_of_predictions_written_through_a_reopened_array(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # refused by default, naming write_empty_chunks=False and --missing-pred-chunks fill;
+    # counted as numpy counts it with --missing-pred-chunks fill (nothing let it past before)
+    gt, pred = _reopened_prediction_stores(tmp_path)
+    argv = ["eval", "--gt", str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"),
+            "--labels", "3", "--quiet", "--scheduler", "synchronous", "--bootstrap", "0",
+            "--json", str(tmp_path / "r.json")]  # fmt: skip
+    for how in ([], ["--missing-pred-chunks", "auto"], ["--missing-pred-chunks", "error"]):
+        assert main([*argv, *how]) == 2
+        err = capsys.readouterr().err
+        assert "is missing from the prediction store" in err
+        assert "write_empty_chunks=False" in err
+        assert "--missing-pred-chunks fill" in err
+        assert not (tmp_path / "r.json").exists()
+    assert main([*argv, "--missing-pred-chunks", "fill"]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    cm = np.zeros((3, 3), np.int64)  # the oracle: numpy on the arrays that were written
+    np.add.at(cm, (gt.reshape(-1), pred.reshape(-1)), 1)
+    assert [c["tp"] for c in report["classes"]] == np.diagonal(cm).tolist()
+    assert [c["fp"] for c in report["classes"]] == (cm.sum(0) - np.diagonal(cm)).tolist()
+    assert [c["fn"] for c in report["classes"]] == (cm.sum(1) - np.diagonal(cm)).tolist()
+    assert report["absent_chunks"] == {"total": 0, "images": {}}  # (ground-truth chunks only)
+
+
+def test_eval_missing_pred_chunks_error_refuses_in_a_store_zarr_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import zarr
+
+    gt = np.full((2, 8, 8), 1, np.uint8)
+    pred = gt.copy()
+    pred[1, :4, :4] = 0  # a chunk equal to the fill value: zarr does not write it
+    for name, data in (("gt", gt), ("pred", pred)):
+        zarr.create_array(str(tmp_path / f"{name}.zarr"), shape=data.shape, chunks=(1, 4, 4),
+                          dtype=np.uint8, fill_value=0)[:] = data  # fmt: skip
+    argv = ["eval", "--gt", str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"),
+            "--labels", "3", "--quiet", "--scheduler", "synchronous", "--bootstrap", "0",
+            "--json", str(tmp_path / "r.json")]  # fmt: skip
+    assert main([*argv, "--missing-pred-chunks", "error"]) == 2
+    err = capsys.readouterr().err
+    assert "chunk (1, 0, 0) (images '000001') is missing from the prediction store" in err
+    for how in ([], ["--missing-pred-chunks", "fill"]):  # the Zarr rule: predictions of 0
+        assert main([*argv, *how]) == 0
+        report = json.loads((tmp_path / "r.json").read_text())
+        assert (report["classes"][1]["tp"], report["classes"][1]["fn"]) == (112, 16)
+    with pytest.raises(SystemExit) as info:  # argparse: an unknown value, exit 2
+        main([*argv, "--missing-pred-chunks", "sometimes"])
+    assert info.value.code == 2
+    assert "--missing-pred-chunks: invalid choice: 'sometimes'" in capsys.readouterr().err
+
+
 def test_eval_reads_png_folders_directly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

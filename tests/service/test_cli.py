@@ -96,6 +96,38 @@ def test_push_with_an_option_equal_to_the_runs_keeps_the_rest(
     assert "pred_ids is" not in err
 
 
+def test_push_missing_pred_chunks_fill_reads_a_reopened_prediction_store(
+    server, run_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Predictions in a store create_stack made, written through zarr.open_array(mode="r+")
+    (zarr's write_empty_chunks=False skips their all-0 chunks): refused by default, naming the
+    way past it; pushed with --missing-pred-chunks fill and counted as numpy counts them."""
+    import numpy as np
+    import zarr
+
+    from segiou.io.zarr import create_stack
+
+    rng = np.random.default_rng(0)
+    gt = rng.integers(0, 3, (2, 64, 64)).astype(np.uint8)
+    gt[:, :32, :32] = 0
+    pred = gt.copy()
+    pred[1, 40:, 40:] = rng.integers(0, 3, (24, 24))
+    create_stack(tmp_path / "gt.zarr", n=2, height=64, width=64, chunks=(32, 32))[:] = gt
+    create_stack(tmp_path / "pred.zarr", n=2, height=64, width=64, chunks=(32, 32))
+    zarr.open_array(str(tmp_path / "pred.zarr"), mode="r+")[:] = pred
+    push = ["push", "--server", server.url, "--retries", "0", "--run", run_name, "--gt",
+            str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"), "--labels", "3",
+            "--scheduler", "synchronous", "--quiet"]  # fmt: skip
+    assert main(push) == 2
+    assert "--missing-pred-chunks fill" in capsys.readouterr().err
+    assert main([*push, "--missing-pred-chunks", "fill"]) == 0
+    with Client(server.url, run=run_name) as c:
+        state = c.state()
+    cm = np.zeros((3, 3), np.int64)
+    np.add.at(cm, (gt.reshape(-1), pred.reshape(-1)), 1)
+    assert (state.counts == cm).all()
+
+
 def test_runs_shows_hostile_names_without_sending_them(
     server, run_name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
