@@ -64,8 +64,8 @@ _TABLES = {"eval", "report", "baseline", "gate"}
 _BASELINE_KEYS = {"path", "state", "max_drop", "max_class_drop"}
 _REPORT_KEYS = {"dir"}
 _EVAL_KEYS = {"gt", "pred", "labels", "preset", "beta", "scheduler", "gt_ids", "pred_ids", "ignore",
-              "missing_pred", "missing_gt_chunks", "on_unexpected", "split_every", "layout",
-              "bootstrap", "bootstrap_seed", "boundary"}  # fmt: skip
+              "missing_pred", "missing_gt_chunks", "missing_pred_chunks", "on_unexpected",
+              "split_every", "layout", "bootstrap", "bootstrap_seed", "boundary"}  # fmt: skip
 #: [gate] keys and their defaults (the paired bootstrap gate against [baseline] state).
 _GATE_DEFAULTS: dict[str, Any] = {"alpha": 0.05, "max_miou_drop": 0.005, "max_class_drop": 0.02,
                                   "resamples": 1000, "seed": 0, "shared_images": False,
@@ -115,7 +115,8 @@ def load_config(path: Path) -> dict[str, Any]:
 def _check_eval(ev: dict[str, Any], where: str) -> None:
     """Refuse [eval] values of the wrong type before evaluating (not after the whole count)."""
     for key in ("gt", "pred", "preset", "scheduler", "layout", "gt_ids", "pred_ids",
-                "on_unexpected", "missing_pred", "missing_gt_chunks"):  # fmt: skip
+                "on_unexpected", "missing_pred", "missing_gt_chunks",
+                "missing_pred_chunks"):  # fmt: skip
         if key in ev and not isinstance(ev[key], str):
             msg = f"config {where!r}: [eval] {key} = {ev[key]!r} must be a string"
             raise UsageError(msg)
@@ -249,6 +250,7 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
             on_unexpected=ev.get("on_unexpected", "raise"),
             missing_pred=ev.get("missing_pred", "error"),
             missing_gt_chunks=ev.get("missing_gt_chunks", "auto"),
+            missing_pred_chunks=ev.get("missing_pred_chunks", "auto"),
             layout=ev.get("layout") or "auto", split_every=ev.get("split_every", 8),
             boundary=ev.get("boundary"),
             scheduler=scheduler, progress=not quiet and sys.stderr.isatty(),

@@ -135,6 +135,55 @@ def _nightly_config(tmp_path: Path, demo_store: Path, extra: str = "") -> Path:
     return cfg
 
 
+def test_nightly_missing_pred_chunks_reads_a_reopened_prediction_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Predictions in a store create_stack made, written by another job through
+    zarr.open_array(mode="r+") (write_empty_chunks=False: its all-0 chunks skipped), were
+    refused with no way past it; [eval] missing_pred_chunks = "fill" counts them."""
+    import numpy as np
+    import zarr
+
+    from segiou.io.zarr import create_stack
+
+    job = _load_pipeline()
+    rng = np.random.default_rng(0)
+    gt = rng.integers(0, 3, (2, 64, 64)).astype(np.uint8)
+    gt[:, :32, :32] = 0
+    pred = gt.copy()
+    pred[1, 40:, 40:] = rng.integers(0, 3, (24, 24))
+    create_stack(tmp_path / "gt.zarr", n=2, height=64, width=64, chunks=(32, 32))[:] = gt
+    create_stack(tmp_path / "pred.zarr", n=2, height=64, width=64, chunks=(32, 32))
+    zarr.open_array(str(tmp_path / "pred.zarr"), mode="r+")[:] = pred
+    assert not (tmp_path / "pred.zarr" / "c" / "0" / "0" / "0").exists()
+    cfg = tmp_path / "job.toml"
+
+    def config(extra: str) -> Path:
+        cfg.write_text('[eval]\ngt = "gt.zarr"\npred = "pred.zarr"\nlabels = 3\nbootstrap = 0\n'
+                       'scheduler = "synchronous"\n' + extra + '[report]\ndir = "reports"\n')  # fmt: skip
+        return cfg
+
+    for extra in ("", 'missing_pred_chunks = "auto"\n', 'missing_pred_chunks = "error"\n'):
+        assert job.main([str(config(extra)), "--date", "d1", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "write_empty_chunks=False" in err
+        assert "missing_pred_chunks='fill'" in err
+    for key in ("missing_pred_chunks", "missing_gt_chunks"):
+        assert job.main([str(config(f'{key} = "sometimes"\n')), "--date", "d1",
+                         "--quiet"]) == 2  # fmt: skip
+        assert (f"{key}='sometimes' is unknown; expected 'auto', 'error' or 'fill'"
+                in capsys.readouterr().err)  # fmt: skip
+    assert not (tmp_path / "reports" / "d1").exists()
+    assert job.main([str(config('missing_pred_chunks = "fill"\n')), "--date", "d1",
+                     "--quiet"]) == 0  # fmt: skip
+    doc = json.loads((tmp_path / "reports" / "d1" / "report.json").read_text())
+    cm = np.zeros((3, 3), np.int64)  # the oracle: numpy on the arrays that were written
+    np.add.at(cm, (gt.reshape(-1), pred.reshape(-1)), 1)
+    assert [c["tp"] for c in doc["classes"]] == np.diagonal(cm).tolist()
+    assert [c["fp"] for c in doc["classes"]] == (cm.sum(0) - np.diagonal(cm)).tolist()
+    assert [c["fn"] for c in doc["classes"]] == (cm.sum(1) - np.diagonal(cm)).tolist()
+
+
 def test_nightly_spec_file_is_found_next_to_the_config(
     demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -236,6 +285,7 @@ def test_nightly_refuses_a_misspelt_or_mistyped_baseline_before_evaluating(
     ("split_every = 1\n", "split_every = 1 must be a whole number >= 2"),
     ('preset = ["segiou"]\n', "preset = ['segiou'] must be a string"),
     ("missing_pred = 3\n", "missing_pred = 3 must be a string"),
+    ("missing_pred_chunks = true\n", "missing_pred_chunks = True must be a string"),
     ("layout = 3\n", "layout = 3 must be a string"),
     ('[baseline]\npath = "b.json"\nmax_drop = { mfbeta = 0.01 }\n',
      "max_drop guards mfbeta, which needs [eval] beta"),
