@@ -16,8 +16,10 @@ with a baseline, ``comparison.json`` (fixed tolerances) and, with a baseline sta
 and ``gate.md`` (the paired bootstrap gate, ready for a pull request). A regression is a drop
 beyond a fixed tolerance, or a drop the gate finds both significant and beyond its threshold;
 in both comparisons also a score the baseline had that is undefined now (a class whose every
-pixel was predicted as an unexpected value under ``on_unexpected = "count"``), and more
-predicted pixels with an unexpected value than the baseline (left out of every score).
+pixel was predicted as an unexpected value under ``on_unexpected = "count"``), more
+predicted pixels with an unexpected value than the baseline (left out of every score), and any
+class with more of its ground-truth pixels predicted so than in the baseline (whatever the
+total did; for the fixed tolerances, on the same ground truth: fewer of its pixels counted).
 ``--update-baseline`` copies the new report (and state) over the baseline after a run without
 regression.
 """

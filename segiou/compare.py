@@ -30,8 +30,9 @@ class Comparison:
         Per-class IoU of classes scored in both.
     regressions : list of str
         One line per drop beyond its tolerance, per guarded metric or class that has a score
-        in the baseline and none now, and one when more predicted pixels have an unexpected
-        value now; empty when nothing regressed.
+        in the baseline and none now, per class with more of its ground-truth pixels predicted
+        as an unexpected value now (same ground truth only), and one when more predicted
+        pixels have an unexpected value now; empty when nothing regressed.
     unexpected_pred : (int, int) or None
         Predicted pixels with an unexpected value (left out of every score) in the baseline
         and now; ``None`` when a report does not say (one written by hand).
@@ -142,7 +143,11 @@ def compare_reports(
         the baseline counted no ground-truth pixel of it. More predicted pixels with an
         unexpected value than in the baseline (``pixels.unexpected_pred``, counted with
         ``on_unexpected="count"``; a larger share of the pixels, when the reports' totals
-        differ) is a regression too: such pixels are left out of every score.
+        differ) is a regression too, whatever the tolerances: such pixels are left out of every
+        score. So is, with ``same_ground_truth``, a class with fewer ground-truth pixels counted
+        now than in the baseline (``gt_pixels``): on the same ground truth, exactly that many
+        more of its pixels were predicted as an unexpected value now, however few the total
+        (the baseline's may have been on other classes).
     same_ground_truth : bool, default True
         Refuse reports whose ground truth differs: another number of images, of pixels, of
         ignored or unexpected ground-truth pixels, or of any class's ground-truth pixels (a
@@ -270,7 +275,10 @@ def compare_reports(
             for n, (b, c, d) in classes.items()
             if d < -max_class_drop
         ]
-        regressions += _undefined_classes(current, baseline)
+    lost = _undefined_classes(current, baseline) if max_class_drop is not None else []
+    regressions += [line for _, line in lost]
+    if same_ground_truth:  # (checked above: one ground truth)
+        regressions += _fewer_counted(current, baseline, {c for c, _ in lost})
     odd, lines = _more_unexpected(current, baseline)
     return Comparison(summary, classes, regressions + lines, odd)
 
@@ -329,7 +337,33 @@ def _more_unexpected(
     return odd, [line]
 
 
-def _undefined_classes(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
+def _fewer_counted(current: dict[str, Any], baseline: dict[str, Any], skip: set[int]) -> list[str]:
+    """Classes with more of their pixels predicted as an unexpected value now, as lines.
+
+    Only for reports of the same ground truth (:func:`_check_same_ground_truth` passed). A
+    class's ``gt_pixels`` (TP + FN) leaves out its pixels predicted as an unexpected value, so
+    on the same ground truth a class counted with fewer pixels now than in the baseline had
+    exactly that many more of them left out now: the total of such pixels can fall (the
+    baseline's were on another class) while one class loses nearly all of its pixels and its
+    IoU, from the few left, reads perfect. Classes in ``skip`` (already named as undefined now)
+    and classes whose count a report does not say are left out.
+    """
+    out = []
+    for c, (now, was) in enumerate(zip(current["classes"], baseline["classes"], strict=True)):
+        a, b = now.get("gt_pixels"), was.get("gt_pixels")
+        if c in skip or not all(isinstance(x, int) and not isinstance(x, bool) for x in (a, b)):
+            continue
+        if a < b:
+            out.append(
+                f"class {now['name']!r} has {a:,} ground-truth pixels counted now, {b:,} in the "
+                f"baseline, on the same ground truth: {b - a:,} more of its pixels are predicted "
+                "as an unexpected value now, left out of every score, which cannot show what "
+                "the model predicted there"
+            )
+    return out
+
+
+def _undefined_classes(current: dict[str, Any], baseline: dict[str, Any]) -> list[tuple[int, str]]:
     """Classes scored in the baseline that have no IoU now, as :func:`compare_reports` lines.
 
     A class whose every pixel left the counts (predicted as an unexpected value under
@@ -337,20 +371,21 @@ def _undefined_classes(current: dict[str, Any], baseline: dict[str, Any]) -> lis
     rises. Like an undefined summary metric, that fails whatever the tolerance, unless the
     baseline counted no ground-truth pixel of the class (``gt_pixels`` 0: its IoU, 0, came
     from false positives alone, which are gone now). A class undefined in the baseline and
-    scored now is no regression.
+    scored now is no regression. Returns ``(class index, line)`` pairs.
     """
     out = []
-    for c, b in zip(current["classes"], baseline["classes"], strict=True):  # (the same classes)
+    for i, (c, b) in enumerate(zip(current["classes"], baseline["classes"], strict=True)):
         had = b.get("gt_pixels")  # (None: a report without counts; taken as some)
         if b["iou"] is None or c["iou"] is not None or had == 0:
             continue
         known = isinstance(had, int) and not isinstance(had, bool)
         what = f"the {had:,} ground-truth pixels" if known else "the pixels"
-        out.append(
+        line = (
             f"class {c['name']!r} IoU is undefined now (baseline {b['iou']:.4f}): none of "
             f"{what} the baseline counted for it is counted now (a prediction with an "
             "unexpected value is left out of every count)"
         )
+        out.append((i, line))
     return out
 
 

@@ -193,6 +193,8 @@ def test_a_class_scored_in_the_baseline_and_undefined_now_regresses() -> None:
     line = ("class '2' IoU is undefined now (baseline 0.7500): none of the 4 ground-truth "
             "pixels the baseline counted for it is counted now")  # fmt: skip
     assert any(r.startswith(line) for r in comp.regressions), comp.regressions
+    # (named once: not again as a class with fewer ground-truth pixels counted now)
+    assert not any(r.startswith("class '2' has ") for r in comp.regressions), comp.regressions
     assert "2" not in comp.classes  # (compared classes: scored in both)
     # a report without per-class counts (hand-made, or older): still a regression
     for c in base["classes"]:
@@ -200,9 +202,12 @@ def test_a_class_scored_in_the_baseline_and_undefined_now_regresses() -> None:
     old = compare_reports(garbage, base).regressions
     assert any(r.startswith("class '2' IoU is undefined now (baseline 0.7500): none of the "
                             "pixels") for r in old)  # fmt: skip
-    # the per-class check switched off: classes never regress
+    # the per-class check switched off: no class regresses by its IoU; the pixels left out
+    # still do (class 2's 4, whatever the tolerances)
     off = compare_reports(garbage, _counted(gt, [0, 0, 1, 1, 2, 2, 2, 255]), max_class_drop=None)
-    assert not any("class" in r for r in off.regressions)
+    assert not any("IoU" in r for r in off.regressions), off.regressions
+    assert off.regressions[0].startswith("class '2' has 0 ground-truth pixels counted now, 4 in "
+                                         "the baseline, on the same ground truth: 4 more ")  # fmt: skip
 
 
 def test_a_class_undefined_in_the_baseline_or_scored_by_false_positives_alone_does_not() -> None:
@@ -237,7 +242,10 @@ def test_more_predicted_pixels_with_unexpected_values_regress() -> None:
     line = (f"{n} predicted pixels have an unexpected value now, 0 in the baseline (pixels per "
             f"value now: 77: {n}): they are left out of every score, which cannot show what the "
             "model predicted there")  # fmt: skip
-    assert comp.regressions == [line]
+    lost = ("class '2' has 3 ground-truth pixels counted now, 4 in the baseline, on the same "
+            f"ground truth: {n} more of its pixels are predicted as an unexpected value now, "
+            "left out of every score, which cannot show what the model predicted there")  # fmt: skip
+    assert comp.regressions == [lost, line]
     assert comp.unexpected_pred == (0, n)
     assert comp.to_dict()["unexpected_pred"] == {"baseline": 0, "current": n}
     # as many, or fewer, than the baseline: not this regression
@@ -290,11 +298,14 @@ def test_class_ground_truth_is_compared_with_the_pixels_left_out() -> None:
         r"cannot account for\)")):  # fmt: skip
         compare_reports(now, base)
     assert compare_reports(now, base, same_ground_truth=False) is not None
-    # the same ground truth, pixels left out of other classes in each: compared
+    # the same ground truth, pixels left out of other classes in each: compared (not
+    # refused), and the class that lost a pixel to an unexpected value regresses
     a = _counted(gt, [77, 0, 1, 1, 2, 2, 2, 2])  # [1, 2, 4] + 1 (truth: [2, 2, 4])
     b = _counted(gt, [0, 0, 1, 1, 2, 2, 2, 77])  # [2, 2, 3] + 1
-    assert not compare_reports(a, b).regressed
-    assert not compare_reports(b, a).regressed
+    ab, ba = compare_reports(a, b).regressions, compare_reports(b, a).regressions
+    assert len(ab) == len(ba) == 1, (ab, ba)
+    assert ab[0].startswith("class '0' has 1 ground-truth pixels counted now, 2 in the baseline")
+    assert ba[0].startswith("class '2' has 3 ground-truth pixels counted now, 4 in the baseline")
     # every class's difference within the pixels the other report left out, but not all of
     # them at once: 4 classes, 15 pixels, 3 left out in each; a truth with at least
     # max(now, baseline) = [5, 5, 3, 3] pixels of each class would need 16
@@ -322,3 +333,69 @@ def test_class_ground_truth_is_compared_with_the_pixels_left_out() -> None:
     del base["classes"][0]["gt_pixels"]
     with pytest.raises(CheckpointError, match=r"class '2': 3 now, 4 in the baseline\)"):
         compare_reports(_counted([0, 0, 0, 1, 1, 2, 2, 2], [0, 0, 0, 1, 1, 2, 2, 2]), base)
+
+
+def _shifted_runs() -> tuple:
+    """The review's scenario: the baseline predicts the unexpected value 7 on 405 px/image of
+    class 0; the candidate fixes that but predicts 7 on 390 of the 400 px/image of class 2
+    (10 px/image kept, all right). Fewer unexpected pixels in total, class 2 IoU 1.0."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n, h, w = 8, 40, 40
+    gt = np.zeros((n, h, w), np.uint8)
+    gt[:, :, 15:30] = 1
+    gt[:, :, 30:] = 2
+    err = (rng.random(gt.shape) < 0.05) & (gt < 2)  # the same honest 0 <-> 1 errors in both
+    base = gt.copy()
+    base[err] = 1 - gt[err]
+    cand = base.copy()
+    base[:, :27, :15] = 7
+    cand[:, :27, :15] = 0
+    cand[:, :, 30:] = 7
+    cand[:, :1, 30:40] = 2
+    return gt, base, cand
+
+
+def test_a_class_losing_its_pixels_to_unexpected_values_regresses_whatever_the_total() -> None:
+    """Only the total of unexpected predictions was compared (3,120 now < 3,240), and only a
+    class with no pixel left: class 2, 97.5 % of it predicted as 7, read IoU 1.0 and passed."""
+    import json
+
+    import numpy as np
+
+    from segiou import ConfusionMatrix, evaluate
+
+    gt, base, cand = _shifted_runs()
+
+    def doc(pred: np.ndarray) -> dict:
+        cm = ConfusionMatrix(3, on_unexpected="count").update(gt, pred)
+        return json.loads(json.dumps(evaluate(cm).to_dict()))
+
+    was, now = doc(base), doc(cand)
+    odd_was, odd_now = int((base == 7).sum()), int((cand == 7).sum())
+    assert odd_now < odd_was  # (3,120 < 3,240: the total rule says nothing)
+    counted_was = int(((gt == 2) & (base != 7)).sum())
+    counted_now = int(((gt == 2) & (cand != 7)).sum())
+    assert (counted_was, counted_now) == (3200, 80)
+    assert now["classes"][2]["iou"] == 1.0
+    assert now["summary"]["miou"] > was["summary"]["miou"]
+    comp = compare_reports(now, was)
+    line = (
+        f"class '2' has {counted_now:,} ground-truth pixels counted now, {counted_was:,} in the "
+        f"baseline, on the same ground truth: {counted_was - counted_now:,} more of its pixels "
+        "are predicted as an unexpected value now, left out of every score, which cannot show "
+        "what the model predicted there"
+    )
+    assert comp.regressions == [line]
+    assert comp.unexpected_pred == (odd_was, odd_now)
+    # the baseline as the candidate: class 0 lost 3,240 pixels, more in total too
+    back = compare_reports(was, now, max_drop={"miou": 1.0}, max_class_drop=1.0).regressions
+    zero_was = int(((gt == 0) & (base != 7)).sum())
+    assert len(back) == 2, back
+    assert back[0].startswith(f"class '0' has {zero_was:,} ground-truth pixels counted now, "
+                              f"{int((gt == 0).sum()):,} in the baseline")  # fmt: skip
+    assert back[1].startswith(f"{odd_was:,} predicted pixels have an unexpected value now")
+    # other ground truth: the class counts say nothing of what was left out; the share rule
+    # alone (fewer here)
+    assert compare_reports(now, was, same_ground_truth=False).regressions == []

@@ -412,6 +412,8 @@ def test_a_class_whose_pixels_all_became_unexpected_values_fails() -> None:
     line = (f"class '2' IoU is undefined now (baseline {tp / (tp + fp + fn):.4f}): none of the "
             f"{tp + fn:,} ground-truth pixels the baseline counted for it is counted now")  # fmt: skip
     assert any(r.startswith(line) for r in doc["reasons"]), doc["reasons"]
+    # (named once: not again as a class with more pixels predicted as unexpected values)
+    assert not any(r.startswith("class '2': ") for r in doc["reasons"]), doc["reasons"]
     row = next(r for r in render_comparison_text(doc).splitlines() if r.startswith("2 "))
     assert row.endswith("undefined  FAILS")
     md = render_comparison_markdown(doc)
@@ -421,6 +423,9 @@ def test_a_class_whose_pixels_all_became_unexpected_values_fails() -> None:
     off = compare_states(_counted(gt, base), _counted(gt, garbage), resamples=200,
                          max_class_drop=None).to_dict()  # fmt: skip
     assert not off["classes"][2]["fails"]
+    assert off["reasons"][0].startswith(f"class '2': {int((gt == 2).sum()):,} of its ground-truth "
+                                        "pixels in the shared images are predicted as an "
+                                        "unexpected value in the candidate, 0 in the baseline")  # fmt: skip
     # nothing counted at all now: mIoU undefined fails too
     nothing = compare_states(_counted(gt, base), _counted(gt, np.full_like(gt, 77)),
                              resamples=200, max_class_drop=None).to_dict()  # fmt: skip
@@ -460,17 +465,30 @@ def test_more_predicted_pixels_with_unexpected_values_fail() -> None:
     doc = compare_states(_counted(gt, base), _counted(gt, hidden), resamples=200).to_dict()
     assert doc["miou"]["change"] == "better"
     assert not any(c["fails"] for c in doc["classes"])
-    assert doc["unexpected_pred"] == {"baseline": 0, "candidate": n77 + n78, "fails": True}
+    odd = (hidden == 77) | (hidden == 78)
+    per_class = [int((odd & (gt == c)).sum()) for c in range(3)]  # each class's pixels left out
+    assert sum(per_class) == n77 + n78
+    assert all(per_class)
+    assert doc["unexpected_pred"] == {
+        "baseline": 0, "candidate": n77 + n78, "fails": True,
+        "classes": [{"id": c, "name": str(c), "baseline": 0, "candidate": per_class[c],
+                     "fails": True} for c in range(3)]}  # fmt: skip
     assert doc["failed"]
     reason = (f"{n77 + n78:,} predicted pixels of the shared images have an unexpected value "
               f"in the candidate, 0 in the baseline (pixels per value: 77: {n77:,}, 78: "
               f"{n78:,}): they are left out of every score, which cannot show what the "
               "candidate predicted there")  # fmt: skip
-    assert doc["reasons"] == [reason]
+    by_class = [f"class '{c}': {per_class[c]:,} of its ground-truth pixels in the shared images "
+                "are predicted as an unexpected value in the candidate, 0 in the baseline: they "
+                "are left out of every score, which cannot show what the candidate predicted "
+                "there" for c in range(3)]  # fmt: skip
+    assert doc["reasons"] == [*by_class, reason]
     odd = ("predicted pixels with an unexpected value (left out of every score): 0 in the "
            f"baseline, {n77 + n78:,} in the candidate")  # fmt: skip
-    assert f"\n{odd}  FAILS\n" in render_comparison_text(doc)
-    assert f"\n{odd} (fails)\n" in render_comparison_markdown(doc)
+    assert f"\n{odd}  FAILS\n  on ground truth of class '0': 0 in the baseline, " in (
+        render_comparison_text(doc))  # fmt: skip
+    assert f"\n{odd} (fails)\n\n- on ground truth of class '0': 0 in the baseline, " in (
+        render_comparison_markdown(doc))  # fmt: skip
     # fewer in the candidate: passes, and the counts are still shown
     back = compare_states(_counted(gt, hidden), _counted(gt, hidden), resamples=200).to_dict()
     assert back["unexpected_pred"]["fails"] is False
@@ -479,7 +497,8 @@ def test_more_predicted_pixels_with_unexpected_values_fail() -> None:
         render_comparison_text(back))  # fmt: skip
     # none on either side: no line (nor in a document written before the field)
     plain = compare_states(_counted(gt, base), _counted(gt, base), resamples=50).to_dict()
-    assert plain["unexpected_pred"] == {"baseline": 0, "candidate": 0, "fails": False}
+    assert plain["unexpected_pred"] == {"baseline": 0, "candidate": 0, "fails": False,
+                                        "classes": []}  # fmt: skip
     del plain["unexpected_pred"]
     assert "unexpected" not in render_comparison_text(plain) + render_comparison_markdown(plain)
 
@@ -490,7 +509,8 @@ def test_unexpected_values_count_on_the_shared_images_only() -> None:
     cand = _counted(np.concatenate([gt, gt[:1]]), extra)
     doc = compare_states(_counted(gt, base), cand, resamples=50, shared_images=True).to_dict()
     assert doc["images"]["candidate_only"] == 1
-    assert doc["unexpected_pred"] == {"baseline": 0, "candidate": 0, "fails": False}
+    assert doc["unexpected_pred"] == {"baseline": 0, "candidate": 0, "fails": False,
+                                      "classes": []}  # fmt: skip
 
 
 def test_cli_fails_on_a_class_lost_to_unexpected_values(
@@ -505,3 +525,69 @@ def test_cli_fails_on_a_class_lost_to_unexpected_values(
     assert "  - class '2' IoU is undefined now" in out
     n = int((gt == 2).sum())
     assert f"  - {n:,} predicted pixels of the shared images have an unexpected value" in out
+
+
+def _shifted_runs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The review's scenario: the baseline predicts the unexpected value 7 on 405 px/image of
+    class 0; the candidate fixes that but predicts 7 on 390 of the 400 px/image of class 2
+    (10 px/image kept, all right). Fewer unexpected pixels in total, class 2 IoU 1.0."""
+    rng = np.random.default_rng(0)
+    n, h, w = 8, 40, 40
+    gt = np.zeros((n, h, w), np.uint8)
+    gt[:, :, 15:30] = 1
+    gt[:, :, 30:] = 2
+    err = (rng.random(gt.shape) < 0.05) & (gt < 2)  # the same honest 0 <-> 1 errors in both
+    base = gt.copy()
+    base[err] = 1 - gt[err]
+    cand = base.copy()
+    base[:, :27, :15] = 7
+    cand[:, :27, :15] = 0
+    cand[:, :, 30:] = 7
+    cand[:, :1, 30:40] = 2
+    return gt, base, cand
+
+
+def test_a_class_losing_its_pixels_to_unexpected_values_fails_whatever_the_total() -> None:
+    """Only the total of unexpected predictions was compared (3,120 in the candidate < 3,240),
+    and only a class with no pixel left: class 2, 97.5 % of it predicted as 7, read IoU 1.0
+    and the gate passed."""
+    from segiou.report.gate import render_comparison_markdown, render_comparison_text
+
+    gt, base, cand = _shifted_runs()
+    left = [[int(((gt == c) & (p == 7)).sum()) for c in range(3)] for p in (base, cand)]
+    assert left == [[3240, 0, 0], [0, 0, 3120]]
+    assert int((cand == 7).sum()) < int((base == 7).sum())  # (the total rule says nothing)
+    doc = compare_states(_counted(gt, base), _counted(gt, cand), resamples=200).to_dict()
+    assert doc["classes"][2]["candidate"] == 1.0
+    assert doc["miou"]["delta"] > 0
+    assert not any(c["fails"] for c in doc["classes"])
+    assert doc["failed"]
+    assert doc["unexpected_pred"] == {
+        "baseline": int((base == 7).sum()), "candidate": int((cand == 7).sum()), "fails": True,
+        "classes": [{"id": 0, "name": "0", "baseline": left[0][0], "candidate": 0, "fails": False},
+                    {"id": 2, "name": "2", "baseline": 0, "candidate": left[1][2], "fails": True}],
+    }  # fmt: skip
+    reason = (
+        f"class '2': {left[1][2]:,} of its ground-truth pixels in the shared images are predicted "
+        "as an unexpected value in the candidate, 0 in the baseline: they are left out of every "
+        "score, which cannot show what the candidate predicted there"
+    )
+    assert doc["reasons"] == [reason]
+    by_class = f"on ground truth of class '2': 0 in the baseline, {left[1][2]:,} in the candidate"
+    text = render_comparison_text(doc)
+    assert f"3,240 in the baseline, 3,120 in the candidate\n  {by_class}  FAILS\n" in text
+    assert f"\n- {by_class} (fails)\n" in render_comparison_markdown(doc)
+    # a document written before the per-class counts renders as before
+    del doc["unexpected_pred"]["classes"]
+    assert "on ground truth" not in render_comparison_text(doc) + render_comparison_markdown(doc)
+    # counted on the shared images only: a candidate image the baseline lacks, with every
+    # pixel of class 2 predicted as 7, changes nothing
+    more = _counted(np.concatenate([gt, gt[:1]]), np.concatenate([cand, np.full_like(gt[:1], 7)]))
+    shared = compare_states(_counted(gt, base), more, resamples=50, shared_images=True)
+    assert shared.to_dict()["unexpected_pred"]["classes"][1]["candidate"] == left[1][2]
+    # the baseline as the candidate: class 0 loses its pixels, and more in total too
+    back = compare_states(_counted(gt, cand), _counted(gt, base), resamples=50,
+                          max_miou_drop=1.0, max_class_drop=None).to_dict()  # fmt: skip
+    assert len(back["reasons"]) == 2, back["reasons"]
+    assert back["reasons"][0].startswith(f"class '0': {left[0][0]:,} of its ground-truth pixels")
+    assert back["reasons"][1].startswith("3,240 predicted pixels of the shared images have")

@@ -3,7 +3,8 @@
 Loads both states, calls :func:`segiou.stats.compare_states`, renders the verdict
 (:mod:`segiou.report.gate`). Exit code 1 when a drop is both significant and beyond its
 threshold, a score the baseline had is undefined now, or the candidate predicted more pixels
-with an unexpected value; 0 otherwise, 2 on bad input.
+with an unexpected value (in total, or on any class's ground truth); 0 otherwise, 2 on bad
+input.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def register(sub: Any) -> None:
         description="Compare two runs on the images they share with a paired bootstrap. Exit "
         "code 1 when mIoU or a class IoU dropped significantly and beyond its threshold, or "
         "has a score in the baseline and none now, or when the candidate predicted more pixels "
-        "with an unexpected value (left out of every score); 0 otherwise, 2 on bad input.",
+        "with an unexpected value (left out of every score), in total or on any class's ground "
+        "truth; 0 otherwise, 2 on bad input.",
     )
     p.add_argument("baseline", help="saved state of the baseline run (segiou eval --state)")
     p.add_argument("candidate", help="saved state of the candidate run")

@@ -27,15 +27,29 @@ def _p(p: float | None) -> str:
     return "-" if p is None else f"{p:.3g}"
 
 
-def _unexpected(doc: dict[str, Any]) -> str:
-    """One line on the predicted pixels with an unexpected value, when either run has some."""
+def _unexpected(doc: dict[str, Any], mark: str, esc: Any = str) -> tuple[str, list[str]]:
+    """Show the predicted pixels with an unexpected value, when either run has some.
+
+    A line on the totals (marked with ``mark`` when more in the candidate fails), and one per
+    class with more of its ground-truth pixels predicted so in the candidate (``esc`` escapes
+    class names).
+    """
     odd = doc.get("unexpected_pred")  # (absent from documents written before it)
     if not odd or not (odd["baseline"] or odd["candidate"]):
-        return ""
-    return (
+        return "", []
+    total = (
         f"predicted pixels with an unexpected value (left out of every score): "
         f"{odd['baseline']:,} in the baseline, {odd['candidate']:,} in the candidate"
     )
+    if odd["fails"] and odd["candidate"] > odd["baseline"]:  # (not when a class alone fails)
+        total += mark
+    classes = [  # ("classes": absent from documents written before it)
+        f"on ground truth of class {esc(repr(c['name']))}: {c['baseline']:,} in the baseline, "
+        f"{c['candidate']:,} in the candidate{mark}"
+        for c in odd.get("classes", ())
+        if c["fails"]
+    ]
+    return total, classes
 
 
 def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) -> list[str]:
@@ -79,7 +93,8 @@ def render_comparison_text(
     -------
     str
         The verdict, mIoU, every class, the predicted pixels with an unexpected value (when
-        either run has some), and the reasons of a failure.
+        either run has some; those of each class with more in the candidate), and the reasons
+        of a failure.
     """
     lines = [f"segiou compare: {'FAIL' if doc['failed'] else 'PASS'}"]
     lines += _header(doc, baseline, candidate)
@@ -98,8 +113,9 @@ def render_comparison_text(
             f"{_pts(c['delta'], True):>8s} {_ci(c['interval']):>18s} {_p(c['p_adjusted']):>8s}  "
             f"{c['change']}{'  FAILS' if c['fails'] else ''}"
         )
-    if odd := _unexpected(doc):
-        lines += ["", f"{odd}{'  FAILS' if doc['unexpected_pred']['fails'] else ''}"]
+    odd, by_class = _unexpected(doc, "  FAILS")
+    if odd:
+        lines += ["", odd, *(f"  {c}" for c in by_class)]
     if doc["reasons"]:
         lines += ["", "failed because:", *(f"  - {r}" for r in doc["reasons"])]
     return "\n".join(lines) + "\n"
@@ -121,8 +137,9 @@ def render_comparison_markdown(
     -------
     str
         A heading with the verdict, the mIoU row, the classes that changed significantly or
-        fail, the predicted pixels with an unexpected value (when either run has some), the
-        reasons of a failure, and every class in a collapsed ``<details>`` table.
+        fail, the predicted pixels with an unexpected value (when either run has some; those of
+        each class with more in the candidate), the reasons of a failure, and every class in a
+        collapsed ``<details>`` table.
     """
     bs = doc["bootstrap"]
     pct = f"{100 * bs['level']:.0f}%"
@@ -142,8 +159,9 @@ def render_comparison_markdown(
             f"{_pts(c['delta'], True)} | {_ci(c['interval'])} | {_p(c['p_adjusted'])} | "
             f"{c['change']}{' (fails)' if c['fails'] else ''} |"
         )
-    if odd := _unexpected(doc):
-        out += ["", f"{odd}{' (fails)' if doc['unexpected_pred']['fails'] else ''}"]
+    odd, by_class = _unexpected(doc, " (fails)", _md)
+    if odd:
+        out += ["", odd, *[""] * bool(by_class), *(f"- {c}" for c in by_class)]
     if doc["reasons"]:
         out += ["", "**Failed because:**", "", *(f"- {_md(r)}" for r in doc["reasons"])]
     worse = sum(c["change"] == "worse" for c in doc["classes"])

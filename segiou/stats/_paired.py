@@ -137,7 +137,8 @@ class PairedComparison:
         (shared count, and the images only one run has), ``bootstrap`` (method, unit,
         resamples, seed, alpha, correction), ``miou`` and ``classes`` (baseline, candidate,
         delta, interval, p-value, change, threshold, fails), ``unexpected_pred`` (predicted
-        pixels with an unexpected value in the shared images: baseline, candidate, fails),
+        pixels with an unexpected value in the shared images: baseline, candidate, fails, and
+        ``classes``: per class with any, its ground-truth pixels predicted so in each run),
         ``failed`` and ``reasons``.
     """
 
@@ -286,7 +287,9 @@ def compare_states(
         unexpected values) fails whatever the threshold, unless the baseline counted no
         ground-truth pixel of it; so does an mIoU undefined now. More predicted pixels with an
         unexpected value in the shared images than the baseline's fails too, whatever the
-        scores (they are left out of every count).
+        scores (they are left out of every count), and so does any class with more of its
+        ground-truth pixels predicted as an unexpected value than in the baseline (however few
+        the total: the baseline's may have been on another class).
     shared_images : bool, default False
         Compare on the images both runs scored, instead of refusing different image sets.
     correction : {"holm", "none"}, default "holm"
@@ -380,7 +383,8 @@ def compare_states(
     doc["bootstrap"] = {"method": "paired percentile bootstrap", "unit": unit, "units": m,
                         "resamples": resamples, "seed": int(seed), "level": level,
                         "alpha": alpha, "correction": correction}  # fmt: skip
-    _check_unexpected(doc, _unexpected_pred(ra, bi), _unexpected_pred(rb, ci))
+    by_class = _check_left_out(doc, _left_out(ra, bi), _left_out(rb, ci), spec.classes)
+    _check_unexpected(doc, _unexpected_pred(ra, bi), _unexpected_pred(rb, ci), by_class)
     return PairedComparison(doc)
 
 
@@ -394,17 +398,69 @@ def _unexpected_pred(rows: ImageRows, index: IntArray) -> dict[int, int]:
     return out
 
 
-def _check_unexpected(doc: dict[str, Any], base: dict[int, int], cand: dict[int, int]) -> None:
+def _left_out(rows: ImageRows, index: IntArray) -> IntArray:
+    """Ground-truth pixels of each class predicted as an unexpected value in images ``index``.
+
+    Exact: the entries ``(image, gt = c, pred = K+1)`` of each image's table.
+    """
+    k = rows.k
+    keep = np.zeros(rows.n, dtype=bool)
+    keep[index] = True
+    sel = keep[rows.image] & (rows.gt < k) & (rows.pred == k + 1)
+    out = np.zeros(k, dtype=np.int64)
+    np.add.at(out, rows.gt[sel], rows.count[sel])
+    return out
+
+
+def _check_left_out(
+    doc: dict[str, Any], base: IntArray, cand: IntArray, class_names: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Fail the gate when a class has more of its pixels predicted as unexpected values.
+
+    The total can fall while one class loses nearly every pixel (the baseline's were on
+    another class): the few left keep its IoU (a perfect one, if they are right) and the mean
+    rises. Returns the classes with any such pixel (for ``unexpected_pred``); a class already
+    named as undefined now gets no second reason.
+    """
+    lost = {c["id"] for c in doc["classes"] if c["fails"] and c["candidate"] is None}
+    rows = []
+    for c, name in enumerate(class_names):
+        a, b = int(base[c]), int(cand[c])
+        if not (a or b):
+            continue
+        rows.append({"id": c, "name": name, "baseline": a, "candidate": b, "fails": b > a})
+        if b > a and c not in lost:
+            doc["reasons"].append(
+                f"class {name!r}: {b:,} of its ground-truth pixels in the shared images are "
+                f"predicted as an unexpected value in the candidate, {a:,} in the baseline: "
+                "they are left out of every score, which cannot show what the candidate "
+                "predicted there"
+            )
+    return rows
+
+
+def _check_unexpected(
+    doc: dict[str, Any],
+    base: dict[int, int],
+    cand: dict[int, int],
+    by_class: list[dict[str, Any]],
+) -> None:
     """Fail the gate when the candidate predicted more unexpected values on the shared images.
 
     Such pixels are left out of every count (``on_unexpected="count"``): no score can show
     what the candidate predicted there (a class whose every pixel became one has no IoU, and
     the mean that skips it rises), so more of them is a regression whatever the scores say.
+    ``by_class`` (:func:`_check_left_out`) is recorded with the totals; a class of it that
+    fails makes ``fails`` true too (its reason is given already).
     """
     n_base, n_cand = sum(base.values()), sum(cand.values())
-    fails = n_cand > n_base
-    doc["unexpected_pred"] = {"baseline": n_base, "candidate": n_cand, "fails": fails}
+    more = n_cand > n_base
+    fails = more or any(r["fails"] for r in by_class)
+    doc["unexpected_pred"] = {"baseline": n_base, "candidate": n_cand, "fails": fails,
+                              "classes": by_class}  # fmt: skip
     if fails:
+        doc["failed"] = True
+    if more:
         top = sorted(cand.items(), key=lambda vc: (-vc[1], vc[0]))
         shown = ", ".join(f"{v}: {c:,}" for v, c in top[:5]) + (", ..." if len(top) > 5 else "")
         doc["reasons"].append(
