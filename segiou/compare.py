@@ -140,7 +140,9 @@ def compare_reports(
         Largest allowed drop of any class's IoU; ``None`` disables the per-class check. A
         class scored in the baseline that has no IoU now (none of its pixels counted: its
         predictions were unexpected values) is a regression whatever the tolerance, unless
-        the baseline counted no ground-truth pixel of it. More predicted pixels with an
+        the baseline counted no ground-truth pixel of it, or the current report left no pixel
+        out (``pixels.unexpected_pred`` empty: the class has no ground truth in another test
+        set, ``same_ground_truth=False``). More predicted pixels with an
         unexpected value than in the baseline (``pixels.unexpected_pred``, counted with
         ``on_unexpected="count"``; a larger share of the pixels, when the reports' totals
         differ) is a regression too, whatever the tolerances: such pixels are left out of every
@@ -275,7 +277,9 @@ def compare_reports(
             for n, (b, c, d) in classes.items()
             if d < -max_class_drop
         ]
-    lost = _undefined_classes(current, baseline) if max_class_drop is not None else []
+    lost = (
+        [] if max_class_drop is None else _undefined_classes(current, baseline, same_ground_truth)
+    )
     regressions += [line for _, line in lost]
     if same_ground_truth:  # (checked above: one ground truth)
         regressions += _fewer_counted(current, baseline, {c for c, _ in lost})
@@ -363,7 +367,9 @@ def _fewer_counted(current: dict[str, Any], baseline: dict[str, Any], skip: set[
     return out
 
 
-def _undefined_classes(current: dict[str, Any], baseline: dict[str, Any]) -> list[tuple[int, str]]:
+def _undefined_classes(
+    current: dict[str, Any], baseline: dict[str, Any], same_ground_truth: bool
+) -> list[tuple[int, str]]:
     """Classes scored in the baseline that have no IoU now, as :func:`compare_reports` lines.
 
     A class whose every pixel left the counts (predicted as an unexpected value under
@@ -371,8 +377,16 @@ def _undefined_classes(current: dict[str, Any], baseline: dict[str, Any]) -> lis
     rises. Like an undefined summary metric, that fails whatever the tolerance, unless the
     baseline counted no ground-truth pixel of the class (``gt_pixels`` 0: its IoU, 0, came
     from false positives alone, which are gone now). A class undefined in the baseline and
-    scored now is no regression. Returns ``(class index, line)`` pairs.
+    scored now is no regression. Only when the current report left pixels out
+    (``pixels.unexpected_pred`` not empty): without any, a class undefined now has no ground
+    truth in the current test set (another one, ``same_ground_truth=False``), which is no
+    regression (on the same ground truth it cannot happen). A report that does not say its
+    unexpected predictions (hand-made) is taken as leaving pixels out on the same ground truth
+    only. Returns ``(class index, line)`` pairs.
     """
+    odd = _unexpected_pred(current, "current report")
+    if not (sum(odd.values()) if odd is not None else same_ground_truth):
+        return []
     out = []
     for i, (c, b) in enumerate(zip(current["classes"], baseline["classes"], strict=True)):
         had = b.get("gt_pixels")  # (None: a report without counts; taken as some)

@@ -227,6 +227,36 @@ def test_a_class_undefined_in_the_baseline_or_scored_by_false_positives_alone_do
     assert not compare_reports(fixed, fp_base).regressed
 
 
+def test_a_class_missing_from_another_test_set_is_no_lost_class() -> None:
+    """same_ground_truth=False: a perfect model whose new test set has no class 2 failed with
+    "class '2' IoU is undefined now ... (a prediction with an unexpected value is left out of
+    every count)", though the current report left no pixel out."""
+    import numpy as np
+
+    g1 = np.zeros((10, 30), np.uint8)
+    g1[:, 10:20] = 1
+    g1[:, 20:] = 2
+    g2 = np.zeros((10, 30), np.uint8)
+    g2[:, 15:] = 1  # another test set: no class 2
+    base = _counted(g1.ravel().tolist(), g1.ravel().tolist())  # a perfect model
+    cur = _counted(g2.ravel().tolist(), g2.ravel().tolist())  # the same on the other set
+    assert base["classes"][2]["gt_pixels"] == int((g1 == 2).sum()) > 0
+    assert cur["classes"][2]["iou"] is None
+    assert cur["pixels"]["unexpected_pred"] == {}
+    comp = compare_reports(cur, base, same_ground_truth=False)
+    assert comp.regressions == []
+    # a report that does not say its unexpected predictions (hand-made): no cause to name
+    del cur["pixels"]["unexpected_pred"]
+    assert compare_reports(cur, base, same_ground_truth=False).regressions == []
+    # pixels left out now: class 2's may be among them, a lost class as before
+    odd = g2.copy()
+    odd[0, 0] = 77
+    now = _counted(g2.ravel().tolist(), odd.ravel().tolist())
+    lines = compare_reports(now, base, same_ground_truth=False).regressions
+    assert lines[0].startswith(f"class '2' IoU is undefined now (baseline 1.0000): none of the "
+                               f"{int((g1 == 2).sum())} ground-truth pixels")  # fmt: skip
+
+
 def test_more_predicted_pixels_with_unexpected_values_regress() -> None:
     """Wrong pixels predicted as an unexpected value leave the counts: class 2's IoU "rose"
     from 3/4 to 1 and mIoU with it, and nothing said that a pixel had gone."""

@@ -452,6 +452,23 @@ def test_a_class_undefined_in_the_baseline_or_only_falsely_predicted_does_not_fa
     assert not doc["failed"], doc["reasons"]
 
 
+def test_a_class_only_in_images_the_candidate_lacks_is_no_lost_class() -> None:
+    """--shared-images: the baseline's only image of class 2 is not shared. The gate scores
+    both runs on the shared images, where the baseline has no class 2 either: nothing lost
+    (compare_reports, on whole reports of other test sets, called such a class lost)."""
+    gt, _, _ = _lost_class_runs()
+    gt01 = gt % 2  # no class 2
+    only = np.full_like(gt01[:1], 2)  # an image of class 2, in the baseline only
+    base = ConfusionMatrix(3, ignore_index=255, on_unexpected="count", per_image=True)
+    base.update(np.concatenate([gt01, only]), np.concatenate([gt01, only]),
+                names=[f"im{i}" for i in range(len(gt01))] + ["class2"])  # fmt: skip
+    doc = compare_states(base, _counted(gt01, gt01), resamples=50, shared_images=True).to_dict()
+    assert doc["images"]["baseline_only"] == 1
+    assert doc["classes"][2]["baseline"] is None
+    assert doc["classes"][2]["candidate"] is None
+    assert not doc["failed"], doc["reasons"]
+
+
 def test_more_predicted_pixels_with_unexpected_values_fail() -> None:
     """The baseline's wrong pixels predicted as 77 in the candidate: left out of the counts,
     every class "improved" significantly and the gate passed."""
