@@ -1,0 +1,151 @@
+"""Reading ``.npy`` headers, ``.npy`` records and npz bodies: checked before, bounded while read.
+
+Used by :mod:`segiou.service.wire` (the batch bodies). Nothing is ever unpickled, and nothing
+is allocated for a member or record before its header is checked against what the body holds.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import zipfile
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from segiou.errors import PayloadError
+
+__all__ = ["ALIGN", "npy_records", "read_npz"]
+
+ALIGN = 64  # .npy records start at multiples of this (numpy pads its headers to it too)
+_MAX_NPY_HEADER = 1 << 16
+
+
+def _npy_header(f: Any, where: str, what: str) -> tuple[tuple[int, ...], bool, np.dtype[Any], int]:
+    """Read and check a ``.npy`` header from ``f``: shape, Fortran order, dtype, data bytes.
+
+    Refused (400): a malformed header, Python objects (never unpickled), a dtype of 0 bytes an
+    item or with a sub-array (``frombuffer`` cannot read them as declared), negative dimensions.
+    """
+    try:
+        major, _ = np.lib.format.read_magic(f)
+        reader = {1: np.lib.format.read_array_header_1_0}.get(
+            major, np.lib.format.read_array_header_2_0
+        )
+        shape, fortran, dtype = reader(f, max_header_size=_MAX_NPY_HEADER)
+    except zipfile.BadZipFile:  # the member's checksum (read with the header): not the header
+        raise
+    except Exception as err:
+        msg = f"{where}: {what}: its .npy header is malformed ({err})"
+        raise PayloadError(msg) from err
+    if dtype.hasobject:
+        msg = f"{where}: {what} holds Python objects; never unpickled"
+        raise PayloadError(msg)
+    if dtype.itemsize == 0 or dtype.subdtype is not None:
+        msg = f"{where}: {what} has dtype {dtype.str!r}, which holds no array segiou can read"
+        raise PayloadError(msg)
+    if any(d < 0 for d in shape):
+        msg = f"{where}: {what} declares shape {shape}, with a negative dimension"
+        raise PayloadError(msg)
+    # exact: np.prod in int64 wraps (2**32 x 2**32 -> 0)
+    return shape, fortran, dtype, math.prod(shape) * dtype.itemsize
+
+
+def _npz_member(f: Any, size: int, where: str, what: str) -> np.ndarray:
+    """Read one ``.npy`` member of ``size`` bytes (the zip's word): at most what it declares."""
+    shape, fortran, dtype, nbytes = _npy_header(f, where, what)
+    if f.tell() + nbytes > size:
+        msg = (
+            f"{where}: {what} declares {nbytes:,} bytes of data, but the member holds "
+            f"{max(size - f.tell(), 0):,} after its header (truncated?)"
+        )
+        raise PayloadError(msg)
+    raw, pos = bytearray(nbytes), 0  # writable, as np.load's arrays are
+    while pos < nbytes:  # in pieces: never more than declared is inflated
+        piece = f.read(min(nbytes - pos, 1 << 20))
+        if not piece:
+            msg = f"{where}: {what} ends {nbytes - pos:,} bytes before its declared data"
+            raise PayloadError(msg)
+        raw[pos : pos + len(piece)] = piece
+        pos += len(piece)
+    a = np.frombuffer(raw, dtype=dtype, count=math.prod(shape))
+    return a.reshape(shape, order="F" if fortran else "C")
+
+
+def read_npz(
+    body: bytes | bytearray | memoryview, where: str, limit: int | None = None
+) -> dict[str, np.ndarray]:
+    """Read an npz (``.npy`` members, stored or deflated), checking each header before its data.
+
+    A member's declared shape and dtype are checked against the member's size in the zip
+    directory before anything is allocated, and no more than the header declares is ever read
+    (inflated; a member that inflates to more than the directory says fails its checksum at the
+    size the directory says). With ``limit``, members whose sizes in the directory add up to
+    more than ``limit`` bytes are refused (413) before any is inflated: a deflated body of
+    0.5 MB could otherwise unpack to 512 MiB.
+    """
+    out: dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as z:
+            infos = z.infolist()
+            inflated = sum(i.file_size for i in infos)  # each member is read up to its size
+            if limit is not None and inflated > limit:  # at most: reads total no more than this
+                raise PayloadError(_too_big(where, inflated, limit), 413)
+            for info in infos:
+                name, what = info.filename.removesuffix(".npy"), f"npz member {info.filename!r}"
+                if not info.filename.endswith(".npy") or name in out:
+                    msg = f"{where}: {what} is not one .npy array (np.savez writes <name>.npy)"
+                    raise PayloadError(msg)
+                if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                    msg = (
+                        f"{where}: {what} is compressed other than by deflate (np.savez_compressed)"
+                    )
+                    raise PayloadError(msg)
+                with z.open(info) as f:  # what its header declares, at most info.file_size
+                    out[name] = _npz_member(f, info.file_size, where, what)
+    except PayloadError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, RuntimeError,
+            NotImplementedError, zlib.error) as err:  # fmt: skip
+        msg = (
+            f"{where}: the body is not a readable npz without pickled objects "
+            f"({type(err).__name__}: {err})"
+        )
+        raise PayloadError(msg) from err
+    return out
+
+
+def _too_big(where: str, n: int, limit: int) -> str:
+    return (
+        f"{where}: the npz's members hold {n:,} bytes once inflated, more than this server's "
+        f"limit of {limit:,} bytes (--max-body-mb bounds inflated npz members as it bounds "
+        "bodies); send smaller batches, or start the server with a larger --max-body-mb"
+    )
+
+
+_RECORDS = ("gt", "pred", "names", "one too many")
+
+
+def npy_records(body: memoryview, where: str) -> Iterator[np.ndarray]:
+    pos, n, index = 0, body.nbytes, 0
+    while pos < n:
+        if bytes(body[pos : pos + 6]) != b"\x93NUMPY":
+            msg = f"{where}: no .npy record at byte {pos} (records start at multiples of 64)"
+            raise PayloadError(msg)
+        head = io.BytesIO(bytes(body[pos : pos + min(n - pos, _MAX_NPY_HEADER + 12)]))
+        what = f"the .npy record at byte {pos} ({_RECORDS[min(index, 3)]})"
+        shape, fortran, dtype, nbytes = _npy_header(head, where, what)
+        index += 1
+        start = pos + head.tell()
+        end = start + nbytes
+        if end > n:
+            msg = (
+                f"{where}: {what} declares {end - start} bytes of data but the body ends "
+                f"{n - start} bytes after its header (truncated?)"
+            )
+            raise PayloadError(msg)
+        a = np.frombuffer(body, dtype=dtype, count=math.prod(shape), offset=start)
+        yield a.reshape(shape, order="F" if fortran else "C")
+        pos = end + (-end % ALIGN)
