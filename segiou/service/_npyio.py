@@ -27,7 +27,9 @@ def _npy_header(f: Any, where: str, what: str) -> tuple[tuple[int, ...], bool, n
     """Read and check a ``.npy`` header from ``f``: shape, Fortran order, dtype, data bytes.
 
     Refused (400): a malformed header, Python objects (never unpickled), a dtype of 0 bytes an
-    item or with a sub-array (``frombuffer`` cannot read them as declared), negative dimensions.
+    item or with a sub-array (``frombuffer`` cannot read them as declared), negative dimensions,
+    and a shape of no data that no array can have (``(2**62, 0, 2)``, ``(0, 2**64)``: numpy's
+    ``reshape`` would fail on it). Every record and member is read through here: the one place.
     """
     try:
         major, _ = np.lib.format.read_magic(f)
@@ -49,8 +51,14 @@ def _npy_header(f: Any, where: str, what: str) -> tuple[tuple[int, ...], bool, n
     if any(d < 0 for d in shape):
         msg = f"{where}: {what} declares shape {shape}, with a negative dimension"
         raise PayloadError(msg)
-    # exact: np.prod in int64 wraps (2**32 x 2**32 -> 0)
-    return shape, fortran, dtype, math.prod(shape) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize  # exact: np.prod in int64 wraps (2**32 x 2**32)
+    if nbytes == 0:  # with data, the body bounds the shape; without, only numpy's limits do
+        try:
+            np.empty(shape, dtype)  # 0 bytes: the shape checked as reshape will check it
+        except (ValueError, OverflowError, MemoryError) as err:
+            msg = f"{where}: {what} declares shape {shape}, which no array can have ({err})"
+            raise PayloadError(msg) from err
+    return shape, fortran, dtype, nbytes
 
 
 def _npz_member(f: Any, size: int, where: str, what: str) -> np.ndarray:

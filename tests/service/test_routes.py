@@ -250,6 +250,8 @@ def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
          "the .npy record at byte 0 (gt) declares shape (0, -5)"),
         ("zero itemsize", npy_bytes + npy_record("<U0", (2,)), CONTENT_MASKS_NPY, 400,
          "(names) has dtype '<U0'"),
+        ("npy shape of no array", npy_record("|u1", (2**62, 0, 2)) * 2, CONTENT_MASKS_NPY, 400,
+         "(gt) declares shape (4611686018427387904, 0, 2), which no array can have"),
         ("npz huge shape", _zipped(**{"gt.npy": huge, "pred.npy": npy_record("|u1", (4,))}),
          CONTENT_MASKS_NPZ, 400, "npz member 'gt.npy' declares 35,184,372,088,832 bytes"),
         ("state npz huge array", _zipped(**{"__state__.npy": huge}), CONTENT_STATE_NPZ, 400,

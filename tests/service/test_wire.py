@@ -202,15 +202,28 @@ _OK = npy_record("|u1", (1, 2, 2), bytes(4))
      (_zip(**{"gt.npy": _OK, "pred.npy": npy_record("<U0", (4,))}), CONTENT_MASKS_NPZ,
       "member 'pred.npy' has dtype '<U0'"),
      (_zip(**{"__state__.npy": npy_record("|u1", (2**40,), b"{}")}), CONTENT_STATE_NPZ,
-      "member '__state__.npy' declares 1,099,511,627,776 bytes")],
+      "member '__state__.npy' declares 1,099,511,627,776 bytes"),
+     # no data, but a shape numpy cannot build: reshape raised (a 500, retried by the client)
+     (npy_record("|u1", (2**62, 0, 2)) * 2, CONTENT_MASKS_NPY,
+      "(gt) declares shape (4611686018427387904, 0, 2), which no array can have"),
+     (_OK + npy_record("|u1", (0, 2**64)), CONTENT_MASKS_NPY,
+      "(pred) declares shape (0, 18446744073709551616), which no array can have"),
+     (_OK + _OK + npy_record("<U4", (3037000500, 3037000500, 0)), CONTENT_MASKS_NPY,
+      "(names) declares shape (3037000500, 3037000500, 0), which no array can have"),
+     (_zip(**{"gt.npy": npy_record("|u1", (2**62, 0, 2)), "pred.npy": _OK}), CONTENT_MASKS_NPZ,
+      "member 'gt.npy' declares shape (4611686018427387904, 0, 2), which no array can have"),
+     (_zip(**{"__state__.npy": npy_record("|u1", (0, 2**64))}), CONTENT_STATE_NPZ,
+      "member '__state__.npy' declares shape (0, 18446744073709551616), which no array")],
     ids=["negative", "minus-one", "U0", "V0", "S0", "npz-huge", "npz-negative", "npz-U0",
-         "state-huge"],
+         "state-huge", "npy-gt-no-array", "npy-pred-no-array", "npy-names-no-array",
+         "npz-no-array", "state-no-array"],
 )  # fmt: skip
 def test_malformed_shapes_and_dtypes_are_payload_errors_naming_the_record(
     body: bytes, ctype: str, needle: str
 ) -> None:
     """These crashed the server (a bare 500: ValueError in reshape or frombuffer, MemoryError
-    in np.load for a shape the body cannot hold)."""
+    in np.load for a shape the body cannot hold; later a 500 the client retried for shapes of
+    no data that numpy cannot build)."""
     decode = decode_state if ctype == CONTENT_STATE_NPZ else decode_masks
     with pytest.raises(PayloadError, match=re.escape(needle)) as err:
         decode(body, ctype, where="batch 'k'")
