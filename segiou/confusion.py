@@ -430,7 +430,11 @@ class ConfusionMatrix(Totals):
                     self._rows.append(replace(im, names=labels, given=(given,) * im.n))
                     if given:
                         self._named.update(labels)
-                shown = labels or tuple(names or ()) or tuple(f"#{i}" for i in range(n_images))
+                # labels for the extras that keep entries per image, else none (2**40 images
+                # of no pixels made 2**40 labels for nothing)
+                shown: tuple[str, ...] = ()
+                if boundary is not None or instances is not None or absent is not None:
+                    shown = labels or tuple(names or ()) or tuple(f"#{i}" for i in range(n_images))
                 self.extras.add(shown, given=given, boundary=boundary, instances=instances,
                                 absent=absent, widths=widths)  # fmt: skip
 

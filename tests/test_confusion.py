@@ -8,6 +8,7 @@ import os
 import pickle
 import stat
 import threading
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +115,22 @@ def test_duplicate_key_refused_on_merge():
     c = a + ConfusionMatrix(4, ignore_index=255).update(gt, pred, key="z")
     with pytest.raises(DuplicateBatchError):
         c.update(gt, pred, key="z")
+
+
+def test_images_without_pixels_cost_no_memory_per_image_without_per_image_rows():
+    """Masks of shape (N, 0, 8) are N images of no pixels: update made a label per image for
+    nothing (no per-image rows, no extras kept), 2**40 of them for a 256-byte server body."""
+    g = np.zeros((10**6, 0, 8), np.uint8)
+    ConfusionMatrix(3).update(g[:1], g[:1])  # anything compiled or cached once, first
+    cm = ConfusionMatrix(3)
+    tracemalloc.start()
+    try:
+        cm.update(g, g, key="k")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (cm.n_images, cm.n_pixels, cm.keys) == (10**6, 0, {"k"})
+    assert peak < 1 << 20, peak
 
 
 def test_batches_without_key_are_not_deduplicated():

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from segiou._batch import same_counting
+from segiou._batch import n_images_of, same_counting
 from segiou.confusion import ConfusionMatrix
 from segiou.errors import PayloadError, UsageError
 from segiou.service._npyio import ALIGN, npy_records, read_npz
@@ -529,8 +529,9 @@ def decode_masks(
     ------
     PayloadError
         Not a readable npz or sequence of ``.npy`` records, members missing or unknown,
-        pickled objects, or names that are not a 1-D unicode array; 413 for npz members past
-        ``limit``.
+        pickled objects, names that are not a 1-D unicode array, or masks declaring more images
+        than the body has bytes (and their data too: images of no pixels, ``(2**40, 0, 8)``,
+        cost the counting memory and count nothing); 413 for npz members past ``limit``.
     """
     if content_type == CONTENT_MASKS_NPZ:
         arrays = read_npz(body, where, limit)
@@ -553,4 +554,15 @@ def decode_masks(
     if names is not None and (names.dtype.kind != "U" or names.ndim != 1):
         msg = f"{where}: 'names' must be a 1-D unicode array, got {names.dtype} {names.shape}"
         raise PayloadError(msg)
+    size = memoryview(body).nbytes
+    for m in ("gt", "pred"):  # an image with a pixel has a byte of data: masks with any pass
+        shape, n = arrays[m].shape, n_images_of(arrays[m].shape)
+        if n > max(size, arrays[m].nbytes):
+            msg = (
+                f"{where}: {m!r} of shape {shape} declares {n:,} images in {arrays[m].nbytes:,} "
+                f"bytes of data and a body of {size:,} bytes; a batch holds at most one image "
+                "per byte of its body (or of its data): leave out the images of no pixels, "
+                "which count nothing"
+            )
+            raise PayloadError(msg)
     return arrays["gt"], arrays["pred"], None if names is None else names.tolist()

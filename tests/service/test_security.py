@@ -199,6 +199,33 @@ def test_npz_members_are_bounded_by_the_limit_before_and_while_they_are_inflated
     assert peak < 4 << 20
 
 
+@pytest.mark.parametrize("per_image", [False, True])
+def test_masks_declaring_more_images_than_their_body_has_bytes_are_refused_at_once(
+    client, run_name, snapshot, server, per_image: bool
+) -> None:
+    """256 bytes of masks of shape (2**40, 0, 8): the server made a label per image until it
+    ran out of memory (11 GB). (10**6, 0, 8) is the same, small enough to be counted before."""
+    client.create_run(run_name, 3, per_image=per_image)
+    before = snapshot(client, run_name)
+    for n in (10**6, 2**40):
+        body = npy_record("|u1", (n, 0, 8)) * 2
+        t0 = time.perf_counter()
+        status, reply = raw_request(server.url, "PUT", f"/v1/runs/{run_name}/batches/k",
+                                    body, {"Content-Type": CONTENT_MASKS_NPY})  # fmt: skip
+        assert status == 400, reply
+        assert reply["error"] == "PayloadError"
+        assert (
+            f"declares {n:,} images in 0 bytes of data and a body of 256 bytes"
+            in (reply["message"])
+        )
+        assert time.perf_counter() - t0 < 5
+        assert snapshot(client, run_name) == before
+    body = npy_record("|u1", (256, 0, 8)) * 2  # one image a byte: counted
+    status, reply = raw_request(server.url, "PUT", f"/v1/runs/{run_name}/batches/k", body,
+                                {"Content-Type": CONTENT_MASKS_NPY})  # fmt: skip
+    assert (status, reply["outcome"], reply["images"], reply["pixels"]) == (201, "counted", 256, 0)
+
+
 def test_a_slow_upload_does_not_stall_other_requests(server, client, run_name) -> None:
     client.create_run(run_name, 3)
     parts = urllib.parse.urlsplit(server.url)

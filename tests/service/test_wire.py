@@ -231,6 +231,30 @@ def test_malformed_shapes_and_dtypes_are_payload_errors_naming_the_record(
     assert str(err.value).startswith("batch 'k': ")
 
 
+def test_masks_declaring_more_images_than_their_body_has_bytes_are_refused() -> None:
+    """256 bytes of masks of shape (2**40, 0, 8) declare 2**40 images of no pixels: the server
+    made a label per image (11 GB before it was killed), then a 500 MemoryError."""
+    for shape in [(2**40, 0, 8), (257, 0, 8)]:
+        body = npy_record("|u1", shape) * 2
+        assert len(body) == 256
+        needle = (f"'gt' of shape {shape} declares {shape[0]:,} images in 0 bytes of data and a "
+                  "body of 256 bytes; a batch holds at most one image per byte")  # fmt: skip
+        with pytest.raises(PayloadError, match=re.escape(needle)) as err:
+            decode_masks(body, CONTENT_MASKS_NPY, where="batch 'k'")
+        assert err.value.status == 400
+    npz = _zip(**{"gt.npy": _OK, "pred.npy": npy_record("|u1", (2**40, 0, 8))})
+    with pytest.raises(PayloadError, match=r"'pred' of shape \(1099511627776, 0, 8\) declares"):
+        decode_masks(npz, CONTENT_MASKS_NPZ)
+    gt, _, _ = decode_masks(npy_record("|u1", (256, 0, 8)) * 2, CONTENT_MASKS_NPY)  # one a byte
+    assert gt.shape == (256, 0, 8)
+    many = np.zeros((10**5, 1, 1), np.uint8)  # images with pixels pass, however well the npz
+    buf = io.BytesIO()  # compresses them
+    np.savez_compressed(buf, gt=many, pred=many.astype(bool))
+    assert len(buf.getvalue()) < 10**4
+    gt, pred, _ = decode_masks(buf.getvalue(), CONTENT_MASKS_NPZ)
+    assert gt.shape == pred.shape == (10**5, 1, 1)
+
+
 def test_npz_members_are_read_as_np_load_reads_them() -> None:
     g = np.arange(24, dtype=np.uint8).reshape(2, 3, 4) % 5
     for save in (np.savez, np.savez_compressed):
