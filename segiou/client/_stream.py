@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import secrets
 import threading
 import time
@@ -25,6 +26,8 @@ from segiou.errors import (
 from segiou.service.wire import check_key, check_run_name
 
 __all__ = ["StreamingEvaluator"]
+
+_LOG = logging.getLogger("segiou.client")
 
 #: Longest ``prefix``: its partials' keys (``<prefix>.000001``) must be valid batch keys.
 _MAX_PREFIX = 200 - len(".000001")
@@ -69,7 +72,8 @@ class StreamingEvaluator:
         run; partials of this run left there by a process that died are put first (under their
         keys, into this run) when an evaluator of the same run on the same server starts on
         it. Its own partials are numbered after the leftovers of its prefix, never over them.
-        A partial it cannot save (a full disk) is sent all the same, with a warning.
+        A partial it cannot save (a full disk) is sent all the same, with a warning (logged
+        to ``segiou.client`` instead when the warning filters would raise it).
 
     Notes
     -----
@@ -184,7 +188,8 @@ class StreamingEvaluator:
         SegiouWarning
             The partial this batch sealed could not be saved to the spool (a full disk): the
             batch is counted and the partial queued and sent all the same, so this never raises
-            once the batch is counted (doing it again would count it twice).
+            once the batch is counted (doing it again would count it twice): when the warning
+            filters make it an error, it is logged instead (logger ``segiou.client``).
         """
         self._raise_refusal()
         with self._cond:
@@ -294,7 +299,8 @@ class StreamingEvaluator:
         Warns
         -----
         SegiouWarning
-            The partial sealed now could not be saved to the spool; it is sent all the same.
+            The partial sealed now could not be saved to the spool; it is sent all the same
+            (logged instead when the warning filters make it an error, as in :meth:`update`).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
@@ -338,12 +344,23 @@ def _last_seq(spool: Path, prefix: str) -> int:
 
 
 def _warn_unspooled(key: str, err: Exception, stacklevel: int) -> None:
+    """Warn that a counted, queued partial is not in the spool; never raise, whatever the filters.
+
+    Under ``-W error`` (pytest's ``filterwarnings = error``) ``warnings.warn`` raises: from
+    ``update``/``flush`` the caller would count the batch again, and in the sender thread the
+    thread would die with the partial unsent. The warning is then logged instead
+    (``segiou.client``, level WARNING).
+    """
     msg = (
         f"partial state {key!r} could not be saved to the spool ({type(err).__name__}: {err}); "
         "its batches are counted and it is queued and sent all the same (do not count them "
         "again), but it would not survive the death of this process"
     )
-    warnings.warn(msg, SegiouWarning, stacklevel=stacklevel + 1)
+    try:
+        warnings.warn(msg, SegiouWarning, stacklevel=stacklevel + 1)
+    except Exception as raised:  # noqa: BLE001 -- a filter made it an error: counted, so log it
+        _LOG.warning("SegiouWarning (logged: the warning filters raise %s): %s",
+                     type(raised).__name__, msg)  # fmt: skip
 
 
 def _warn_stray(spool: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -428,6 +429,42 @@ def test_a_spool_that_cannot_save_never_makes_a_retried_batch_count_twice(
     assert srv.got["p.000001"] == ConfusionMatrix(K, **settings()).update(g, p, key="p/0")  # type: ignore[arg-type]
     assert [(w.category, w.filename) for w in caught] == [(SegiouWarning, __file__)]
     assert "could not be saved to the spool" in str(caught[0].message)
+
+
+@pytest.mark.parametrize("where", ["update", "flush", "thread"])
+def test_a_spool_that_cannot_save_is_never_an_error_even_when_warnings_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, where: str
+) -> None:
+    """With warnings turned into errors (-W error, this project's filterwarnings = error), the
+    warning was raised from update()/flush() after the batch was counted (a retry counted it
+    twice), and from the sender thread's timed seal, ending the thread (the partial unsent)."""
+    srv = _FakeServer(lambda key: None)
+    every, seconds = {"update": (1, 30.0), "flush": (100, 30.0), "thread": (100, 1.0)}[where]
+    ev = StreamingEvaluator(srv, every=every, seconds=seconds, prefix="p",  # type: ignore[arg-type]
+                            spool=tmp_path)  # fmt: skip
+    monkeypatch.setattr(ConfusionMatrix, "save", _full)
+    g, p = batch(0)
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING, logger="segiou.client"):
+        warnings.simplefilter("error")
+        for _ in range(3):  # a loop that does a batch again until the call returns
+            try:
+                ev.update(g, p)
+                if where == "flush":
+                    ev.flush(timeout=10)
+                break
+            except Exception:  # noqa: BLE001, S112 -- what such a loop does
+                continue
+        deadline = time.monotonic() + 10  # the thread seals it 1 s after the evaluator began
+        while where == "thread" and not srv.got and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ev._thread.is_alive()
+    ev.close(timeout=10)
+    assert list(srv.got) == ["p.000001"]  # one partial, holding the batch once
+    assert srv.got["p.000001"] == ConfusionMatrix(K, **settings()).update(g, p, key="p/0")  # type: ignore[arg-type]
+    logged = [r for r in caplog.records if "could not be saved to the spool" in r.getMessage()]
+    assert len(logged) == 1
+    assert logged[0].name == "segiou.client"
+    assert "logged: the warning filters raise SegiouWarning" in logged[0].getMessage()
 
 
 def test_a_spool_never_numbers_a_partial_over_a_leftover_of_its_prefix(tmp_path: Path) -> None:
