@@ -29,9 +29,12 @@ def raw_request(
         return resp.status, data
 
 
-def npy_record(descr: str, shape: tuple[int, ...], data: bytes = b"") -> bytes:
-    """A ``.npy`` record with any header (numpy writes no negative dimension), padded to 64."""
+def npy_record(descr: str, shape: tuple[int, ...], data: bytes = b"", *, pad: bool = True) -> bytes:
+    """A ``.npy`` record with any header (numpy writes no negative dimension), padded to 64.
+
+    ``pad=False``: without the padding after the data, as an npz member (``np.savez``).
+    """
     head = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}".encode()
     head += b" " * (-(10 + len(head) + 1) % 64) + b"\n"
     rec = b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head + data
-    return rec + b"\0" * (-len(rec) % 64)
+    return rec + b"\0" * (-len(rec) % 64 if pad else 0)

@@ -62,12 +62,22 @@ def _npy_header(f: Any, where: str, what: str) -> tuple[tuple[int, ...], bool, n
 
 
 def _npz_member(f: Any, size: int, where: str, what: str) -> np.ndarray:
-    """Read one ``.npy`` member of ``size`` bytes (the zip's word): at most what it declares."""
+    """Read one ``.npy`` member of ``size`` bytes (the zip's word): at most what it declares.
+
+    The member is read to its end, where ``zipfile`` checks its CRC-32: bytes after the array
+    are refused (the check would cover only what was read, so a corrupted pixel passed).
+    """
     shape, fortran, dtype, nbytes = _npy_header(f, where, what)
-    if f.tell() + nbytes > size:
+    if f.tell() + nbytes != size:
+        why = (
+            "truncated?"
+            if f.tell() + nbytes > size
+            else "bytes after an array are refused: "
+            "np.savez writes none, and they would escape the member's CRC-32 check"
+        )
         msg = (
             f"{where}: {what} declares {nbytes:,} bytes of data, but the member holds "
-            f"{max(size - f.tell(), 0):,} after its header (truncated?)"
+            f"{max(size - f.tell(), 0):,} after its header ({why})"
         )
         raise PayloadError(msg)
     raw, pos = bytearray(nbytes), 0  # writable, as np.load's arrays are
@@ -78,6 +88,9 @@ def _npz_member(f: Any, size: int, where: str, what: str) -> np.ndarray:
             raise PayloadError(msg)
         raw[pos : pos + len(piece)] = piece
         pos += len(piece)
+    if f.read(1):  # at its end: zipfile checks the CRC-32 here if the last piece did not
+        msg = f"{where}: {what} holds bytes after its array"
+        raise PayloadError(msg)
     a = np.frombuffer(raw, dtype=dtype, count=math.prod(shape))
     return a.reshape(shape, order="F" if fortran else "C")
 
@@ -88,9 +101,11 @@ def read_npz(
     """Read an npz (``.npy`` members, stored or deflated), checking each header before its data.
 
     A member's declared shape and dtype are checked against the member's size in the zip
-    directory before anything is allocated, and no more than the header declares is ever read
-    (inflated; a member that inflates to more than the directory says fails its checksum at the
-    size the directory says). With ``limit``, members whose sizes in the directory add up to
+    directory before anything is allocated (a member holding more or less than its header
+    declares is refused), and no more than the header declares is ever read (inflated; a member
+    that inflates to more than the directory says fails its checksum at the size the directory
+    says); each member's CRC-32 is checked over all its data. With ``limit``, members whose
+    sizes in the directory add up to
     more than ``limit`` bytes are refused (413) before any is inflated: a deflated body of
     0.5 MB could otherwise unpack to 512 MiB.
     """

@@ -224,6 +224,21 @@ def _zipped(**members: bytes) -> bytes:
     return buf.getvalue()
 
 
+def _corrupted_with_trailing_bytes(g: np.ndarray, p: np.ndarray) -> bytes:
+    """A stored npz whose gt member has 8 KiB after its array and a pixel flipped in transit."""
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, g)
+    body = bytearray(_zipped(**{"gt.npy": buf.getvalue() + bytes(8192), "pred.npy": _npy(p)}))
+    body[body.index(b"\x93NUMPY") + len(buf.getvalue()) - g.nbytes] ^= 2  # CRC-32 left as it was
+    return bytes(body)
+
+
+def _npy(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, a)
+    return buf.getvalue()
+
+
 def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
     g, p = masks(20)
     other = ConfusionMatrix(K + 1, ignore_index=255, per_image=True).update(g, p, key="o")
@@ -234,7 +249,7 @@ def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
     bad_pixels = state | {"pixels": state["pixels"] + 1}
     npy, _, _ = encode_masks(g, p)
     npy_bytes = b"".join(bytes(c) for c in npy)
-    huge = npy_record("|u1", (1, 8388608, 4194304), bytes(16))  # 2**45 pixels declared
+    huge = npy_record("|u1", (1, 8388608, 4194304), bytes(16), pad=False)  # 2**45 pixels
     return [
         ("malformed JSON", b'{"format": ', CONTENT_JSON, 400, "not valid JSON"),
         ("not a state", b'{"a": 1}', CONTENT_JSON, 400, "not a segiou confusion state"),
@@ -244,6 +259,8 @@ def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
          400, "pickled"),
         ("npz without pred", _npz(gt=g), CONTENT_MASKS_NPZ, 400, "missing ['pred']"),
         ("npz extra member", _npz(gt=g, pred=p, x=g), CONTENT_MASKS_NPZ, 400, "unknown members"),
+        ("npz member with bytes after its array", _corrupted_with_trailing_bytes(g, p),
+         CONTENT_MASKS_NPZ, 400, "bytes after an array are refused"),
         ("truncated npy", npy_bytes[:-100], CONTENT_MASKS_NPY, 400, "truncated"),
         ("not npy", b"hello", CONTENT_MASKS_NPY, 400, "no .npy record"),
         ("negative dimension", npy_record("|u1", (0, -5)) + npy_bytes, CONTENT_MASKS_NPY, 400,
@@ -252,7 +269,8 @@ def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
          "(names) has dtype '<U0'"),
         ("npy shape of no array", npy_record("|u1", (2**62, 0, 2)) * 2, CONTENT_MASKS_NPY, 400,
          "(gt) declares shape (4611686018427387904, 0, 2), which no array can have"),
-        ("npz huge shape", _zipped(**{"gt.npy": huge, "pred.npy": npy_record("|u1", (4,))}),
+        ("npz huge shape",
+         _zipped(**{"gt.npy": huge, "pred.npy": npy_record("|u1", (4,), pad=False)}),
          CONTENT_MASKS_NPZ, 400, "npz member 'gt.npy' declares 35,184,372,088,832 bytes"),
         ("state npz huge array", _zipped(**{"__state__.npy": huge}), CONTENT_STATE_NPZ, 400,
          "npz member '__state__.npy' declares 35,184,372,088,832 bytes"),

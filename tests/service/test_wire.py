@@ -186,6 +186,7 @@ def _zip(**members: bytes) -> bytes:
 
 
 _OK = npy_record("|u1", (1, 2, 2), bytes(4))
+_MEMBER = npy_record("|u1", (1, 2, 2), bytes(4), pad=False)  # as np.savez writes it: no padding
 
 
 @pytest.mark.parametrize(
@@ -195,13 +196,17 @@ _OK = npy_record("|u1", (1, 2, 2), bytes(4))
      (_OK + _OK + npy_record("<U0", (1,)), CONTENT_MASKS_NPY, "(names) has dtype '<U0'"),
      (npy_record("|V0", (1, 2, 2)) + _OK, CONTENT_MASKS_NPY, "(gt) has dtype '|V0'"),
      (_OK + npy_record("|S0", (1, 2, 2)), CONTENT_MASKS_NPY, "(pred) has dtype '|S0'"),
-     (_zip(**{"gt.npy": npy_record("|u1", (1, 8388608, 4194304), bytes(16)), "pred.npy": _OK}),
-      CONTENT_MASKS_NPZ, "gt.npy' declares 35,184,372,088,832 bytes of data, but the member holds 64"),
-     (_zip(**{"gt.npy": npy_record("|u1", (3, -2)), "pred.npy": _OK}), CONTENT_MASKS_NPZ,
+     (_zip(**{"gt.npy": npy_record("|u1", (1, 8388608, 4194304), bytes(16), pad=False),
+              "pred.npy": _MEMBER}),
+      CONTENT_MASKS_NPZ,
+      "gt.npy' declares 35,184,372,088,832 bytes of data, but the member holds 16 after its"),
+     (_zip(**{"gt.npy": npy_record("|u1", (3, -2), pad=False), "pred.npy": _MEMBER}),
+      CONTENT_MASKS_NPZ,
       "member 'gt.npy' declares shape (3, -2)"),
-     (_zip(**{"gt.npy": _OK, "pred.npy": npy_record("<U0", (4,))}), CONTENT_MASKS_NPZ,
+     (_zip(**{"gt.npy": _MEMBER, "pred.npy": npy_record("<U0", (4,), pad=False)}),
+      CONTENT_MASKS_NPZ,
       "member 'pred.npy' has dtype '<U0'"),
-     (_zip(**{"__state__.npy": npy_record("|u1", (2**40,), b"{}")}), CONTENT_STATE_NPZ,
+     (_zip(**{"__state__.npy": npy_record("|u1", (2**40,), b"{}", pad=False)}), CONTENT_STATE_NPZ,
       "member '__state__.npy' declares 1,099,511,627,776 bytes"),
      # no data, but a shape numpy cannot build: reshape raised (a 500, retried by the client)
      (npy_record("|u1", (2**62, 0, 2)) * 2, CONTENT_MASKS_NPY,
@@ -210,9 +215,10 @@ _OK = npy_record("|u1", (1, 2, 2), bytes(4))
       "(pred) declares shape (0, 18446744073709551616), which no array can have"),
      (_OK + _OK + npy_record("<U4", (3037000500, 3037000500, 0)), CONTENT_MASKS_NPY,
       "(names) declares shape (3037000500, 3037000500, 0), which no array can have"),
-     (_zip(**{"gt.npy": npy_record("|u1", (2**62, 0, 2)), "pred.npy": _OK}), CONTENT_MASKS_NPZ,
+     (_zip(**{"gt.npy": npy_record("|u1", (2**62, 0, 2), pad=False), "pred.npy": _MEMBER}),
+      CONTENT_MASKS_NPZ,
       "member 'gt.npy' declares shape (4611686018427387904, 0, 2), which no array can have"),
-     (_zip(**{"__state__.npy": npy_record("|u1", (0, 2**64))}), CONTENT_STATE_NPZ,
+     (_zip(**{"__state__.npy": npy_record("|u1", (0, 2**64), pad=False)}), CONTENT_STATE_NPZ,
       "member '__state__.npy' declares shape (0, 18446744073709551616), which no array")],
     ids=["negative", "minus-one", "U0", "V0", "S0", "npz-huge", "npz-negative", "npz-U0",
          "state-huge", "npy-gt-no-array", "npy-pred-no-array", "npy-names-no-array",
@@ -242,7 +248,7 @@ def test_masks_declaring_more_images_than_their_body_has_bytes_are_refused() -> 
         with pytest.raises(PayloadError, match=re.escape(needle)) as err:
             decode_masks(body, CONTENT_MASKS_NPY, where="batch 'k'")
         assert err.value.status == 400
-    npz = _zip(**{"gt.npy": _OK, "pred.npy": npy_record("|u1", (2**40, 0, 8))})
+    npz = _zip(**{"gt.npy": _MEMBER, "pred.npy": npy_record("|u1", (2**40, 0, 8), pad=False)})
     with pytest.raises(PayloadError, match=r"'pred' of shape \(1099511627776, 0, 8\) declares"):
         decode_masks(npz, CONTENT_MASKS_NPZ)
     gt, _, _ = decode_masks(npy_record("|u1", (256, 0, 8)) * 2, CONTENT_MASKS_NPY)  # one a byte
@@ -268,20 +274,60 @@ def test_npz_members_are_read_as_np_load_reads_them() -> None:
         assert pred.dtype == ">i4"
         assert gt.flags.writeable
     for body, needle in [
-        (_zip(gt=_OK, **{"pred.npy": _OK}), "member 'gt' is not one .npy array"),
-        (_zip(**{"gt.npy": _OK[:-61], "pred.npy": _OK}), "declares 4 bytes of data, but the memb"),
+        (_zip(gt=_MEMBER, **{"pred.npy": _MEMBER}), "member 'gt' is not one .npy array"),
+        (_zip(**{"gt.npy": _MEMBER[:-1], "pred.npy": _MEMBER}), "declares 4 bytes of data, but"),
     ]:  # fmt: skip
         with pytest.raises(PayloadError, match=needle):
             decode_masks(body, CONTENT_MASKS_NPZ)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_BZIP2) as z:
-        z.writestr("gt.npy", _OK)
+        z.writestr("gt.npy", _MEMBER)
     with pytest.raises(PayloadError, match="compressed other than by deflate"):
         decode_masks(buf.getvalue(), CONTENT_MASKS_NPZ)
-    body = bytearray(_zip(**{"gt.npy": _OK, "pred.npy": _OK}))
+    body = bytearray(_zip(**{"gt.npy": _MEMBER, "pred.npy": _MEMBER}))
     body[body.index(b"\x93NUMPY") + 128] ^= 1  # the data no longer matches its CRC-32
     with pytest.raises(PayloadError, match=r"not a readable npz.*Bad CRC-32"):
         decode_masks(bytes(body), CONTENT_MASKS_NPZ)
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+@pytest.mark.parametrize("trailing", [1, 10, 8192])
+def test_an_npz_member_is_read_to_its_end_and_holds_nothing_after_its_array(
+    compression: int, trailing: int
+) -> None:
+    """zipfile checks a member's CRC-32 only when the member is read to its end; the reader
+    stopped after the array, so behind bytes after it a pixel corrupted in transit was counted."""
+    gt = np.zeros((1, 64, 64), np.uint8)
+    member = io.BytesIO()
+    np.lib.format.write_array(member, gt)
+    start = len(member.getvalue()) - gt.nbytes  # the first pixel
+    for extra, flip in [(b"", True), (bytes(trailing), False), (bytes(trailing), True)]:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", compression) as z:
+            z.writestr("gt.npy", member.getvalue() + extra)
+            z.writestr("pred.npy", member.getvalue())
+        body = bytearray(buf.getvalue())
+        if flip and compression == zipfile.ZIP_STORED:  # CRC-32 left as it was
+            body[body.index(b"\x93NUMPY") + start] ^= 2
+        elif flip:  # deflated: a stored pixel cannot be found; flip the CRC-32 itself
+            for sig, at in ((b"PK\x03\x04", 14), (b"PK\x01\x02", 16)):
+                pos = body.index(sig)  # gt.npy is the first local header and directory entry
+                body[pos + at] ^= 1
+        with pytest.raises(PayloadError) as err:
+            decode_masks(bytes(body), CONTENT_MASKS_NPZ, where="batch 'k'")
+        assert err.value.status == 400
+        if not extra:
+            assert "Bad CRC-32 for file 'gt.npy'" in str(err.value)
+        else:
+            assert (
+                f"member 'gt.npy' declares 4,096 bytes of data, but the member holds "
+                f"{4096 + trailing:,} after its header (bytes after an array are refused"
+            ) in str(err.value)
+    buf = io.BytesIO()  # no bytes after, no flip: read
+    with zipfile.ZipFile(buf, "w", compression) as z:
+        z.writestr("gt.npy", member.getvalue())
+        z.writestr("pred.npy", member.getvalue())
+    assert (decode_masks(buf.getvalue(), CONTENT_MASKS_NPZ)[0] == gt).all()
 
 
 def test_names_must_be_a_unicode_vector() -> None:
