@@ -29,8 +29,12 @@ __all__ = ["StreamingEvaluator"]
 
 _LOG = logging.getLogger("segiou.client")
 
-#: Longest ``prefix``: its partials' keys (``<prefix>.000001``) must be valid batch keys.
-_MAX_PREFIX = 200 - len(".000001")
+#: Most digits of a partial's number. A run's ``numbered`` holds numbers of up to 18 digits
+#: (what int64 holds), so an evaluator starts below 10**18, and would need 9 * 10**18 partials
+#: to pass 19 digits.
+_SEQ_DIGITS = 19
+#: Longest ``prefix``: its partials' keys (``<prefix>.<number>``) must be valid batch keys.
+_MAX_PREFIX = 200 - len(".") - _SEQ_DIGITS
 
 
 class _Server(Protocol):
@@ -66,7 +70,8 @@ class StreamingEvaluator:
         A partial older than this is sent even if it has fewer batches.
     prefix : str, optional
         Key prefix of the partial states (default: random, unique to this evaluator), at most
-        193 characters of a batch key. Give each process its own.
+        180 characters of a batch key (room for partial numbers of up to 19 digits). Give
+        each process its own.
     spool : str or Path, optional
         A folder where each partial is saved until acknowledged, in a subfolder per server and
         run; partials of this run left there by a process that died are put first (under their
@@ -84,8 +89,9 @@ class StreamingEvaluator:
     Raises
     ------
     UsageError
-        Bad ``every``, ``seconds`` or ``prefix`` (a valid batch key of at most 193 characters,
-        leaving room for the partials' ``.000001``).
+        Bad ``every``, ``seconds`` or ``prefix`` (a valid batch key of at most 180 characters,
+        leaving room for the partials' ``.<number>`` of up to 19 digits), or partials of the
+        prefix already numbered up to the largest such number.
     RefusedError, ServiceUnavailableError
         The run's settings cannot be read from the server.
     """
@@ -106,8 +112,8 @@ class StreamingEvaluator:
         if prefix and len(check_key(prefix)) > _MAX_PREFIX:
             msg = (
                 f"prefix {prefix[:24]!r}... has {len(prefix)} characters; at most {_MAX_PREFIX}, "
-                f"since its partials are put under keys <prefix>.000001, ... and a batch key has "
-                "at most 200 characters"
+                f"since its partials are put under keys <prefix>.000001, ..., numbered with up "
+                f"to {_SEQ_DIGITS} digits, and a batch key has at most 200 characters"
             )
             raise UsageError(msg)
         self.client, self.every, self.seconds = client, every, seconds
@@ -143,6 +149,13 @@ class StreamingEvaluator:
                     if head == self.prefix and tail.isascii() and tail.isdigit():
                         self._auto = max(self._auto, int(tail) + 1)
             _warn_stray(self._spool.parent.parent)
+        if len(str(self._seq + 1)) > _SEQ_DIGITS:  # only from the spool (numbered: 18 digits)
+            msg = (
+                f"partials of prefix {self.prefix[:24]!r}... are numbered up to {self._seq} (the "
+                f"run's numbered, or the spool); the next would have more than {_SEQ_DIGITS} "
+                "digits, too long for a batch key: use another prefix"
+            )
+            raise UsageError(msg)
         self._thread = threading.Thread(target=self._send_loop, name="segiou-stream", daemon=True)
         self._thread.start()
 
@@ -338,7 +351,8 @@ def _last_seq(spool: Path, prefix: str) -> int:
     last = 0
     for f in spool.glob(f"{glob.escape(prefix)}.*"):
         number = f.name[len(prefix) + 1 :].split(".", 1)[0]
-        if f.suffix in (".json", ".refused") and number.isascii() and number.isdigit():
+        digits = number.isascii() and number.isdigit() and len(number) <= _SEQ_DIGITS
+        if f.suffix in (".json", ".refused") and digits:
             last = max(last, int(number))
     return last
 

@@ -172,18 +172,54 @@ def test_client_arguments_are_checked() -> None:
 
 # -- the streaming evaluator --------------------------------------------------------------------
 def test_a_prefix_too_long_for_its_partial_keys_is_refused_at_once() -> None:
-    """A prefix of 194-200 characters is a valid key, but its partials' keys (+ '.000001') are
-    not: every partial failed later, in .failed, with status 0."""
+    """A prefix of 181-200 characters is a valid key, but its partials' keys (+ '.000001', up to
+    19 digits) are not always: every partial (from the millionth for 193) failed later."""
     srv = _FakeServer(lambda key: None)
-    for bad in ("p" * 194, "p" * 200, "p" * 201, "a/b"):
+    for bad in ("p" * 181, "p" * 193, "p" * 200, "p" * 201, "a/b"):
         with pytest.raises(UsageError, match=r"prefix|batch key") as err:
             StreamingEvaluator(srv, prefix=bad)  # type: ignore[arg-type]
-        assert ("at most 193" in str(err.value)) == (len(bad) in (194, 200))
-    ev = StreamingEvaluator(srv, every=1, prefix="p" * 193)  # type: ignore[arg-type]
+        assert ("at most 180" in str(err.value)) == (len(bad) in (181, 193, 200))
+    ev = StreamingEvaluator(srv, every=1, prefix="p" * 180)  # type: ignore[arg-type]
     ev.update(*batch(0))
     ev.close(timeout=30)
-    assert list(srv.got) == ["p" * 193 + ".000001"]
+    assert list(srv.got) == ["p" * 180 + ".000001"]
     assert not ev.failed
+
+
+@pytest.mark.parametrize("last", [999_999, 10**18 - 1])
+def test_a_prefix_leaves_room_for_the_largest_partial_number(client, run_name, last: int) -> None:
+    """The 193-character cap left room for 6 digits only: with a fixed prefix the millionth
+    partial's key had 201 characters, was refused (400) and failed late. The run's numbered
+    holds numbers of up to 18 digits: the next has at most 19, and fits."""
+    client.create_run(run_name, K, **settings())
+    prefix = "p" * 180
+    client.put_counts(ConfusionMatrix(K, **settings()).update(*batch(0), key="x"),  # type: ignore[arg-type]
+                      f"{prefix}.{last}", run=run_name)  # fmt: skip
+    ev = client.stream(run_name, every=1, prefix=prefix)
+    ev.update(*batch(1))
+    ev.close(timeout=30)
+    assert not ev.failed
+    assert ev.sent == 1
+    info = client.run_info(run_name)
+    assert (info["batches"], info["images"]) == (2, 4)
+
+
+def test_partials_numbered_up_to_the_largest_number_are_refused_at_once(tmp_path: Path) -> None:
+    """Only a spool's file names can number a prefix past 19 digits (the run's numbered holds
+    18): refused when the evaluator starts, never a partial that fails later."""
+    folder = tmp_path / "-" / "r"
+    folder.mkdir(parents=True)
+    (folder / f"rank0.{10**19 - 1}.refused").write_text("{}")
+    with pytest.raises(UsageError, match=r"numbered up to 9999999999999999999 .* use another"):
+        StreamingEvaluator(_FakeServer(lambda key: None), prefix="rank0", spool=tmp_path)  # type: ignore[arg-type]
+    (folder / f"rank0.{10**19 - 1}.refused").unlink()
+    (folder / f"rank0.{10**19 - 2}.refused").write_text("{}")
+    (folder / f"rank0.{10**25}.refused").write_text("{}")  # no partial number: not counted
+    srv = _FakeServer(lambda key: None)
+    ev = StreamingEvaluator(srv, every=1, prefix="rank0", spool=tmp_path)  # type: ignore[arg-type]
+    ev.update(*batch(0))
+    ev.close(timeout=30)
+    assert list(srv.got) == [f"rank0.{10**19 - 1}"]
 
 
 def test_evaluator_flushes_every_n_batches_every_t_seconds_and_at_close(client, run_name) -> None:
