@@ -21,6 +21,12 @@ __all__ = ["ALIGN", "npy_records", "read_npz"]
 
 ALIGN = 64  # .npy records start at multiples of this (numpy pads its headers to it too)
 _MAX_NPY_HEADER = 1 << 16
+_METHODS = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "LZMA"}
+#: What an npz may hold, said with each refusal of its members' names or compression.
+_SEND = (
+    "an npz holds one .npy array per member, named <name>.npy, stored or deflated: what "
+    "np.savez and np.savez_compressed write"
+)
 
 
 def _npy_header(f: Any, where: str, what: str) -> tuple[tuple[int, ...], bool, np.dtype[Any], int]:
@@ -100,6 +106,12 @@ def read_npz(
 ) -> dict[str, np.ndarray]:
     """Read an npz (``.npy`` members, stored or deflated), checking each header before its data.
 
+    Members are named ``<name>.npy``, each once, and stored or deflated, as ``np.savez`` and
+    ``np.savez_compressed`` write them; others are refused, though ``np.load`` reads them:
+    bzip2 and LZMA members (numpy never writes them, and an LZMA decoder reserves the dictionary
+    its member's header asks for, up to 4 GiB, which the body does not bound), members named
+    ``gt``.
+
     A member's declared shape and dtype are checked against the member's size in the zip
     directory before anything is allocated (a member holding more or less than its header
     declares is refused), and no more than the header declares is ever read (inflated; a member
@@ -118,13 +130,13 @@ def read_npz(
                 raise PayloadError(_too_big(where, inflated, limit), 413)
             for info in infos:
                 name, what = info.filename.removesuffix(".npy"), f"npz member {info.filename!r}"
-                if not info.filename.endswith(".npy") or name in out:
-                    msg = f"{where}: {what} is not one .npy array (np.savez writes <name>.npy)"
+                if not info.filename.endswith(".npy") or not name or name in out:
+                    wrong = "is in the npz twice" if name in out else "is not named <name>.npy"
+                    msg = f"{where}: {what} {wrong}; {_SEND}"
                     raise PayloadError(msg)
                 if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                    msg = (
-                        f"{where}: {what} is compressed other than by deflate (np.savez_compressed)"
-                    )
+                    how = _METHODS.get(info.compress_type, f"method {info.compress_type}")
+                    msg = f"{where}: {what} is compressed with {how}, which is not read; {_SEND}"
                     raise PayloadError(msg)
                 with z.open(info) as f:  # what its header declares, at most info.file_size
                     out[name] = _npz_member(f, info.file_size, where, what)

@@ -233,6 +233,14 @@ def _corrupted_with_trailing_bytes(g: np.ndarray, p: np.ndarray) -> bytes:
     return bytes(body)
 
 
+def _bzip2(**arrays: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_BZIP2) as z:
+        for name, a in arrays.items():
+            z.writestr(f"{name}.npy", _npy(a))
+    return buf.getvalue()
+
+
 def _npy(a: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.lib.format.write_array(buf, a)
@@ -261,6 +269,8 @@ def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
         ("npz extra member", _npz(gt=g, pred=p, x=g), CONTENT_MASKS_NPZ, 400, "unknown members"),
         ("npz member with bytes after its array", _corrupted_with_trailing_bytes(g, p),
          CONTENT_MASKS_NPZ, 400, "bytes after an array are refused"),
+        ("npz of bzip2 members", _bzip2(gt=g, pred=p), CONTENT_MASKS_NPZ, 400,
+         "compressed with bzip2, which is not read; an npz holds one .npy array per member"),
         ("truncated npy", npy_bytes[:-100], CONTENT_MASKS_NPY, 400, "truncated"),
         ("not npy", b"hello", CONTENT_MASKS_NPY, 400, "no .npy record"),
         ("negative dimension", npy_record("|u1", (0, -5)) + npy_bytes, CONTENT_MASKS_NPY, 400,

@@ -274,7 +274,7 @@ def test_npz_members_are_read_as_np_load_reads_them() -> None:
         assert pred.dtype == ">i4"
         assert gt.flags.writeable
     for body, needle in [
-        (_zip(gt=_MEMBER, **{"pred.npy": _MEMBER}), "member 'gt' is not one .npy array"),
+        (_zip(gt=_MEMBER, **{"pred.npy": _MEMBER}), "member 'gt' is not named <name>.npy"),
         (_zip(**{"gt.npy": _MEMBER[:-1], "pred.npy": _MEMBER}), "declares 4 bytes of data, but"),
     ]:  # fmt: skip
         with pytest.raises(PayloadError, match=needle):
@@ -282,7 +282,7 @@ def test_npz_members_are_read_as_np_load_reads_them() -> None:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_BZIP2) as z:
         z.writestr("gt.npy", _MEMBER)
-    with pytest.raises(PayloadError, match="compressed other than by deflate"):
+    with pytest.raises(PayloadError, match="compressed with bzip2, which is not read"):
         decode_masks(buf.getvalue(), CONTENT_MASKS_NPZ)
     body = bytearray(_zip(**{"gt.npy": _MEMBER, "pred.npy": _MEMBER}))
     body[body.index(b"\x93NUMPY") + 128] ^= 1  # the data no longer matches its CRC-32
@@ -328,6 +328,43 @@ def test_an_npz_member_is_read_to_its_end_and_holds_nothing_after_its_array(
         z.writestr("gt.npy", member.getvalue())
         z.writestr("pred.npy", member.getvalue())
     assert (decode_masks(buf.getvalue(), CONTENT_MASKS_NPZ)[0] == gt).all()
+
+
+_SAY_WHAT_TO_SEND = (
+    "an npz holds one .npy array per member, named <name>.npy, stored or deflated: what "
+    "np.savez and np.savez_compressed write"
+)
+
+
+@pytest.mark.parametrize(
+    ("members", "compression", "needle"),
+    [({"gt.npy": _MEMBER, "pred.npy": _MEMBER}, zipfile.ZIP_BZIP2,
+      "npz member 'gt.npy' is compressed with bzip2, which is not read"),
+     ({"gt.npy": _MEMBER, "pred.npy": _MEMBER}, zipfile.ZIP_LZMA,
+      "npz member 'gt.npy' is compressed with LZMA, which is not read"),
+     ({"gt": _MEMBER, "pred": _MEMBER}, zipfile.ZIP_STORED,
+      "npz member 'gt' is not named <name>.npy"),
+     ({"gt.npy": _MEMBER, ".npy": _MEMBER}, zipfile.ZIP_DEFLATED,
+      "npz member '.npy' is not named <name>.npy"),
+     ({"gt.npy": _MEMBER, "pred.npy": _MEMBER, "sub/": b""}, zipfile.ZIP_STORED,
+      "npz member 'sub/' is not named <name>.npy")],
+    ids=["bzip2", "lzma", "no-suffix", "no-name", "directory"],
+)  # fmt: skip
+def test_an_npz_other_than_np_savez_writes_is_refused_saying_what_to_send(
+    members: dict[str, bytes], compression: int, needle: str
+) -> None:
+    """np.load reads these (and the old server counted them): the refusal says what a body may
+    hold instead, as the README does."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    for ctype in (CONTENT_MASKS_NPZ, CONTENT_STATE_NPZ):
+        decode = decode_state if ctype == CONTENT_STATE_NPZ else decode_masks
+        with pytest.raises(PayloadError) as err:
+            decode(buf.getvalue(), ctype, where="batch 'k'")
+        assert err.value.status == 400
+        assert str(err.value) == f"batch 'k': {needle}; {_SAY_WHAT_TO_SEND}"
 
 
 def test_names_must_be_a_unicode_vector() -> None:
