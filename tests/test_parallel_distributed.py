@@ -224,17 +224,18 @@ def test_the_probe_counts_the_first_images_and_the_plan_the_rest(client, stores,
 def test_the_graph_carries_ranges_and_the_job_goes_to_the_workers(client, stores, monkeypatch):
     import pickle
 
-    import segiou.parallel._engine as engine
+    import segiou.parallel._cluster as cluster
 
     g, p, *_, ref = stores
     graphs: list[dict[Any, Any]] = []
-    real = engine.compute
+    real = cluster.build_graph
 
-    def spy(obj: Any, scheduler: Any, progress: bool) -> Any:
+    def spy(*args: Any) -> Any:
+        obj = real(*args)
         graphs.append(dict(obj.__dask_graph__()))
-        return real(obj, scheduler, progress)
+        return obj
 
-    monkeypatch.setattr(engine, "compute", spy)
+    monkeypatch.setattr(cluster, "build_graph", spy)
     cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client, pixels_per_task=1)
     _assert_same(cm, ref)
     (graph,) = graphs
@@ -347,11 +348,11 @@ def test_a_result_the_cluster_forgot_is_counted_again_from_scratch(client, store
     # counted again, whole, and only the new result is used
     from concurrent.futures import CancelledError
 
-    import segiou.parallel._engine as engine
+    import segiou.parallel._cluster as cluster
 
     g, p, *_, ref = stores
     client.wait_for_workers(2, timeout=60)
-    real, calls = engine.compute, []
+    real, calls = cluster.wait, []
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
@@ -361,10 +362,39 @@ def test_a_result_the_cluster_forgot_is_counted_again_from_scratch(client, store
             raise CancelledError(msg)
         return out
 
-    monkeypatch.setattr(engine, "compute", flaky)
+    monkeypatch.setattr(cluster, "wait", flaky)
     with caplog.at_level("WARNING", logger="segiou.parallel"):
         cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client,
                            task_seconds=1e-3, ns_per_px=100.0)  # fmt: skip
     assert len(calls) == 2
     _assert_same(cm, ref)
     assert "counting again from scratch" in caplog.text
+
+
+def _cancel_first(client: Any, monkeypatch: Any, name: str) -> list[str]:
+    """Make the cluster cancel the first task of function ``name`` (as a dead worker may)."""
+    real, seen = client.submit, []
+
+    def submit(func: Any, *args: Any, **kwargs: Any) -> Any:
+        future = real(func, *args, **kwargs)
+        if func.__name__ == name:
+            seen.append(future.key)
+            if len(seen) == 1:
+                future.cancel(reason="lost dependencies")  # the real FutureCancelledError
+        return future
+
+    monkeypatch.setattr(client, "submit", submit)
+    return seen
+
+
+def test_a_lost_measuring_task_is_measured_again(client, stores, monkeypatch, caplog):
+    # dask may cancel the first task, which measures the rate, when a worker dies ("already
+    # forgotten", "lost dependencies"): it runs again, and only the second one's counts are kept
+    g, p, *_, ref = stores
+    client.wait_for_workers(2, timeout=60)
+    seen = _cancel_first(client, monkeypatch, "probe")
+    with caplog.at_level("WARNING", logger="segiou.parallel"):
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client, task_seconds=1e-3)
+    assert len(seen) == 2
+    _assert_same(cm, ref)  # the probe's images counted once, the rest by the plan
+    assert "measuring again (attempt 2 of 3)" in caplog.text

@@ -18,7 +18,9 @@ create clusters.
 Rooms: :mod:`~segiou.parallel._engine` (:func:`count_stores`: open, pair, plan, run, absorb),
 :mod:`~segiou.parallel._plan` (which units each task counts), :mod:`~segiou.parallel._tasks`
 (what one task does), :mod:`~segiou.parallel._graph` (the graph, running it, and what runs on a cluster besides: the
-probe that measures the rate, the helper threads of a task alone on its worker).
+probe that measures the rate, the helper threads of a task alone on its worker),
+:mod:`~segiou.parallel._cluster` (running the probe and the graph on a cluster, again when a
+worker died under them).
 """
 
 from __future__ import annotations

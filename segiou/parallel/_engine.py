@@ -32,7 +32,8 @@ from segiou.io.maps import create_maps
 from segiou.io.sources import FolderLayout, Source, open_instances, open_pair
 from segiou.io.zarr import MaskSet, canonical_url, open_masks
 from segiou.labels import IdSpace, LabelSpec, load_spec
-from segiou.parallel._graph import build_graph, client_of, compute, probe
+from segiou.parallel._cluster import compute_on_cluster, measure, scatter_job
+from segiou.parallel._graph import build_graph, client_of, compute
 from segiou.parallel._plan import TASK_PIXELS, TASK_SECONDS, cluster_task_seconds, plan_ranges
 from segiou.parallel._quality import per_image
 from segiou.parallel._tasks import Job, Odd, Partial, combine
@@ -509,15 +510,14 @@ def _run(job: Job, chunked: bool, scheduler: Any, split_every: int,
         return compute(build_graph(job, ranges, split_every), scheduler, progress)  # type: ignore[no-any-return]
     # a cluster: the job goes to the workers once (replicated among them, so a worker that
     # dies does not take it along), and tasks last about task_seconds
-    ref = client.scatter(job, broadcast=True, hash=False)
+    ref = scatter_job(client, job)
     threads = max(1, sum(client.nthreads().values()))
     seconds = cluster_task_seconds(threads, task_seconds)
     first, head, ppt = (0, 0), None, pixels_per_task
     if ppt is None:
         if ns_per_px is None:  # measure it: a first task counts the first images, timed
             budget = min(seconds, TASK_SECONDS)  # enough to measure; the others wait
-            head, i, y, ns_per_px = client.submit(probe, ref, budget, chunked,
-                                                  pure=False).result()  # fmt: skip
+            head, i, y, ns_per_px, ref = measure(client, job, ref, budget, chunked)
             first = (i, y)
         if first[0] < len(job.gt.names):  # (else the probe counted everything)
             ppt = max(1, round(seconds / (ns_per_px * 1e-9)))
@@ -531,7 +531,7 @@ def _run(job: Job, chunked: bool, scheduler: Any, split_every: int,
              ns_per_px, seconds, ppt, len(ranges), threads)  # fmt: skip
     parts = [] if head is None else [head]
     if len(ranges):
-        parts.append(_compute_on_cluster(client, job, ref, ranges, split_every, progress))
+        parts.append(compute_on_cluster(client, job, ref, ranges, split_every, progress))
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else combine(parts)
@@ -558,36 +558,6 @@ def _batch_key(src: Source) -> str:
     listing = "\n".join(f"{os.path.realpath(p)}\t{n}" for p, n in
                          sorted(zip(src.paths, src.names, strict=True)))  # fmt: skip
     return f"files:{hashlib.sha256(listing.encode()).hexdigest()[:32]}"
-
-
-#: Times the whole graph is counted again when the cluster lost a result it needed.
-CLUSTER_ATTEMPTS = 3
-
-
-def _compute_on_cluster(client: Any, job: Job, ref: Any, ranges: np.ndarray, split_every: int,
-                        progress: bool) -> Partial:  # fmt: skip
-    """Compute the graph on a cluster; count it again from scratch if dask lost its result.
-
-    dask retries the tasks of a worker that dies. Rarely (about 1 run in 20 in
-    ``test_a_worker_killed_mid_run_changes_nothing``) the scheduler instead forgets a
-    reduction whose inputs died with the worker, and the final future is cancelled
-    ("already forgotten"). Then the job is scattered again and the graph counted again,
-    whole: only the final key's value is ever used, so nothing is counted twice.
-    """
-    from concurrent.futures import CancelledError
-
-    attempt = 1
-    while True:
-        try:
-            out: Partial = compute(build_graph(ref, ranges, split_every), client, progress)
-            return out
-        except CancelledError as err:
-            if attempt == CLUSTER_ATTEMPTS:
-                raise
-            attempt += 1
-            log.warning("the cluster lost a result (%s); counting again from scratch "
-                        "(attempt %d of %d)", err, attempt, CLUSTER_ATTEMPTS)  # fmt: skip
-            ref = client.scatter(job, broadcast=True, hash=False)
 
 
 #: The name of :func:`count_stores` in segiou 0.1 (it also counts folders of label images).

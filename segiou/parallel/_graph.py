@@ -23,7 +23,7 @@ from segiou.errors import (
 from segiou.parallel._plan import next_piece, task_units
 from segiou.parallel._tasks import Job, Partial, combine, count_group
 
-__all__ = ["build_graph", "client_of", "compute", "count_task", "probe"]
+__all__ = ["build_graph", "client_of", "compute", "count_task", "probe", "wait"]
 
 
 def build_graph(job: Any, ranges: IntArray, split_every: int) -> Any:
@@ -243,15 +243,7 @@ def client_of(scheduler: Any) -> Any:
 def compute(obj: Any, scheduler: Any, progress: bool) -> Any:
     client = client_of(scheduler)
     if client is not None:
-        future = client.compute(obj)
-        if progress:  # on stderr: stdout carries the results (tables, JSON, redirected files)
-            from contextlib import redirect_stdout
-
-            from distributed import progress as dist_progress
-
-            with redirect_stdout(sys.stderr):  # distributed's text bar writes to stdout
-                dist_progress(future)
-        return future.result()
+        return wait(client.compute(obj), progress)
     local = scheduler or "threads"
     if progress:
         from dask.diagnostics.progress import ProgressBar
@@ -259,3 +251,15 @@ def compute(obj: Any, scheduler: Any, progress: bool) -> Any:
         with ProgressBar(out=sys.stderr):
             return obj.compute(scheduler=local)
     return obj.compute(scheduler=local)
+
+
+def wait(future: Any, progress: bool) -> Any:
+    """Return the result of a ``distributed`` future, with distributed's progress bar if asked."""
+    if progress:  # on stderr: stdout carries the results (tables, JSON, redirected files)
+        from contextlib import redirect_stdout
+
+        from distributed import progress as dist_progress
+
+        with redirect_stdout(sys.stderr):  # distributed's text bar writes to stdout
+            dist_progress(future)
+    return future.result()
