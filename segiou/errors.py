@@ -11,6 +11,7 @@ __all__ = [
     "BoxError",
     "CheckpointError",
     "ChunkError",
+    "ClusterError",
     "ConflictError",
     "CountDtypeError",
     "CountMatrixError",
@@ -161,6 +162,10 @@ class ResultDocumentError(SegiouError, ValueError):
 
 
 # -- storage ------------------------------------------------------------------------------------
+class ClusterError(SegiouError, ConnectionError):
+    """A ``dask.distributed`` cluster lost every worker, or kept losing them, during a count."""
+
+
 class ChunkError(SegiouError, OSError):
     """A chunk is missing (where that is not allowed) or cannot be decoded."""
 

@@ -398,3 +398,49 @@ def test_a_lost_measuring_task_is_measured_again(client, stores, monkeypatch, ca
     assert len(seen) == 2
     _assert_same(cm, ref)  # the probe's images counted once, the rest by the plan
     assert "measuring again (attempt 2 of 3)" in caplog.text
+
+
+def _fail_scatters(client: Any, monkeypatch: Any, failures: int) -> list[int]:
+    """Make the first ``failures`` scatters fail as a worker dying mid-broadcast does."""
+    from distributed.comm.core import CommClosedError
+
+    real, calls = client.scatter, []
+
+    def scatter(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) <= failures:
+            msg = "in <TCP (closed) ConnectionPool.scatter local=x remote=y>: Stream is closed"
+            raise CommClosedError(msg)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(client, "scatter", scatter)
+    return calls
+
+
+def test_a_worker_lost_while_the_job_is_sent_sends_it_again(client, stores, monkeypatch, caplog):
+    g, p, *_, ref = stores
+    client.wait_for_workers(2, timeout=60)
+    calls = _fail_scatters(client, monkeypatch, 1)
+    with caplog.at_level("WARNING", logger="segiou.parallel"):
+        cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client, task_seconds=1e-3)
+    assert len(calls) == 2
+    _assert_same(cm, ref)
+    assert "sending it again (attempt 2 of 3)" in caplog.text
+
+
+def test_no_worker_left_to_send_the_job_to_is_a_clear_error(client, stores, monkeypatch):
+    import segiou.parallel._cluster as cluster
+    from segiou.errors import ClusterError
+
+    g, p, *_ = stores
+    _fail_scatters(client, monkeypatch, 10)
+    monkeypatch.setattr(client, "nthreads", dict)  # every worker gone
+    monkeypatch.setattr(cluster, "WORKER_WAIT", 0.5)
+    needle = r"no worker left: a worker was lost while the job was sent .* start workers"
+    with pytest.raises(ClusterError, match=needle):
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client, task_seconds=1e-3)
+    monkeypatch.undo()
+    calls = _fail_scatters(client, monkeypatch, 10)  # workers left, every scatter fails
+    with pytest.raises(ClusterError, match=r"lost a worker each of the 3 times .* run again"):
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client, task_seconds=1e-3)
+    assert len(calls) == 3

@@ -10,11 +10,13 @@ result of the attempt that finished is used, so nothing is counted twice.
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import CancelledError
 from typing import Any
 
 import numpy as np
 
+from segiou.errors import ClusterError
 from segiou.parallel._graph import build_graph, probe, wait
 from segiou.parallel._tasks import Job, Partial
 
@@ -22,13 +24,68 @@ __all__ = ["CLUSTER_ATTEMPTS", "compute_on_cluster", "measure", "scatter_job"]
 
 log = logging.getLogger("segiou.parallel")
 
-#: Times a step (the measuring task, the graph) runs in all when the cluster lost its result.
+#: Times a step (sending the job, the measuring task, the graph) runs in all when the cluster
+#: lost a worker under it.
 CLUSTER_ATTEMPTS = 3
+
+#: Seconds to wait for a worker (a nanny restarting one) when the cluster has none left.
+WORKER_WAIT = 30.0
 
 
 def scatter_job(client: Any, job: Job) -> Any:
-    """Send the job to every worker once (replicated: a worker that dies does not take it along)."""
-    return client.scatter(job, broadcast=True, hash=False)
+    """Send the job to every worker once (replicated: a worker that dies does not take it along).
+
+    A worker that dies while the job is being sent makes ``scatter`` fail (distributed's
+    ``CommClosedError``, an ``OSError``): it is sent again to the workers left, at most
+    :data:`CLUSTER_ATTEMPTS` times in all.
+
+    Raises
+    ------
+    ClusterError
+        No worker is left (none came back within :data:`WORKER_WAIT` seconds), the scheduler
+        cannot be reached, or sending failed every time.
+    """
+    attempt = 1
+    while True:
+        try:
+            return client.scatter(job, broadcast=True, hash=False)
+        except OSError as err:
+            if attempt == CLUSTER_ATTEMPTS:
+                msg = (
+                    f"the dask cluster lost a worker each of the {CLUSTER_ATTEMPTS} times the job "
+                    f"was sent to its workers (last: {type(err).__name__}: {err}); check the "
+                    "workers (their logs, memory) and run again"
+                )
+                raise ClusterError(msg) from err
+            attempt += 1
+            log.warning("a worker was lost while the job was sent to the workers (%s); "
+                        "sending it again (attempt %d of %d)", err, attempt,
+                        CLUSTER_ATTEMPTS)  # fmt: skip
+            _wait_for_a_worker(client, err)
+
+
+def _wait_for_a_worker(client: Any, err: BaseException) -> None:
+    """Return once the cluster has a worker; raise ClusterError if none comes in time."""
+    deadline = time.monotonic() + WORKER_WAIT
+    while True:
+        try:
+            if client.nthreads():
+                return
+        except OSError as lost:
+            msg = (
+                f"the dask scheduler cannot be reached ({type(lost).__name__}: {lost}) after a "
+                f"worker was lost while the job was sent to the workers ({err}); check that the "
+                "scheduler runs (--scheduler address) and run again"
+            )
+            raise ClusterError(msg) from lost
+        if time.monotonic() >= deadline:
+            msg = (
+                f"the dask cluster has no worker left: a worker was lost while the job was sent "
+                f"to the workers ({type(err).__name__}: {err}) and none came back within "
+                f"{WORKER_WAIT:g} s; start workers (or restart the cluster) and run again"
+            )
+            raise ClusterError(msg) from err
+        time.sleep(0.2)
 
 
 def measure(client: Any, job: Job, ref: Any, seconds: float,
