@@ -444,3 +444,39 @@ def test_no_worker_left_to_send_the_job_to_is_a_clear_error(client, stores, monk
     with pytest.raises(ClusterError, match=r"lost a worker each of the 3 times .* run again"):
         evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client, task_seconds=1e-3)
     assert len(calls) == 3
+
+
+def test_an_interrupted_run_leaves_no_error_maps_behind(threaded_client, stores, tmp_path,
+                                                        monkeypatch):  # fmt: skip
+    # the client gives up (Ctrl-C) while tasks still write error maps on the cluster: they are
+    # cancelled and stopped before the temporary store is removed, so none recreates it
+    import segiou.parallel._cluster as cluster
+    from segiou.io.maps import MapWriter
+
+    g, p, *_, ref = stores
+    wrote = threading.Event()
+    real_write = MapWriter.write
+
+    def slow_write(self: Any, *args: Any) -> None:
+        time.sleep(0.03)
+        real_write(self, *args)
+        wrote.set()
+
+    def interrupted(future: Any, progress: bool) -> Any:
+        assert wrote.wait(timeout=30)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(MapWriter, "write", slow_write)  # in-process workers: this very class
+    monkeypatch.setattr(cluster, "wait", interrupted)
+    target = tmp_path / "maps.zarr"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=threaded_client,
+                      pixels_per_task=1, error_maps=target)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+    time.sleep(1.0)  # tasks left running would write (and recreate the folder) meanwhile
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=threaded_client,
+                       pixels_per_task=1, error_maps=target)  # fmt: skip
+    _assert_same(cm, ref)
+    assert [x.name for x in tmp_path.iterdir()] == ["maps.zarr"]

@@ -39,7 +39,7 @@ import numpy as np
 
 from segiou._count import IGNORE
 from segiou._typing import IntArray
-from segiou.errors import StoreExistsError, StoreLayoutError, UsageError
+from segiou.errors import OutputError, StoreExistsError, StoreLayoutError, UsageError
 from segiou.labels import IdSpace, LabelSpec
 
 __all__ = [
@@ -67,6 +67,8 @@ CORRECT, FALSE, IGNORED, VOID, UNEXPECTED = range(5)
 #: Version of the store's encoding (the ``segiou.error_maps`` attribute).
 MAPS_VERSION = 1
 _ATTR = "error_maps"
+#: A file in the temporary store while the run may write it: writers refuse once it is gone.
+_WRITING = ".segiou-writing"
 
 
 def map_dtype(k: int) -> np.dtype:
@@ -307,6 +309,9 @@ class MapWriter:
 
     Created by :func:`create_maps` in a temporary folder beside the target; the engine calls
     :meth:`write` for each chunk pair it counts, then :meth:`commit` (or :meth:`abort`).
+    :meth:`write` refuses once :meth:`stop` (or :meth:`abort`) removed the run's marker file
+    from the temporary store, so a task still running on a cluster after the run failed does
+    not write (and so recreate) a store being removed.
 
     Attributes
     ----------
@@ -358,6 +363,9 @@ class MapWriter:
     def write(self, i: int, y0: int, y1: int, x0: int, x1: int, g: np.ndarray,
               p: np.ndarray) -> None:  # fmt: skip
         """Write the codes of image ``i``'s region ``[y0:y1, x0:x1]`` (ground truth ``g``, prediction ``p``)."""
+        if not Path(self.url, _WRITING).exists():  # the run stopped
+            msg = f"error maps {self.target!r}: the run was stopped; not writing image {i}"
+            raise OutputError(msg)
         arr = self._array(i)
         codes = pair_codes(g, p, self.gt_map, self.pred_map, self.k, self._local.cache)
         if self.layout == "stack":
@@ -368,6 +376,7 @@ class MapWriter:
     def commit(self) -> Path:
         """Move the finished store to its target (replacing segiou maps there); return it."""
         target = Path(self.target)
+        self.stop()
         if target.exists():
             if not is_maps_store(target):  # appeared meanwhile: never replaced
                 msg = f"--error-maps {self.target!r} appeared during the run; left as it was"
@@ -376,8 +385,17 @@ class MapWriter:
         Path(self.url).replace(target)
         return target
 
+    def stop(self) -> None:
+        """Make every :meth:`write` refuse from now on (remove the run's marker file)."""
+        Path(self.url, _WRITING).unlink(missing_ok=True)
+
     def abort(self) -> None:
-        """Remove the temporary store (the run failed: no half-written maps are left)."""
+        """Remove the temporary store (the run failed: no half-written maps are left).
+
+        On a cluster, stop the run's tasks first (the engine does): a task still writing
+        would recreate the folder.
+        """
+        self.stop()
         shutil.rmtree(self.url, ignore_errors=True)
 
 
@@ -446,6 +464,7 @@ def create_maps(
                                fill_value=fill, config={"write_empty_chunks": True})  # fmt: skip
         group.attrs["segiou"] = {"original_names": {f"{i:06d}": n for i, n in enumerate(names)}}
         layout = "group"
+    (tmp / _WRITING).touch()
     return MapWriter(str(tmp), str(target), k, layout, dict(spec.gt_map(gt_ids)),
                      dict(spec.pred_map(pred_ids)))  # fmt: skip
 

@@ -20,7 +20,7 @@ from segiou.errors import ClusterError
 from segiou.parallel._graph import build_graph, probe, wait
 from segiou.parallel._tasks import Job, Partial
 
-__all__ = ["CLUSTER_ATTEMPTS", "compute_on_cluster", "measure", "scatter_job"]
+__all__ = ["CLUSTER_ATTEMPTS", "Tracked", "abandon", "compute_on_cluster", "measure", "scatter_job"]
 
 log = logging.getLogger("segiou.parallel")
 
@@ -30,6 +30,54 @@ CLUSTER_ATTEMPTS = 3
 
 #: Seconds to wait for a worker (a nanny restarting one) when the cluster has none left.
 WORKER_WAIT = 30.0
+
+#: Seconds a failed run that writes error maps waits for its tasks still running on the workers.
+STOP_WAIT = 60.0
+
+
+class Tracked:
+    """The futures a run submitted and the names of its tasks' keys (to stop them)."""
+
+    def __init__(self) -> None:
+        self.futures: list[Any] = []
+        self.names: set[str] = set()
+
+    def add(self, future: Any, keys: Any) -> None:
+        self.futures.append(future)
+        self.names.update(_name(k) for k in keys)
+
+
+def _name(key: Any) -> str:
+    return str(key[0] if isinstance(key, tuple) else key)
+
+
+def _running(names: set[str], dask_worker: Any = None) -> int:
+    """On a worker: how many of the run's tasks still occupy a thread (cancelled ones too)."""
+    return sum(_name(ts.key) in names for ts in dask_worker.state.all_running_tasks)
+
+
+def abandon(client: Any, tracked: Tracked, maps: Any) -> None:
+    """Cancel a failed or interrupted run's futures; stop its error-map writers first.
+
+    With error maps, every writer refuses from now on (:meth:`MapWriter.stop`), and this
+    returns once no task of the run occupies a worker thread (at most :data:`STOP_WAIT`
+    seconds): a cancelled task keeps running on its worker until it ends, and removing the
+    temporary store under it would leave the folders it writes into behind.
+    """
+    if maps is not None:
+        maps.stop()
+    try:
+        client.cancel(tracked.futures)
+        if maps is None:
+            return
+        deadline = time.monotonic() + STOP_WAIT
+        while any(client.run(_running, tracked.names).values()):
+            if time.monotonic() >= deadline:
+                log.warning("tasks of the failed run still run after %g s", STOP_WAIT)
+                return
+            time.sleep(0.05)
+    except Exception as err:  # noqa: BLE001 - the cluster is gone: its tasks with it
+        log.warning("could not stop the failed run's tasks on the cluster: %s", err)
 
 
 def scatter_job(client: Any, job: Job) -> Any:
@@ -88,8 +136,8 @@ def _wait_for_a_worker(client: Any, err: BaseException) -> None:
         time.sleep(0.2)
 
 
-def measure(client: Any, job: Job, ref: Any, seconds: float,
-            split_images: bool) -> tuple[Partial, int, int, float, Any]:  # fmt: skip
+def measure(client: Any, job: Job, ref: Any, seconds: float, split_images: bool,
+            tracked: Tracked) -> tuple[Partial, int, int, float, Any]:  # fmt: skip
     """Run :func:`~segiou.parallel._graph.probe` on the cluster; run it again if it was lost.
 
     Returns the probe's partial, where the rest starts, the measured rate, and the job's
@@ -99,6 +147,7 @@ def measure(client: Any, job: Job, ref: Any, seconds: float,
     attempt = 1
     while True:
         future = client.submit(probe, ref, seconds, split_images, pure=False)
+        tracked.add(future, [future.key])
         try:
             head, i, y, ns = future.result()
             return head, i, y, ns, ref
@@ -113,7 +162,7 @@ def measure(client: Any, job: Job, ref: Any, seconds: float,
 
 
 def compute_on_cluster(client: Any, job: Job, ref: Any, ranges: np.ndarray, split_every: int,
-                       progress: bool) -> Partial:  # fmt: skip
+                       progress: bool, tracked: Tracked) -> Partial:  # fmt: skip
     """Compute the graph on a cluster; count it again from scratch if dask lost its result.
 
     dask retries the tasks of a worker that dies. Rarely (about 1 run in 20 in
@@ -125,7 +174,9 @@ def compute_on_cluster(client: Any, job: Job, ref: Any, ranges: np.ndarray, spli
     attempt = 1
     while True:
         try:
-            future = client.compute(build_graph(ref, ranges, split_every))
+            graph = build_graph(ref, ranges, split_every)
+            future = client.compute(graph)
+            tracked.add(future, graph.__dask_graph__())
             out: Partial = wait(future, progress)
             return out
         except CancelledError as err:

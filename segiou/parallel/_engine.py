@@ -32,7 +32,7 @@ from segiou.io.maps import create_maps
 from segiou.io.sources import FolderLayout, Source, open_instances, open_pair
 from segiou.io.zarr import MaskSet, canonical_url, open_masks
 from segiou.labels import IdSpace, LabelSpec, load_spec
-from segiou.parallel._cluster import compute_on_cluster, measure, scatter_job
+from segiou.parallel._cluster import Tracked, abandon, compute_on_cluster, measure, scatter_job
 from segiou.parallel._graph import build_graph, client_of, compute
 from segiou.parallel._plan import TASK_PIXELS, TASK_SECONDS, cluster_task_seconds, plan_ranges
 from segiou.parallel._quality import per_image
@@ -508,6 +508,19 @@ def _run(job: Job, chunked: bool, scheduler: Any, split_every: int,
         if not len(ranges):
             return None
         return compute(build_graph(job, ranges, split_every), scheduler, progress)  # type: ignore[no-any-return]
+    tracked = Tracked()
+    try:
+        return _run_on_cluster(client, job, chunked, split_every, pixels_per_task, task_seconds,
+                               ns_per_px, progress, tracked)  # fmt: skip
+    except BaseException:  # cancel what runs on the cluster; no task writes maps after this
+        abandon(client, tracked, job.maps)
+        raise
+
+
+def _run_on_cluster(client: Any, job: Job, chunked: bool, split_every: int,
+                    pixels_per_task: int | None, task_seconds: float | None,
+                    ns_per_px: float | None, progress: bool,
+                    tracked: Tracked) -> Partial | None:  # fmt: skip
     # a cluster: the job goes to the workers once (replicated among them, so a worker that
     # dies does not take it along), and tasks last about task_seconds
     ref = scatter_job(client, job)
@@ -517,7 +530,7 @@ def _run(job: Job, chunked: bool, scheduler: Any, split_every: int,
     if ppt is None:
         if ns_per_px is None:  # measure it: a first task counts the first images, timed
             budget = min(seconds, TASK_SECONDS)  # enough to measure; the others wait
-            head, i, y, ns_per_px, ref = measure(client, job, ref, budget, chunked)
+            head, i, y, ns_per_px, ref = measure(client, job, ref, budget, chunked, tracked)
             first = (i, y)
         if first[0] < len(job.gt.names):  # (else the probe counted everything)
             ppt = max(1, round(seconds / (ns_per_px * 1e-9)))
@@ -531,7 +544,7 @@ def _run(job: Job, chunked: bool, scheduler: Any, split_every: int,
              ns_per_px, seconds, ppt, len(ranges), threads)  # fmt: skip
     parts = [] if head is None else [head]
     if len(ranges):
-        parts.append(compute_on_cluster(client, job, ref, ranges, split_every, progress))
+        parts.append(compute_on_cluster(client, job, ref, ranges, split_every, progress, tracked))
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else combine(parts)
