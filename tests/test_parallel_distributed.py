@@ -480,3 +480,20 @@ def test_an_interrupted_run_leaves_no_error_maps_behind(threaded_client, stores,
                        pixels_per_task=1, error_maps=target)  # fmt: skip
     _assert_same(cm, ref)
     assert [x.name for x in tmp_path.iterdir()] == ["maps.zarr"]
+
+
+@pytest.mark.parametrize(
+    "sizing",
+    [{"ns_per_px": 1e-300}, {"ns_per_px": 5e-324}, {"task_seconds": 1e300, "ns_per_px": 1.0},
+     {"task_seconds": float("inf"), "ns_per_px": float("inf")}, {"ns_per_px": 1e300}],
+)  # fmt: skip
+def test_extreme_task_sizing_is_clamped(client, stores, sizing):
+    # a task size that overflows to infinity (or is 0 / 0) is clamped to 1..2**53 pixels
+    from segiou.parallel._plan import MAX_TASK_PIXELS, task_pixels
+
+    g, p, *_, ref = stores
+    client.wait_for_workers(2, timeout=60)
+    cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client, **sizing)
+    _assert_same(cm, ref)
+    seconds, ns = sizing.get("task_seconds", 0.2), sizing["ns_per_px"]
+    assert 1 <= task_pixels(seconds, ns) <= MAX_TASK_PIXELS

@@ -34,7 +34,13 @@ from segiou.io.zarr import MaskSet, canonical_url, open_masks
 from segiou.labels import IdSpace, LabelSpec, load_spec
 from segiou.parallel._cluster import Tracked, abandon, compute_on_cluster, measure, scatter_job
 from segiou.parallel._graph import build_graph, client_of, compute
-from segiou.parallel._plan import TASK_PIXELS, TASK_SECONDS, cluster_task_seconds, plan_ranges
+from segiou.parallel._plan import (
+    TASK_PIXELS,
+    TASK_SECONDS,
+    cluster_task_seconds,
+    plan_ranges,
+    task_pixels,
+)
 from segiou.parallel._quality import per_image
 from segiou.parallel._tasks import Job, Odd, Partial, combine
 
@@ -533,7 +539,7 @@ def _run_on_cluster(client: Any, job: Job, chunked: bool, split_every: int,
             head, i, y, ns_per_px, ref = measure(client, job, ref, budget, chunked, tracked)
             first = (i, y)
         if first[0] < len(job.gt.names):  # (else the probe counted everything)
-            ppt = max(1, round(seconds / (ns_per_px * 1e-9)))
+            ppt = task_pixels(seconds, ns_per_px)  # clamped to 1..2**53
     ranges = (
         plan_ranges(job.gt, pixels_per_task=ppt, min_tasks=threads, split_images=chunked,
                     first=first)

@@ -10,6 +10,8 @@ units it counts (:func:`task_units`) from the job every task shares.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from segiou._typing import IntArray
@@ -28,6 +30,7 @@ __all__ = [
     "plan_groups",
     "plan_ranges",
     "plan_tasks",
+    "task_pixels",
     "task_units",
 ]
 
@@ -74,6 +77,28 @@ def cluster_task_seconds(threads: int, task_seconds: float | None = None) -> flo
     if task_seconds is not None:
         return task_seconds
     return max(TASK_SECONDS, 2 * threads * SCHEDULER_SECONDS)
+
+
+#: The largest task size :func:`task_pixels` returns (2**53 pixels: exact as a float).
+MAX_TASK_PIXELS = 1 << 53
+
+
+def task_pixels(seconds: float, ns_per_px: float) -> int:
+    """Return the pixels of a task of ``seconds`` at ``ns_per_px``, within 1..2**53.
+
+    Extreme rates or durations (``ns_per_px=1e-300``, ``task_seconds=1e300``) make the
+    quotient overflow to infinity: the task size is clamped instead (a plan still makes at
+    least a task per worker thread).
+
+    Examples
+    --------
+    >>> task_pixels(0.2, 2.0), task_pixels(1e-3, 1e9), task_pixels(1.0, 1e-300) == 1 << 53
+    (100000000, 1, True)
+    """
+    px = seconds * 1e9 / ns_per_px if ns_per_px > 0 else math.inf
+    if math.isnan(px):  # inf / inf: both as large as they get
+        px = math.inf
+    return max(1, round(min(px, MAX_TASK_PIXELS)))
 
 
 def image_shapes(src: Source) -> IntArray:
