@@ -278,6 +278,9 @@ def count_stores(
         not positive, or one path is a Zarr store and the other a folder.
     segiou.errors.NamingError, segiou.errors.ImageDecodeError
         Image files without a name or with duplicate names; a file that is no label image.
+    segiou.errors.ClusterError
+        On a cluster: the job could not be sent to any worker (none left, or every attempt
+        failed), or the rate-measuring first task was lost on every attempt.
     """
     _check_sizing(split_every, pixels_per_task, task_seconds, ns_per_px)
     if missing_pred not in ("error", "void"):  # ("Error" scored missing predictions as void)
