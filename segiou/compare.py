@@ -377,15 +377,16 @@ def _undefined_classes(
     rises. Like an undefined summary metric, that fails whatever the tolerance, unless the
     baseline counted no ground-truth pixel of the class (``gt_pixels`` 0: its IoU, 0, came
     from false positives alone, which are gone now). A class undefined in the baseline and
-    scored now is no regression. Only when the current report left pixels out
-    (``pixels.unexpected_pred`` not empty): without any, a class undefined now has no ground
-    truth in the current test set (another one, ``same_ground_truth=False``), which is no
-    regression (on the same ground truth it cannot happen). A report that does not say its
-    unexpected predictions (hand-made) is taken as leaving pixels out on the same ground truth
-    only. Returns ``(class index, line)`` pairs.
+    scored now is no regression. Only on the same ground truth (``same_ground_truth``, checked
+    before), and only when the current report left pixels out (``pixels.unexpected_pred`` not
+    empty, or not said: a hand-made report): there a class undefined now lost every pixel to
+    them. On another test set a class undefined now may simply be absent from it, and the
+    pixels left out cannot be told apart by class (a few left out on another class failed a
+    better model); the rule on their share (:func:`_more_unexpected`) still applies there.
+    Returns ``(class index, line)`` pairs.
     """
     odd = _unexpected_pred(current, "current report")
-    if not (sum(odd.values()) if odd is not None else same_ground_truth):
+    if not same_ground_truth or (odd is not None and not sum(odd.values())):
         return []
     out = []
     for i, (c, b) in enumerate(zip(current["classes"], baseline["classes"], strict=True)):
