@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support import shifted_unexpected_runs
 
 from segiou.compare import compare_reports
 from segiou.errors import CheckpointError
@@ -372,28 +373,6 @@ def test_class_ground_truth_is_compared_with_the_pixels_left_out() -> None:
         compare_reports(_counted([0, 0, 0, 1, 1, 2, 2, 2], [0, 0, 0, 1, 1, 2, 2, 2]), base)
 
 
-def _shifted_runs() -> tuple:
-    """The review's scenario: the baseline predicts the unexpected value 7 on 405 px/image of
-    class 0; the candidate fixes that but predicts 7 on 390 of the 400 px/image of class 2
-    (10 px/image kept, all right). Fewer unexpected pixels in total, class 2 IoU 1.0."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    n, h, w = 8, 40, 40
-    gt = np.zeros((n, h, w), np.uint8)
-    gt[:, :, 15:30] = 1
-    gt[:, :, 30:] = 2
-    err = (rng.random(gt.shape) < 0.05) & (gt < 2)  # the same honest 0 <-> 1 errors in both
-    base = gt.copy()
-    base[err] = 1 - gt[err]
-    cand = base.copy()
-    base[:, :27, :15] = 7
-    cand[:, :27, :15] = 0
-    cand[:, :, 30:] = 7
-    cand[:, :1, 30:40] = 2
-    return gt, base, cand
-
-
 def test_a_class_losing_its_pixels_to_unexpected_values_regresses_whatever_the_total() -> None:
     """Only the total of unexpected predictions was compared (3,120 now < 3,240), and only a
     class with no pixel left: class 2, 97.5 % of it predicted as 7, read IoU 1.0 and passed."""
@@ -403,7 +382,7 @@ def test_a_class_losing_its_pixels_to_unexpected_values_regresses_whatever_the_t
 
     from segiou import ConfusionMatrix, evaluate
 
-    gt, base, cand = _shifted_runs()
+    gt, base, cand = shifted_unexpected_runs()
 
     def doc(pred: np.ndarray) -> dict:
         cm = ConfusionMatrix(3, on_unexpected="count").update(gt, pred)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import shifted_unexpected_runs
 
 from segiou import ConfusionMatrix, evaluate
 from segiou.cli import main
@@ -544,33 +545,13 @@ def test_cli_fails_on_a_class_lost_to_unexpected_values(
     assert f"  - {n:,} predicted pixels of the shared images have an unexpected value" in out
 
 
-def _shifted_runs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The review's scenario: the baseline predicts the unexpected value 7 on 405 px/image of
-    class 0; the candidate fixes that but predicts 7 on 390 of the 400 px/image of class 2
-    (10 px/image kept, all right). Fewer unexpected pixels in total, class 2 IoU 1.0."""
-    rng = np.random.default_rng(0)
-    n, h, w = 8, 40, 40
-    gt = np.zeros((n, h, w), np.uint8)
-    gt[:, :, 15:30] = 1
-    gt[:, :, 30:] = 2
-    err = (rng.random(gt.shape) < 0.05) & (gt < 2)  # the same honest 0 <-> 1 errors in both
-    base = gt.copy()
-    base[err] = 1 - gt[err]
-    cand = base.copy()
-    base[:, :27, :15] = 7
-    cand[:, :27, :15] = 0
-    cand[:, :, 30:] = 7
-    cand[:, :1, 30:40] = 2
-    return gt, base, cand
-
-
 def test_a_class_losing_its_pixels_to_unexpected_values_fails_whatever_the_total() -> None:
     """Only the total of unexpected predictions was compared (3,120 in the candidate < 3,240),
     and only a class with no pixel left: class 2, 97.5 % of it predicted as 7, read IoU 1.0
     and the gate passed."""
     from segiou.report.gate import render_comparison_markdown, render_comparison_text
 
-    gt, base, cand = _shifted_runs()
+    gt, base, cand = shifted_unexpected_runs()
     left = [[int(((gt == c) & (p == 7)).sum()) for c in range(3)] for p in (base, cand)]
     assert left == [[3240, 0, 0], [0, 0, 3120]]
     assert int((cand == 7).sum()) < int((base == 7).sum())  # (the total rule says nothing)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import eager_demo_counts
+from support import eager_demo_counts, reopened_prediction_stores
 
 from segiou import ConfusionMatrix, evaluate
 from segiou.cli import main
@@ -109,32 +109,12 @@ def test_eval_of_ground_truth_written_by_plain_zarr(
     assert (road["tp"], road["fp"], road["fn"]) == (112, 0, 0)
 
 
-def _reopened_prediction_stores(tmp_path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Ground truth and predictions made with create_stack; the predictions then written by
-    another job through zarr.open_array(..., mode="r+") (zarr's write_empty_chunks=False):
-    their all-0 chunks are skipped, though the store records that every chunk was written."""
-    import zarr
-
-    from segiou.io.zarr import create_stack
-
-    rng = np.random.default_rng(0)
-    gt = rng.integers(0, 3, (2, 64, 64)).astype(np.uint8)
-    gt[:, :32, :32] = 0
-    pred = gt.copy()
-    pred[0, 40:, 40:] = rng.integers(0, 3, (24, 24))  # some errors, in chunks that are written
-    create_stack(tmp_path / "gt.zarr", n=2, height=64, width=64, chunks=(32, 32))[:] = gt
-    create_stack(tmp_path / "pred.zarr", n=2, height=64, width=64, chunks=(32, 32))
-    zarr.open_array(str(tmp_path / "pred.zarr"), mode="r+")[:] = pred
-    assert not (tmp_path / "pred.zarr" / "c" / "1" / "0" / "0").exists()  # skipped: all 0
-    return gt, pred
-
-
 def test_eval_of_predictions_written_through_a_reopened_array(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # refused by default, naming write_empty_chunks=False and --missing-pred-chunks fill;
     # counted as numpy counts it with --missing-pred-chunks fill (nothing let it past before)
-    gt, pred = _reopened_prediction_stores(tmp_path)
+    gt, pred = reopened_prediction_stores(tmp_path)
     argv = ["eval", "--gt", str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"),
             "--labels", "3", "--quiet", "--scheduler", "synchronous", "--bootstrap", "0",
             "--json", str(tmp_path / "r.json")]  # fmt: skip

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import reopened_prediction_stores
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,20 +143,9 @@ def test_nightly_missing_pred_chunks_reads_a_reopened_prediction_store(
     zarr.open_array(mode="r+") (write_empty_chunks=False: its all-0 chunks skipped), were
     refused with no way past it; [eval] missing_pred_chunks = "fill" counts them."""
     import numpy as np
-    import zarr
-
-    from segiou.io.zarr import create_stack
 
     job = _load_pipeline()
-    rng = np.random.default_rng(0)
-    gt = rng.integers(0, 3, (2, 64, 64)).astype(np.uint8)
-    gt[:, :32, :32] = 0
-    pred = gt.copy()
-    pred[1, 40:, 40:] = rng.integers(0, 3, (24, 24))
-    create_stack(tmp_path / "gt.zarr", n=2, height=64, width=64, chunks=(32, 32))[:] = gt
-    create_stack(tmp_path / "pred.zarr", n=2, height=64, width=64, chunks=(32, 32))
-    zarr.open_array(str(tmp_path / "pred.zarr"), mode="r+")[:] = pred
-    assert not (tmp_path / "pred.zarr" / "c" / "0" / "0" / "0").exists()
+    gt, pred = reopened_prediction_stores(tmp_path)
     cfg = tmp_path / "job.toml"
 
     def config(extra: str) -> Path:

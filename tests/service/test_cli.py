@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import eager_demo_counts
+from support import eager_demo_counts, reopened_prediction_stores
 
 from segiou import ConfusionMatrix
 from segiou.cli import main
@@ -103,18 +103,8 @@ def test_push_missing_pred_chunks_fill_reads_a_reopened_prediction_store(
     (zarr's write_empty_chunks=False skips their all-0 chunks): refused by default, naming the
     way past it; pushed with --missing-pred-chunks fill and counted as numpy counts them."""
     import numpy as np
-    import zarr
 
-    from segiou.io.zarr import create_stack
-
-    rng = np.random.default_rng(0)
-    gt = rng.integers(0, 3, (2, 64, 64)).astype(np.uint8)
-    gt[:, :32, :32] = 0
-    pred = gt.copy()
-    pred[1, 40:, 40:] = rng.integers(0, 3, (24, 24))
-    create_stack(tmp_path / "gt.zarr", n=2, height=64, width=64, chunks=(32, 32))[:] = gt
-    create_stack(tmp_path / "pred.zarr", n=2, height=64, width=64, chunks=(32, 32))
-    zarr.open_array(str(tmp_path / "pred.zarr"), mode="r+")[:] = pred
+    gt, pred = reopened_prediction_stores(tmp_path)
     push = ["push", "--server", server.url, "--retries", "0", "--run", run_name, "--gt",
             str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"), "--labels", "3",
             "--scheduler", "synchronous", "--quiet"]  # fmt: skip
