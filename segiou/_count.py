@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -373,18 +373,21 @@ def count_words_into(g: LabelArray, p: LabelArray, lk: Lookup, workers: int, out
 
 def _tables(
     g: LabelArray, p: LabelArray, lk: Lookup, workers: int | None, per_image: bool
-) -> IntArray:
-    """Run a kernel; return folded ``(n_out, K+2, K+2)`` tables (``n_out`` = 1 or images).
+) -> tuple[IntArray, ImageRows | None]:
+    """Run a kernel; return the folded ``(K+2, K+2)`` table and, ``per_image``, the images' rows.
 
-    ``workers`` threads (default: :func:`_default_workers`), each with its own table.
+    ``workers`` threads (default: :func:`_default_workers`), each with its own table. Per image,
+    the tables of a budget's worth of images at a time are made rows (sparse) before the next
+    group is counted: a dense ``(images, K+2, K+2)`` table of a batch of 1,000 one-pixel images
+    and 4,096 classes asked for 125 GiB.
     """
     width = lk.num_classes + 2
     if workers is None:
         workers = _default_workers(g.size)
+    total = np.zeros((width, width), dtype=np.int64)
     if not per_image and word_path(g, p, lk):
-        out = np.zeros((1, width, width), dtype=np.int64)
-        count_words_into(g, p, lk, workers, out[0])
-        return out
+        count_words_into(g, p, lk, workers, total)
+        return total, None
     g3, p3 = _as_3d(g), _as_3d(p)
     n_img = g3.shape[0]
     group = (
@@ -392,9 +395,7 @@ def _tables(
         if not per_image
         else max(1, min(n_img, _TABLE_BUDGET_BYTES // (8 * workers * lk.table_size)))
     )
-    out = np.empty((n_img if per_image else 1, width, width), dtype=np.int64)
-    if not per_image:
-        out[0] = 0
+    parts: list[ImageRows] = []
     for s in range(0, n_img, group):
         gs, ps = g3[s : s + group], p3[s : s + group]
         n_out = gs.shape[0] if per_image else 1
@@ -406,11 +407,10 @@ def _tables(
         else:
             run_parallel(_kernels.count_parallel, *args)
         folded = tabs.reshape(workers, n_out, width, width, lk.copies).sum(axis=(0, 4))
+        total += folded.sum(axis=0)
         if per_image:
-            out[s : s + n_out] = folded
-        else:
-            out[0] += folded[0]
-    return out
+            parts.append(ImageRows.from_tables(folded, [f"#{s + i}" for i in range(n_out)]))
+    return total, ImageRows.concat(parts, lk.num_classes) if per_image else None
 
 
 def count_pairs(
@@ -476,9 +476,10 @@ def count_pairs(
     g_bool, p_bool = gt.dtype == np.bool_, pred.dtype == np.bool_
     lookup = lookup.for_bool(g_bool, p_bool)
     gk, pk = kernel_values(g, lookup.gt_map), kernel_values(p, lookup.pred_map)
-    full = _tables(gk, pk, lookup, None if threads is None else max(1, int(threads)), per_image)
-    n_unexp_gt = int(full[:, k + 1, :].sum())
-    n_unexp_pred = int(full[:, :k, k + 1].sum())
+    total, rows = _tables(gk, pk, lookup, None if threads is None else max(1, int(threads)),
+                          per_image)  # fmt: skip
+    n_unexp_gt = int(total[k + 1, :].sum())
+    n_unexp_pred = int(total[:k, k + 1].sum())
     unexpected_gt: dict[int, int] = {}
     unexpected_pred: dict[int, int] = {}
     if n_unexp_gt or n_unexp_pred:
@@ -511,7 +512,6 @@ def count_pairs(
             raise LabelRangeError(msg)
         unexpected_gt = {v: c for v, (c, _) in bad_g.items()}
         unexpected_pred = {v: c for v, (c, _) in bad_p.items()}
-    total = full.sum(axis=0)
     if int(total.sum()) != g.size:  # every pixel lands in one cell of the table
         msg = (f"{where}: internal error, the counting kernels accounted for {int(total.sum()):,} "
                f"of {g.size:,} pixels; this is a bug in segiou, please report it")  # fmt: skip
@@ -530,7 +530,8 @@ def count_pairs(
                     sel = isin(g3[i], classes)
                     found = describe_unexpected(p3[i], sel, given.pred_map, g3[i].shape)
                     odd += [(i, "pred", v, c) for v, (c, _) in sorted(found.items())]
-        images = ImageRows.from_tables(full, None, odd)
+        assert rows is not None
+        images = replace(rows, unexpected=tuple(odd))
     return Tally.from_table(total, k, unexpected_gt, unexpected_pred, images)
 
 

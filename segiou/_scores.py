@@ -190,7 +190,10 @@ def count_scores(
     if lo < hi:
         ccode[lo:hi] = lk.plut[lo - lk.plo : hi - lk.plo]
     width = k + 2
-    full = np.zeros((n if per_image else 1, width, width), dtype=np.int64)
+    # the folded table, and per image the rows of each group of images (made sparse group by
+    # group, as for labels: no dense table of every image)
+    total = np.zeros((width, width), dtype=np.int64)
+    parts: list[ImageRows] = []
     if s4.size and g.dtype != np.uint64:
         g3 = g.reshape(n, h, w)
         workers = threads or (1 if s4.size < _PARALLEL_MIN_VALUES else _num_threads())
@@ -212,22 +215,24 @@ def count_scores(
             if bad >= 0:
                 _refuse_nan(s, nan_bits, where)
             folded = tabs.reshape(workers, -1, width, width, lk.copies).sum(axis=(0, 4))
+            total += folded.sum(axis=0)
             if per_image:
-                full[i : i + group] = folded
-            else:
-                full[0] += folded[0]
-        odd = bool(full[:, k + 1, :].sum() or full[:, :k, k + 1].sum())
+                names = [f"#{i + j}" for j in range(folded.shape[0])]
+                parts.append(ImageRows.from_tables(folded, names))
+        odd = bool(total[k + 1, :].sum() or total[:k, k + 1].sum())
     else:  # kernels read int64: the label path handles 2**63 and up (NaN checked here)
         odd = g.dtype == np.uint64
         _refuse_nan(s, nan_bits, where)
+    if per_image and not parts and not odd:  # no pixel counted by the kernels: n empty images
+        parts.append(ImageRows.from_tables(np.zeros((n, width, width), np.int64)))
     if not (odd or labels):
-        return _tally(full, k, per_image), None
+        return _tally(total, parts, k, per_image), None
     am = _argmax(s, axis, nan_bits)
     if odd:  # unexpected values: counted again from the labels, which reports them in full
         tally = count_pairs(gt, am, lookup, where=where, on_unexpected=on_unexpected,
                             per_image=per_image, threads=threads)  # fmt: skip
         return tally, am if labels else None
-    return _tally(full, k, per_image), am
+    return _tally(total, parts, k, per_image), am
 
 
 def _num_threads() -> int:
@@ -245,9 +250,9 @@ def _argmax(s: np.ndarray, axis: int, nan_bits: int) -> np.ndarray:
     return np.asarray(np.argmax(key, axis=axis), dtype=np.int64)
 
 
-def _tally(full: IntArray, k: int, per_image: bool) -> Tally:
-    images = ImageRows.from_tables(full) if per_image else None
-    return Tally.from_table(full.sum(axis=0), k, {}, {}, images)
+def _tally(total: IntArray, parts: list[ImageRows], k: int, per_image: bool) -> Tally:
+    images = ImageRows.concat(parts, k) if per_image else None
+    return Tally.from_table(total, k, {}, {}, images)
 
 
 def count_batch(

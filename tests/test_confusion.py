@@ -133,6 +133,38 @@ def test_images_without_pixels_cost_no_memory_per_image_without_per_image_rows()
     assert peak < 1 << 20, peak
 
 
+@pytest.mark.parametrize("how", ["labels", "scores"])
+def test_per_image_rows_of_many_images_and_classes_are_made_group_by_group(how):
+    """Per-image counting kept a dense (images, K+2, K+2) table of the whole batch before making
+    its rows sparse: 1,000 one-pixel images of 4,096 classes asked for 125 GiB. Here 150 images
+    of 1,024 classes (1.3 GB dense) count in a bounded footprint, with the right rows."""
+    k, n = 1024, 150
+    rng = np.random.default_rng(0)
+    g = rng.integers(0, k, (n, 1, 1)).astype(np.uint16)
+    p = rng.integers(0, k, (n, 1, 1)).astype(np.uint16)
+    s = np.zeros((n, k, 1, 1), np.float32)  # one-hot scores: their argmax is p
+    s[np.arange(n), p[:, 0, 0], 0, 0] = 1.0
+    cm = ConfusionMatrix(k, per_image=True, threads=1)
+    tracemalloc.start()
+    try:
+        if how == "scores":
+            cm.update(g, s, scores_axis=1, key="b")
+        else:
+            cm.update(g, p, key="b")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 400 << 20, peak  # (a dense table of the batch: 1.3 GB for labels)
+    table = cm.images
+    tp, fp, fn = table.tp, table.fp, table.fn
+    for i in range(n):  # each image's one pixel, in its own row
+        a, b = int(g[i, 0, 0]), int(p[i, 0, 0])
+        assert tp[i, a] == (a == b)
+        assert fn[i, a] == (a != b)
+        assert fp[i, b] == (a != b)
+    assert table.names == [f"b/{i}" for i in range(n)]
+
+
 def test_batches_without_key_are_not_deduplicated():
     gt, pred = _rng_pair(0)
     cm = ConfusionMatrix(4, ignore_index=255).update(gt, pred).update(gt, pred)
