@@ -44,7 +44,8 @@ def register(sub: Any) -> None:
     p.add_argument("--scheduler", default="threads", help="as for segiou eval")
     p.add_argument("--split-every", type=int, default=8, help="tree-reduction fan-in")
     p.add_argument("--missing-pred", choices=["error", "void"], default="error")
-    p.add_argument("--missing-gt-chunks", choices=["error", "fill"], default="error")
+    p.add_argument("--missing-gt-chunks", choices=["auto", "error", "fill"], default="auto",
+                   help="as for segiou eval")  # fmt: skip
     p.add_argument("--missing-pred-chunks", choices=["auto", "error", "fill"], default="auto",
                    help="as for segiou eval")  # fmt: skip
     p.add_argument("--layout", choices=["plain", "cityscapes"], default="plain",

@@ -118,6 +118,36 @@ def test_push_missing_pred_chunks_fill_reads_a_reopened_prediction_store(
     assert (state.counts == cm).all()
 
 
+def test_push_reads_ground_truth_written_by_plain_zarr_as_eval_does(
+    server, run_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """zarr skips chunks equal to the fill value: `segiou eval` reads them as the fill value
+    and reports them (--missing-gt-chunks auto); `segiou push` refused the same store (its only
+    choices were error, the default, and fill)."""
+    import numpy as np
+    import zarr
+
+    gt = np.full((2, 8, 8), 2, np.uint8)
+    gt[1, :4, :4] = 0  # a chunk equal to the fill value: zarr does not write it
+    pred = np.full((2, 8, 8), 2, np.uint8)
+    for name, data in (("gt", gt), ("pred", pred)):
+        zarr.create_array(str(tmp_path / f"{name}.zarr"), shape=data.shape, chunks=(1, 4, 4),
+                          dtype=np.uint8, fill_value=0)[:] = data  # fmt: skip
+    assert not (tmp_path / "gt.zarr" / "c" / "1" / "0" / "0").exists()
+    push = ["push", "--server", server.url, "--retries", "0", "--run", run_name, "--gt",
+            str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"), "--labels", "3",
+            "--scheduler", "synchronous", "--quiet"]  # fmt: skip
+    assert main([*push, "--missing-gt-chunks", "error"]) == 2
+    assert "--missing-gt-chunks fill" in capsys.readouterr().err
+    assert main(push) == 0  # auto, the default: an unmarked store's missing chunk is fill
+    with Client(server.url, run=run_name) as c:
+        state = c.state()
+    cm = np.zeros((3, 3), np.int64)
+    np.add.at(cm, (gt.reshape(-1), pred.reshape(-1)), 1)
+    assert (state.counts == cm).all()
+    assert state.extras.absent == {"000001": 1}
+
+
 def test_runs_shows_hostile_names_without_sending_them(
     server, run_name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
