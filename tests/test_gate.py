@@ -297,7 +297,7 @@ def test_a_class_seen_in_one_image_is_never_called_significant() -> None:
         cand.update(g, pc, key=f"c{i}", names=[f"img{i:02d}"])
     c2 = compare_states(base, cand, resamples=300).to_dict()["classes"][2]
     assert c2["delta"] < 0
-    assert c2["p_value"] is None
+    assert c2["p_value"] == 1.0  # swapping the one image gives -delta: |delta| either way
     assert c2["fails"] is False
     assert c2["change"] == "no significant change"
 
@@ -321,7 +321,7 @@ def test_equal_replicates_decide_by_how_many_images_hold_the_difference() -> Non
 
     c2 = compare_states(state(pa), state(pb), resamples=1000).to_dict()["classes"][2]
     assert c2["interval"][0] == pytest.approx(c2["interval"][1])  # every replicate the same
-    assert c2["p_value"] is None
+    assert c2["p_value"] == 1.0  # the swap test: one image differs, both swaps give |delta|
     assert c2["change"] == "no significant change"
     assert c2["fails"] is False
     # every class in every image: a perfect baseline against a candidate predicting void
@@ -331,7 +331,9 @@ def test_equal_replicates_decide_by_how_many_images_hold_the_difference() -> Non
     for cand in (void, np.choose(full, [0, 2, 1]).astype(np.uint8)):
         doc = compare_states(state(full, full), state(cand, full), resamples=200).to_dict()
         assert doc["failed"] is True
-        assert doc["miou"]["p_value"] == 0.0
+        # the swap test: no random swap but none and all reaches the drop; the smallest
+        # random-swap p-value is 1 / (B + 1), B = 200 (was 0.0 from the bootstrap's se = 0)
+        assert doc["miou"]["p_value"] == pytest.approx(1 / 201)
         assert doc["miou"]["change"] == "worse"
         assert all(c["change"] == "worse" for c in doc["classes"] if c["delta"] != 0)
     d = np.full(1000, -2 / 3) + np.where(np.arange(1000) % 2, 1.1e-16, 0.0)

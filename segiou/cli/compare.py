@@ -1,4 +1,4 @@
-"""``segiou compare``: the paired bootstrap gate between two saved states. No statistics here.
+"""``segiou compare``: the paired gate between two saved states. No statistics here.
 
 Loads both states, calls :func:`segiou.stats.compare_states`, renders the verdict
 (:mod:`segiou.report.gate`). Exit code 1 when a drop is both significant and beyond its
@@ -34,8 +34,9 @@ def register(sub: Any) -> None:
     """
     p = sub.add_parser(
         "compare",
-        help="paired bootstrap gate: did the candidate get significantly worse than the baseline?",
-        description="Compare two runs on the images they share with a paired bootstrap. Exit "
+        help="paired gate: did the candidate get significantly worse than the baseline?",
+        description="Compare two runs on the images they share with a paired randomization "
+        "(swap) test, and show paired bootstrap intervals of the differences. Exit "
         "code 1 when mIoU or a class IoU dropped significantly and beyond its threshold, or "
         "has a score in the baseline and none now, or when the candidate predicted more pixels "
         "with an unexpected value (left out of every score), in total or on any class's ground "
@@ -57,9 +58,13 @@ def register(sub: Any) -> None:
                    help="output format; md is ready for a pull-request comment")  # fmt: skip
     p.add_argument("--preset", default="segiou", help="averaging convention for both runs")
     p.add_argument("--bootstrap", type=positive_int, default=1000, metavar="B",
-                   help="paired resamples (default: %(default)s)")  # fmt: skip
+                   help="paired bootstrap resamples of the intervals (default: %(default)s)")  # fmt: skip
+    p.add_argument("--permutations", type=positive_int, default=None, metavar="N",
+                   help="random swaps of the randomization test that decides (default: enough "
+                   "for Holm to resolve every class, at least --bootstrap; every swap is "
+                   "enumerated when there are at most N)")  # fmt: skip
     p.add_argument("--bootstrap-seed", type=nonnegative_int, default=0, metavar="S",
-                   help="seed of the resamples (default: %(default)s)")  # fmt: skip
+                   help="seed of the resamples and swaps (default: %(default)s)")  # fmt: skip
     p.add_argument("--correction", choices=["holm", "none"], default="holm",
                    help="multiple-testing adjustment of the per-class p-values")  # fmt: skip
     p.add_argument(
@@ -161,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         base, cand, preset=args.preset, resamples=args.bootstrap, seed=args.bootstrap_seed,
         alpha=args.alpha, max_miou_drop=args.max_miou_drop, max_class_drop=args.max_class_drop,
         shared_images=args.shared_images, correction=args.correction, groups=groups,
-        group_name=args.bootstrap_groups or "group",
+        group_name=args.bootstrap_groups or "group", permutations=args.permutations,
     )  # fmt: skip
     doc = comp.to_dict()
     names = {"baseline": args.baseline, "candidate": args.candidate}

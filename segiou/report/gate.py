@@ -53,7 +53,7 @@ def _unexpected(doc: dict[str, Any], mark: str, esc: Any = str) -> tuple[str, li
 
 
 def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) -> list[str]:
-    """Two lines: what was compared, and how (``esc`` escapes user-given names)."""
+    """Say what was compared, and how: the test, the intervals (``esc`` escapes user names)."""
     im, bs = doc["images"], doc["bootstrap"]
     shared = f"{im['shared']:,} shared images"
     if im["baseline_only"] or im["candidate_only"]:
@@ -64,15 +64,32 @@ def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) 
     corr = "Holm-adjusted" if bs["correction"] == "holm" else "not adjusted"
     unit = bs["unit"]
     units = "images" if unit == "image" else f"groups ({esc(unit.partition(':')[2])})"
-    return [
-        (
-            f"candidate {esc(candidate)} vs baseline {esc(baseline)} on {shared}; labels "
-            f"{esc(doc['labels'])}, preset {esc(doc['preset'])}"
-        ),
-        (
+    first = (
+        f"candidate {esc(candidate)} vs baseline {esc(baseline)} on {shared}; labels "
+        f"{esc(doc['labels'])}, preset {esc(doc['preset'])}"
+    )
+    test = doc.get("test")  # (absent from documents written before the swap test)
+    if test is None:
+        return [first, (
             f"{bs['method']} over {bs['units']:,} {units}, {bs['resamples']:,} resamples, "
             f"seed {bs['seed']}; alpha {bs['alpha']}; per-class p-values {corr}; deltas in points "
             f"(candidate - baseline), {100 * bs['level']:.0f}% intervals"
+        )]  # fmt: skip
+    swaps = (
+        f"all {test['swaps']:,} swaps (exact)"
+        if test["exact"]
+        else f"{test['swaps']:,} random swaps, seed {test['seed']}"
+    )
+    return [
+        first,
+        (
+            f"p-values: {test['method']} over {test['units']:,} {units} (the runs differ in "
+            f"{test['differing_units']:,}), {swaps}; alpha {test['alpha']}; per-class p-values "
+            f"{corr}"
+        ),
+        (
+            f"intervals: {bs['method']}, {bs['resamples']:,} resamples, seed {bs['seed']}; "
+            f"deltas in points (candidate - baseline), {100 * bs['level']:.0f}% intervals"
         ),
     ]
 
@@ -144,8 +161,8 @@ def render_comparison_markdown(
     bs = doc["bootstrap"]
     pct = f"{100 * bs['level']:.0f}%"
     out = [f"### segiou gate: {'**FAIL**' if doc['failed'] else '**PASS**'}", ""]
-    first, second = _header(doc, baseline, candidate, _md)
-    out += [first, "", second, ""]
+    for line in _header(doc, baseline, candidate, _md):
+        out += [line, ""]
     head = f"| | baseline | candidate | Δ (points) | {pct} interval of Δ | p | change |"
     rule = "|---|---:|---:|---:|---:|---:|---|"
     m = doc["miou"]

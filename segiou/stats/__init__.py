@@ -4,7 +4,8 @@
   percentile bootstrap of every metric. Each resample is exact: the sum of the resampled
   images' confusion entries. Vectorised: resample weights times per-image sums.
 * :func:`read_metadata` and :func:`slice_results`: every metric per metadata value.
-* :func:`compare_states`: the paired bootstrap gate between a baseline and a candidate run.
+* :func:`compare_states`: the comparison gate between a baseline and a candidate run: a paired
+  randomization (swap) test decides, paired bootstrap intervals show the differences.
 
 Everything here needs the per-image confusion entries of a state (``per_image=True``,
 format 2), which :func:`segiou.parallel.count_stores` and ``segiou eval --state`` keep.

@@ -1,8 +1,11 @@
-"""The comparison gate: a paired bootstrap of two runs over the images they share.
+"""The comparison gate: a paired test of two runs over the images they share.
 
-Both runs are resampled with the *same* weights (an image drawn twice counts twice in both), so
-what varies between images (easy and hard scenes) cancels in the difference, and the interval of
-the difference is much narrower than the two intervals side by side would suggest.
+The decision is a paired randomization (swap) test (:mod:`segiou.stats._swap`): under "no
+difference" each image's (or group's) baseline and candidate counts are exchangeable, so
+swapping them unit by unit gives the difference's null distribution, valid at any number of
+units. The interval shown is a paired percentile bootstrap: both runs are resampled with the
+*same* weights (an image drawn twice counts twice in both), so what varies between images (easy
+and hard scenes) cancels in the difference.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from segiou.stats._bootstrap import (
     percentile_interval,
     sum_resamples,
 )
+from segiou.stats._swap import METHOD, auto_permutations, swap_test
 
 __all__ = ["COMPARISON_FORMAT", "COMPARISON_VERSION", "Correction", "PairedComparison",
            "compare_states", "holm", "two_sided_p"]  # fmt: skip
@@ -46,6 +50,12 @@ _ROW_LABEL = re.compile(r"#[0-9]+")
 
 def two_sided_p(diffs: FloatArray, delta: float, units: int | None = None) -> float:
     """Two-sided p-value of "no difference", from the bootstrap standard error of a difference.
+
+    Not used by :func:`compare_states` any more: the normal approximation is wrong when one
+    image makes the replicates skewed (a model worse on every image passed, ``se`` growing
+    faster than ``delta``) and with few images or groups (far more than ``alpha`` false
+    failures). The gate uses a paired randomization (swap) test instead; this function is
+    kept for code that calls it.
 
     Parameters
     ----------
@@ -134,8 +144,10 @@ class PairedComparison:
     ----------
     document : dict
         ``format = "segiou.comparison"``, ``version``, ``labels``, ``preset``, ``images``
-        (shared count, and the images only one run has), ``bootstrap`` (method, unit,
-        resamples, seed, alpha, correction), ``miou`` and ``classes`` (baseline, candidate,
+        (shared count, and the images only one run has), ``bootstrap`` (the intervals: method,
+        unit, resamples, seed, alpha, correction), ``test`` (the p-values: method, unit, units,
+        differing_units, permutations, exact, swaps, seed, alpha, correction), ``miou`` and
+        ``classes`` (baseline, candidate,
         delta, interval, p-value, change, threshold, fails), ``unexpected_pred`` (predicted
         pixels with an unexpected value in the shared images: baseline, candidate, fails, and
         ``classes``: per class with any, its ground-truth pixels predicted so in each run),
@@ -263,8 +275,9 @@ def compare_states(
     correction: Correction = "holm",
     groups: Mapping[str, str] | None = None,
     group_name: str = "group",
+    permutations: int | None = None,
 ) -> PairedComparison:
-    """Paired bootstrap comparison of two runs; fail on a significant drop beyond a threshold.
+    """Paired comparison of two runs; fail on a significant drop beyond a threshold.
 
     Parameters
     ----------
@@ -274,9 +287,9 @@ def compare_states(
     preset : str or Convention, default "segiou"
         Averaging convention for both.
     resamples : int, default 1000
-        Paired resamples.
+        Paired bootstrap resamples (the intervals shown).
     seed : int, default 0
-        Seed of the resamples.
+        Seed of the resamples and of the random swaps.
     alpha : float, default 0.05
         Significance level; intervals have coverage ``1 - alpha``.
     max_miou_drop : float, default 0.005
@@ -299,6 +312,11 @@ def compare_states(
         Image name -> group: resample groups of correlated images instead of images.
     group_name : str, default "group"
         Name of the grouping, shown in the unit.
+    permutations : int, optional
+        Random swaps of the randomization test. ``None`` (default): ``max(resamples,
+        ceil(2 * (T + 1) / alpha))`` with ``T`` the classes with a defined difference, so that
+        Holm can resolve them. When ``2**d`` is at most this (``d``: the units where the runs
+        differ), every swap is enumerated and the p-values are exact.
 
     Returns
     -------
@@ -315,14 +333,26 @@ def compare_states(
 
     Notes
     -----
-    Each resample draws the shared images with replacement and scores both runs on the same
-    draw; the difference ``candidate - baseline`` of mIoU and of each class IoU gets a
-    percentile interval and a two-sided p-value from the replicates' standard error
-    (:func:`two_sided_p`). A drop fails the gate when it is significant (p, adjusted over the
-    classes, below ``alpha``) *and* larger than its threshold; a score that is defined in the
-    baseline and undefined now fails whatever its threshold (see ``max_class_drop``).
+    The p-value of the difference ``candidate - baseline`` of mIoU and of each class IoU comes
+    from a paired randomization (swap) test (:func:`segiou.stats._swap.swap_test`): under "no
+    difference" each unit's (image's or group's) two runs are exchangeable; the difference is
+    recomputed from the summed counts with each unit's runs swapped at random (or every swap,
+    when there are few), and ``p`` is the share of swaps with a difference at least as large in
+    absolute value. It is valid at any number of units and whatever the shape of the per-unit
+    differences. The interval shown is a paired percentile bootstrap: each resample draws the
+    shared units with replacement and scores both runs on the same draw. A drop fails the gate
+    when it is significant (p, adjusted over the classes, below ``alpha``) *and* larger than
+    its threshold; a score that is defined in the baseline and undefined now fails whatever
+    its threshold (see ``max_class_drop``).
     """
     check_resamples(resamples, seed)
+    if permutations is not None and (
+        isinstance(permutations, bool)
+        or not isinstance(permutations, int | np.integer)
+        or permutations < 1
+    ):
+        msg = f"permutations={permutations!r} must be an integer >= 1 (or None: automatic)"
+        raise UsageError(msg)
     if not 0 < alpha < 1:
         msg = f"alpha={alpha!r} must be in (0, 1), e.g. 0.05"
         raise UsageError(msg)
@@ -368,21 +398,21 @@ def compare_states(
     dm, di = np.concatenate(d_miou), np.concatenate(d_iou)
     level = 1 - alpha
     unit = "image" if groups is None else f"group:{group_name}"
-    # the units holding each class (TP, FP or FN in either run): one alone cannot be told
-    # from chance when every resample gives the same difference
-    tp_fp_fn = [
-        both[:, r * width + j * k : r * width + (j + 1) * k] for r in (0, 1) for j in (0, 1, 2)
-    ]
-    held = np.logical_or.reduce([x != 0 for x in tp_fp_fn])
-    units = (held.sum(axis=0), int(held.any(axis=1).sum()))
     sums_a = va.sum(axis=0)
     base_gt = sums_a[:k] + sums_a[2 * k : 3 * k]  # ground-truth pixels the baseline counted
+    tested = int(np.isfinite(point_b["iou"][0] - point_a["iou"][0]).sum())
+    asked = auto_permutations(resamples, tested, alpha) if permutations is None else permutations
+    test = swap_test(both[:, : 3 * k], both[:, width : width + 3 * k], k, conv,
+                     permutations=int(asked), seed=int(seed))  # fmt: skip
     doc = _document(spec.name, conv.name, info, point_a, point_b, dm, di, level, alpha,
-                    max_miou_drop, max_class_drop, correction, spec.classes, units,
-                    base_gt)  # fmt: skip
+                    max_miou_drop, max_class_drop, correction, spec.classes, (test.p_miou,
+                    test.p_iou), base_gt)  # fmt: skip
     doc["bootstrap"] = {"method": "paired percentile bootstrap", "unit": unit, "units": m,
                         "resamples": resamples, "seed": int(seed), "level": level,
                         "alpha": alpha, "correction": correction}  # fmt: skip
+    doc["test"] = {"method": METHOD, "unit": unit, "units": m, "differing_units": test.differing,
+                   "permutations": int(asked), "exact": test.exact, "swaps": test.swaps,
+                   "seed": int(seed), "alpha": alpha, "correction": correction}  # fmt: skip
     by_class = _check_left_out(doc, _left_out(ra, bi), _left_out(rb, ci), spec.classes)
     _check_unexpected(doc, _unexpected_pred(ra, bi), _unexpected_pred(rb, ci), by_class)
     return PairedComparison(doc)
@@ -485,13 +515,13 @@ def _document(
     max_class_drop: float | None,
     correction: Correction,
     class_names: Sequence[str],
-    units: tuple[IntArray, int],
+    p_values: tuple[float, FloatArray],
     base_gt: IntArray,
 ) -> dict[str, Any]:
     reasons: list[str] = []
     base_m, cand_m = float(pa["miou"][0]), float(pb["miou"][0])
     delta = cand_m - base_m
-    p = two_sided_p(dm, delta, units[1])
+    p = p_values[0]
     sig = bool(p < alpha)
     fails = sig and delta < -max_miou_drop
     if fails:
@@ -506,8 +536,7 @@ def _document(
             "delta": finite_or_none(delta), "interval": percentile_interval(dm, level)[0],
             "p_value": finite_or_none(p), "change": _change(sig, delta),
             "max_drop": max_miou_drop, "fails": fails}  # fmt: skip
-    deltas = pb["iou"][0] - pa["iou"][0]
-    raw_p = [two_sided_p(di[:, c], float(deltas[c]), int(units[0][c])) for c in range(di.shape[1])]
+    raw_p = [float(x) for x in p_values[1]]
     adj = holm(raw_p) if correction == "holm" else raw_p
     intervals = percentile_interval(di, level)
     classes = []
