@@ -255,3 +255,87 @@ def test_cli_permutations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert ("p-values: paired randomization (swap) test over 10 images (the runs differ in 10), "
             "all 1,024 swaps (exact); alpha 0.05") in text  # fmt: skip
     assert "intervals: paired percentile bootstrap, 100 resamples, seed 0" in text
+
+
+def _tiny_runs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The reviewers' g4: a baseline with a few errors, a candidate predicting class 0 everywhere."""
+    rng = np.random.default_rng(0)
+    gt = np.zeros((n, 40, 40), np.uint8)
+    for i in range(n):
+        gt[i, :, 10 + 5 * i :] = 1
+        gt[i, 20 + 3 * i :, :] = 2
+    base = gt.copy()
+    e = rng.random(gt.shape) < 0.05
+    base[e] = (gt[e] + 1) % 3
+    return gt, base, np.zeros_like(gt)
+
+
+def test_too_few_differing_images_give_no_verdict_not_a_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """3 images: the smallest p-value the swap test can give is 2 / 8 = 0.25, so no drop can
+    be significant; the gate says so instead of a bare PASS (exit code 0 still)."""
+    from segiou.report.gate import render_comparison_markdown, render_comparison_text
+
+    gt, base, cand = _tiny_runs(3)
+    comp = compare_states(_state(gt, base, 3), _state(gt, cand, 3), resamples=100)
+    doc = comp.to_dict()
+    assert not comp.failed
+    assert comp.verdict_possible is False
+    reason = ("no verdict possible: the runs differ in 3 of 3 shared images, so the smallest "
+              "p-value the swap test can give is 0.25, not below alpha 0.05")  # fmt: skip
+    assert comp.no_verdict_reason is not None
+    assert comp.no_verdict_reason.startswith(reason)
+    assert doc["verdict_possible"] is False
+    assert doc["test"]["smallest_p"] == 0.25
+    assert doc["miou"]["delta"] < -0.5
+    assert doc["miou"]["change"] == "no verdict"
+    assert all(c["change"] == "no verdict" for c in doc["classes"])
+    text = render_comparison_text(doc)
+    assert text.startswith(f"segiou compare: NO VERDICT\nwarning: {reason}")
+    assert "PASS" not in text
+    assert "no significant change" not in text
+    md = render_comparison_markdown(doc)
+    assert md.startswith(f"### segiou gate: **NO VERDICT**\n\n> **Warning:** {reason}")
+    assert "PASS" not in md
+    a = _state(gt, base, 3).save(tmp_path / "a.json")
+    b = _state(gt, cand, 3).save(tmp_path / "b.json")
+    assert main(["compare", str(a), str(b), "--format", "json", "--bootstrap", "50"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["verdict_possible"] is False
+    assert got["no_verdict_reason"].startswith(reason)
+    assert main(["compare", str(a), str(b), "--bootstrap", "50"]) == 0
+    assert capsys.readouterr().out.startswith("segiou compare: NO VERDICT\nwarning: ")
+    # 6 differing images: 2 / 64 < 0.05, a verdict (here a failure)
+    gt6, base6, cand6 = _tiny_runs(6)
+    six = compare_states(_state(gt6, base6, 3), _state(gt6, cand6, 3), resamples=50)
+    assert six.verdict_possible
+    assert six.no_verdict_reason is None
+    assert six.failed
+    assert six.to_dict()["miou"]["change"] == "worse"
+    # a run against itself: nothing differs, nothing to decide: a pass, not "no verdict"
+    same = compare_states(_state(gt, base, 3), _state(gt, base, 3), resamples=50).to_dict()
+    assert same["verdict_possible"] is True
+    assert same["miou"]["change"] == "no significant change"
+    assert render_comparison_text(same).startswith("segiou compare: PASS\ncandidate ")
+
+
+def test_another_rule_still_fails_without_a_verdict_on_the_scores() -> None:
+    """Two images, and the candidate predicts an unexpected value on every pixel of class 2:
+    the lost class fails (exit 1) whatever the test could say; the warning is still shown."""
+    from segiou.report.gate import render_comparison_text
+
+    gt, base, _ = _tiny_runs(2)
+    lost = base.copy()
+    lost[gt == 2] = 77
+
+    def counted(pred: np.ndarray) -> ConfusionMatrix:
+        cm = ConfusionMatrix(3, ignore_index=255, on_unexpected="count", per_image=True)
+        return cm.update(gt, pred, names=["a", "b"])
+
+    comp = compare_states(counted(base), counted(lost), resamples=50)
+    assert comp.failed
+    assert not comp.verdict_possible
+    text = render_comparison_text(comp.to_dict())
+    assert text.startswith("segiou compare: FAIL\nwarning: no verdict possible: the runs differ ")
+    assert "class '2': 1,480 of its ground-truth pixels in the shared images are predicted" in text

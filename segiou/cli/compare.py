@@ -4,7 +4,8 @@ Loads both states, calls :func:`segiou.stats.compare_states`, renders the verdic
 (:mod:`segiou.report.gate`). Exit code 1 when a drop is both significant and beyond its
 threshold, a score the baseline had is undefined now, or the candidate predicted more pixels
 with an unexpected value (in total, or on any class's ground truth); 0 otherwise, 2 on bad
-input.
+input. When too few images (or groups) differ for any p-value to go below alpha, the verdict
+reads ``NO VERDICT`` with a warning instead of ``PASS`` (exit code 0 unless another rule fails).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def register(sub: Any) -> None:
         "code 1 when mIoU or a class IoU dropped significantly and beyond its threshold, or "
         "has a score in the baseline and none now, or when the candidate predicted more pixels "
         "with an unexpected value (left out of every score), in total or on any class's ground "
-        "truth; 0 otherwise, 2 on bad input.",
+        "truth; 0 otherwise, 2 on bad input. With too few images (or groups) differing for any "
+        "drop to be significant the verdict reads NO VERDICT, with a warning (exit code 0 "
+        "unless another rule fails).",
     )
     p.add_argument("baseline", help="saved state of the baseline run (segiou eval --state)")
     p.add_argument("candidate", help="saved state of the candidate run")

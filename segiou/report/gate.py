@@ -52,6 +52,18 @@ def _unexpected(doc: dict[str, Any], mark: str, esc: Any = str) -> tuple[str, li
     return total, classes
 
 
+def _verdict(doc: dict[str, Any]) -> tuple[str, str | None]:
+    """Return the headline word and the no-verdict note (``None`` when the test could decide).
+
+    ``NO VERDICT`` instead of ``PASS`` when no p-value could go below alpha (too few units
+    differ); a failure by another rule stays ``FAIL``, with the note.
+    """
+    note = doc.get("no_verdict_reason")  # (absent from documents written before it)
+    if doc["failed"]:
+        return "FAIL", note
+    return ("PASS" if note is None else "NO VERDICT"), note
+
+
 def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) -> list[str]:
     """Say what was compared, and how: the test, the intervals (``esc`` escapes user names)."""
     im, bs = doc["images"], doc["bootstrap"]
@@ -109,11 +121,15 @@ def render_comparison_text(
     Returns
     -------
     str
-        The verdict, mIoU, every class, the predicted pixels with an unexpected value (when
+        The verdict (``PASS``, ``FAIL``, or ``NO VERDICT`` with a warning line when too few
+        images or groups differ for any drop to be significant), mIoU, every class, the predicted pixels with an unexpected value (when
         either run has some; those of each class with more in the candidate), and the reasons
         of a failure.
     """
-    lines = [f"segiou compare: {'FAIL' if doc['failed'] else 'PASS'}"]
+    word, note = _verdict(doc)
+    lines = [f"segiou compare: {word}"]
+    if note is not None:
+        lines.append(f"warning: {note}")
     lines += _header(doc, baseline, candidate)
     head = f"{'':24s} {'baseline':>9s} {'candidate':>9s} {'delta':>8s} {'interval':>18s} {'p':>8s}  change"
     lines += ["", head]
@@ -153,14 +169,17 @@ def render_comparison_markdown(
     Returns
     -------
     str
-        A heading with the verdict, the mIoU row, the classes that changed significantly or
+        A heading with the verdict (``NO VERDICT`` and a warning, as in the text), the mIoU row, the classes that changed significantly or
         fail, the predicted pixels with an unexpected value (when either run has some; those of
         each class with more in the candidate), the reasons of a failure, and every class in a
         collapsed ``<details>`` table.
     """
     bs = doc["bootstrap"]
     pct = f"{100 * bs['level']:.0f}%"
-    out = [f"### segiou gate: {'**FAIL**' if doc['failed'] else '**PASS**'}", ""]
+    word, note = _verdict(doc)
+    out = [f"### segiou gate: **{word}**", ""]
+    if note is not None:
+        out += [f"> **Warning:** {note}", ""]  # (segiou's own words: numbers, no names)
     for line in _header(doc, baseline, candidate, _md):
         out += [line, ""]
     head = f"| | baseline | candidate | Δ (points) | {pct} interval of Δ | p | change |"

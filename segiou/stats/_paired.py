@@ -34,7 +34,7 @@ from segiou.stats._bootstrap import (
     percentile_interval,
     sum_resamples,
 )
-from segiou.stats._swap import METHOD, auto_permutations, swap_test
+from segiou.stats._swap import METHOD, SwapTest, attainable_p, auto_permutations, swap_test
 
 __all__ = ["COMPARISON_FORMAT", "COMPARISON_VERSION", "Correction", "PairedComparison",
            "compare_states", "holm", "two_sided_p"]  # fmt: skip
@@ -148,10 +148,13 @@ class PairedComparison:
         unit, resamples, seed, alpha, correction), ``test`` (the p-values: method, unit, units,
         differing_units, permutations, exact, swaps, seed, alpha, correction), ``miou`` and
         ``classes`` (baseline, candidate,
-        delta, interval, p-value, change, threshold, fails), ``unexpected_pred`` (predicted
-        pixels with an unexpected value in the shared images: baseline, candidate, fails, and
-        ``classes``: per class with any, its ground-truth pixels predicted so in each run),
-        ``failed`` and ``reasons``.
+        delta, interval, p-value, change, threshold, fails; per class ``differing_units``),
+        ``unexpected_pred`` (predicted pixels with an unexpected value in the shared images:
+        baseline, candidate, fails, and ``classes``: per class with any, its ground-truth pixels
+        predicted so in each run), ``failed``, ``reasons``, ``verdict_possible`` and
+        ``no_verdict_reason``: ``False`` and why when too few units differ for any p-value to
+        go below alpha (``test.smallest_p``); a row whose own units are too few says
+        ``change = "no verdict"`` instead of ``"no significant change"``.
     """
 
     document: dict[str, Any] = field(default_factory=dict)
@@ -160,6 +163,16 @@ class PairedComparison:
     def failed(self) -> bool:
         """Whether the gate failed (exit code 1): see ``reasons``."""
         return bool(self.document["failed"])
+
+    @property
+    def verdict_possible(self) -> bool:
+        """Whether the test could call a drop significant at all (see ``no_verdict_reason``)."""
+        return bool(self.document.get("verdict_possible", True))
+
+    @property
+    def no_verdict_reason(self) -> str | None:
+        """Why no drop could be significant (too few units differ), or ``None``."""
+        return self.document.get("no_verdict_reason")
 
     @property
     def reasons(self) -> list[str]:
@@ -405,14 +418,15 @@ def compare_states(
     test = swap_test(both[:, : 3 * k], both[:, width : width + 3 * k], k, conv,
                      permutations=int(asked), seed=int(seed))  # fmt: skip
     doc = _document(spec.name, conv.name, info, point_a, point_b, dm, di, level, alpha,
-                    max_miou_drop, max_class_drop, correction, spec.classes, (test.p_miou,
-                    test.p_iou), base_gt)  # fmt: skip
+                    max_miou_drop, max_class_drop, correction, spec.classes, test,
+                    base_gt)  # fmt: skip
     doc["bootstrap"] = {"method": "paired percentile bootstrap", "unit": unit, "units": m,
                         "resamples": resamples, "seed": int(seed), "level": level,
                         "alpha": alpha, "correction": correction}  # fmt: skip
     doc["test"] = {"method": METHOD, "unit": unit, "units": m, "differing_units": test.differing,
                    "permutations": int(asked), "exact": test.exact, "swaps": test.swaps,
                    "seed": int(seed), "alpha": alpha, "correction": correction}  # fmt: skip
+    _verdict(doc, test, alpha, unit)
     by_class = _check_left_out(doc, _left_out(ra, bi), _left_out(rb, ci), spec.classes)
     _check_unexpected(doc, _unexpected_pred(ra, bi), _unexpected_pred(rb, ci), by_class)
     return PairedComparison(doc)
@@ -515,13 +529,14 @@ def _document(
     max_class_drop: float | None,
     correction: Correction,
     class_names: Sequence[str],
-    p_values: tuple[float, FloatArray],
+    test: SwapTest,
     base_gt: IntArray,
 ) -> dict[str, Any]:
     reasons: list[str] = []
     base_m, cand_m = float(pa["miou"][0]), float(pb["miou"][0])
     delta = cand_m - base_m
-    p = p_values[0]
+    p = test.p_miou
+    testable = attainable_p(test.differing) < alpha
     sig = bool(p < alpha)
     fails = sig and delta < -max_miou_drop
     if fails:
@@ -534,9 +549,9 @@ def _document(
         reasons.append(f"mIoU is undefined now (baseline {base_m:.4f}): no class is scored")
     miou = {"baseline": finite_or_none(base_m), "candidate": finite_or_none(cand_m),
             "delta": finite_or_none(delta), "interval": percentile_interval(dm, level)[0],
-            "p_value": finite_or_none(p), "change": _change(sig, delta),
+            "p_value": finite_or_none(p), "change": _change(sig, delta, testable),
             "max_drop": max_miou_drop, "fails": fails}  # fmt: skip
-    raw_p = [float(x) for x in p_values[1]]
+    raw_p = [float(x) for x in test.p_iou]
     adj = holm(raw_p) if correction == "holm" else raw_p
     intervals = percentile_interval(di, level)
     classes = []
@@ -568,7 +583,9 @@ def _document(
             "id": c, "name": name, "baseline": finite_or_none(b), "candidate": finite_or_none(a),
             "delta": finite_or_none(d), "interval": intervals[c],
             "p_value": finite_or_none(raw_p[c]), "p_adjusted": finite_or_none(adj[c]),
-            "change": _change(sig_c, d), "max_drop": max_class_drop, "fails": bool(fails_c),
+            "change": _change(sig_c, d, attainable_p(int(test.differing_per_class[c])) < alpha),
+            "differing_units": int(test.differing_per_class[c]), "max_drop": max_class_drop,
+            "fails": bool(fails_c),
         })  # fmt: skip
     return {
         "format": COMPARISON_FORMAT,
@@ -583,9 +600,31 @@ def _document(
     }
 
 
-def _change(significant: bool, delta: float) -> str:
+def _change(significant: bool, delta: float, testable: bool = True) -> str:
+    """``testable``: the swap test can give a p-value below alpha (enough units differ)."""
     if np.isnan(delta):
         return "undefined"
     if not significant:
-        return "no significant change"
+        return "no significant change" if testable or delta == 0 else "no verdict"
     return "worse" if delta < 0 else "better"
+
+
+def _verdict(doc: dict[str, Any], test: SwapTest, alpha: float, unit: str) -> None:
+    """Say whether the test could reach ``alpha`` at all (a PASS needs one that could).
+
+    With ``d`` units where the runs differ the swap test cannot give a p-value below
+    ``2 / 2**d`` (the observed swap set and its complement): at ``d <= 5`` and ``alpha = 0.05``
+    no drop can be significant, and a bare PASS would read as checked.
+    """
+    smallest = attainable_p(test.differing)
+    doc["test"]["smallest_p"] = smallest
+    possible = test.differing == 0 or smallest < alpha
+    doc["verdict_possible"] = possible
+    doc["no_verdict_reason"] = None
+    if not possible:
+        what = "images" if unit == "image" else "groups"
+        doc["no_verdict_reason"] = (
+            f"no verdict possible: the runs differ in {test.differing} of {doc['test']['units']} "
+            f"shared {what}, so the smallest p-value the swap test can give is {smallest:.3g}, "
+            f"not below alpha {alpha}: no drop can be significant (compare more {what})"
+        )
