@@ -319,8 +319,14 @@ def test_equal_replicates_decide_by_how_many_images_hold_the_difference() -> Non
     def state(pred: np.ndarray, g: np.ndarray = gt, k: int = 3) -> ConfusionMatrix:
         return ConfusionMatrix(k, ignore_index=255, per_image=True).update(g, pred, names=names)
 
-    c2 = compare_states(state(pa), state(pb), resamples=1000).to_dict()["classes"][2]
-    assert c2["interval"][0] == pytest.approx(c2["interval"][1])  # every replicate the same
+    doc = compare_states(state(pa), state(pb), resamples=1000).to_dict()
+    c2 = doc["classes"][2]
+    # every replicate the same: a zero-width interval read as certainty; held by one image,
+    # the interval is undefined now (it was [d, d])
+    assert c2["interval"] is None
+    assert c2["units"] == 1
+    assert doc["bootstrap"]["note"] == ("1 class held by a single image: no interval (every "
+                                        "resample gives the same difference)")  # fmt: skip
     assert c2["p_value"] == 1.0  # the swap test: one image differs, both swaps give |delta|
     assert c2["change"] == "no verdict"
     assert c2["fails"] is False

@@ -339,3 +339,19 @@ def test_another_rule_still_fails_without_a_verdict_on_the_scores() -> None:
     text = render_comparison_text(comp.to_dict())
     assert text.startswith("segiou compare: FAIL\nwarning: no verdict possible: the runs differ ")
     assert "class '2': 1,480 of its ground-truth pixels in the shared images are predicted" in text
+
+
+def test_gate_intervals_over_a_single_image_are_undefined() -> None:
+    """The reviewers' r9/r14: one shared image gave the mIoU difference the "95% interval"
+    [-59.44, -59.44], reading as certainty."""
+    gt, base, cand = _tiny_runs(1)
+    doc = compare_states(_state(gt, base, 3), _state(gt, cand, 3), resamples=100).to_dict()
+    assert doc["miou"]["delta"] < 0
+    assert doc["miou"]["interval"] is None
+    assert all(c["interval"] is None and c["units"] == 1 for c in doc["classes"])
+    assert doc["bootstrap"]["note"] == ("1 image with counted pixels: no interval (every "
+                                        "resample draws it alone)")  # fmt: skip
+    gt2, base2, cand2 = _tiny_runs(2)
+    both = compare_states(_state(gt2, base2, 3), _state(gt2, cand2, 3), resamples=100).to_dict()
+    assert both["miou"]["interval"] is not None
+    assert both["bootstrap"]["note"] is None

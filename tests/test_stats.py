@@ -231,16 +231,19 @@ def test_result_document_has_the_contract_fields(tmp_path: Path):
     doc = json.loads(r.to_json(), parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
     assert doc["version"] == 3
     iv = doc["intervals"]
-    assert set(iv) == {"method", "unit", "resamples", "level", "seed", "summary", "classes",
-                       "categories"}  # fmt: skip
+    assert set(iv) == {"method", "unit", "units", "resamples", "level", "seed", "summary",
+                       "classes", "categories", "note"}  # fmt: skip
+    assert iv["units"] == 6
     assert (iv["method"], iv["unit"], iv["resamples"], iv["level"], iv["seed"]) == (
         "percentile bootstrap", "image", 100, 0.9, 3)  # fmt: skip
     assert set(iv["summary"]) == {"miou", "fwiou", "pixel_accuracy", "mean_accuracy", "kappa",
                                   "category_miou"}  # fmt: skip
     assert len(iv["classes"]["iou"]) == 19
     assert len(iv["categories"]["iou"]) == 7
-    for c, item in zip(doc["classes"], iv["classes"]["iou"], strict=True):
-        assert (item is None) == (c["iou"] is None)
+    for c, item, units in zip(doc["classes"], iv["classes"]["iou"], iv["classes"]["units"],
+                              strict=True):  # fmt: skip
+        # (a class held by a single image has no interval either)
+        assert (item is None) == (c["iou"] is None or units < 2)
     assert doc["slices"] is None
     # no categories: categories is null, and category_miou has no interval
     plain = _state(*_images(1, 4), _spec(5, categories=False))
@@ -276,14 +279,53 @@ def test_refuses_states_without_per_image_entries():
 
 @pytest.mark.parametrize("preset", ["segiou", "detectron2", "torchmetrics", "sklearn_all_labels"])
 def test_a_class_interval_is_over_the_resamples_where_it_is_present(preset: str) -> None:
-    # class 2 is in 1 image of 12 and scores 0.75 wherever it is; class 3 is nowhere
+    # class 2 is in 2 images of 12 and scores 0.75 wherever it is; class 3 is nowhere
     k = 4
     gt = np.zeros((12, 4, 4), np.uint8)
     pred = gt.copy()
-    gt[0, 0, :4] = 2
-    pred[0, 0, :3] = 2
+    gt[:2, 0, :4] = 2
+    pred[:2, 0, :3] = 2
     cm = ConfusionMatrix(k, per_image=True).update(gt, pred, key="a")
     r = evaluate_with_intervals(cm, preset=preset, resamples=200, seed=1)
     iv = r.intervals["classes"]["iou"]
-    assert iv[2] == [0.75, 0.75]
+    assert iv[2] == [0.75, 0.75]  # (not down to the preset's 0 where the class is absent)
     assert iv[3] is None  # undefined everywhere (the preset may report it as 0): no interval
+    assert r.intervals["classes"]["units"] == [12, 0, 2, 0]
+    # in 1 image (this test's old case, which expected [0.75, 0.75]): every resample that
+    # has the class has that image alone, a zero width that is no certainty: no interval
+    gt[1, 0] = pred[1, 0] = 0
+    cm = ConfusionMatrix(k, per_image=True).update(gt, pred, key="a")
+    r = evaluate_with_intervals(cm, preset=preset, resamples=200, seed=1)
+    assert r.per_class["iou"][2] == 0.75
+    assert r.intervals["classes"]["iou"][2] is None
+    assert r.intervals["classes"]["units"][2] == 1
+    assert r.intervals["note"] == (
+        "1 class held by a single image: no interval (every resample gives the same value)")  # fmt: skip
+
+
+def test_one_image_has_no_intervals_and_says_why() -> None:
+    """The reviewers' r14: one image gave mIoU "95% CI" [0.7316, 0.7316], a class seen in one
+    image of 30 [0.6667, 0.6667]: zero widths reading as certainty."""
+    rng = np.random.default_rng(0)
+    gt = rng.integers(0, 3, (30, 8, 8))
+    pr = np.where(rng.random(gt.shape) < 0.8, gt, rng.integers(0, 3, gt.shape))
+    gt[7, :3, :3] = 3  # class 3 only in image 7: TP 6, FN 3
+    pr[7, :3, :2] = 3
+    cm = ConfusionMatrix(4, per_image=True).update(gt, pr, names=[f"im{i:02d}" for i in range(30)])
+    r = evaluate_with_intervals(cm, resamples=300, seed=0)
+    assert r.per_class["iou"][3] == pytest.approx(2 / 3)
+    assert r.intervals["classes"]["iou"][3] is None
+    assert r.intervals["classes"]["units"][3] == 1
+    assert r.intervals["summary"]["miou"] is not None
+    one = ConfusionMatrix(4, per_image=True).update(gt[:1], pr[:1], names=["only"])
+    r1 = evaluate_with_intervals(one, resamples=300, seed=0)
+    assert r1.intervals["units"] == 1
+    assert all(v is None for v in r1.intervals["summary"].values())
+    assert all(v is None for v in r1.intervals["classes"]["iou"])
+    assert r1.intervals["note"].startswith("1 image with counted pixels: no interval")
+    # groups: one group of frames is one unit, however many frames
+    frames = ConfusionMatrix(4, per_image=True).update(gt[:5], pr[:5], names=list("abcde"))
+    g = evaluate_with_intervals(frames, resamples=100, groups=["s"] * 5)
+    assert g.intervals["units"] == 1
+    assert g.intervals["summary"]["miou"] is None
+    assert g.intervals["note"].startswith("1 group with counted pixels")

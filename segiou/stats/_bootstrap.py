@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -374,6 +374,12 @@ class Bootstrap:
         ``"image"`` or ``"group:<column>"``.
     units : int
         Number of images (or groups) resampled.
+    held : dict of str to ndarray
+        How many units hold what each interval measures: ``"iou"`` (K,) and
+        ``"category_iou"`` (G,), the units with a TP, FP or FN of the class (category);
+        ``"summary"`` (1,), the units with any counted pixel. An interval over fewer than two
+        is undefined: every resample would give the same value (a zero-width interval reading
+        as certainty). Empty: not known (every interval kept).
     """
 
     replicates: dict[str, FloatArray]
@@ -381,6 +387,7 @@ class Bootstrap:
     seed: int
     unit: str
     units: int
+    held: dict[str, IntArray] = field(default_factory=dict)
 
     def intervals(self, level: float = 0.95, *, categories: bool | None = None) -> dict[str, Any]:
         """Return the intervals in the result document's form (schema version 2).
@@ -395,9 +402,11 @@ class Bootstrap:
         Returns
         -------
         dict
-            ``method``, ``unit``, ``resamples``, ``level``, ``seed``, ``summary`` (metric ->
-            ``[lo, hi]`` or ``None``), ``classes`` (``{"iou": [...]}``), ``categories``
-            (``{"iou": [...]}`` or ``None``).
+            ``method``, ``unit``, ``units`` (images or groups resampled), ``resamples``,
+            ``level``, ``seed``, ``summary`` (metric -> ``[lo, hi]`` or ``None``), ``classes``
+            (``{"iou": [...], "units": [...]}``: each class's interval and the units holding
+            it), ``categories`` (the same, or ``None``) and ``note``: why intervals are
+            ``None`` although defined (held by a single unit), or ``None``.
 
         Raises
         ------
@@ -407,19 +416,47 @@ class Bootstrap:
         check_level(level)
         r = self.replicates
         has_cats = "category_iou" in r if categories is None else categories
-        summary = {key: percentile_interval(r[key], level)[0] for key in SUMMARY_KEYS if key in r}
+        held = self.held
+        one = int(held["summary"][0]) < 2 if "summary" in held else False
+        summary = {key: None if one else percentile_interval(r[key], level)[0]
+                   for key in SUMMARY_KEYS if key in r}  # fmt: skip
+        classes = self._part("iou", level)
+        cats = self._part("category_iou", level) if has_cats else None
+        word = "image" if self.unit == "image" else "group"
+        notes = []
+        if one:
+            notes.append(
+                f"{int(held['summary'][0])} {word} with counted pixels: no interval (every "
+                f"resample draws that {word} alone, a zero width that is no certainty)"
+            )
+        for names, part in ((("class", "classes"), classes), (("category", "categories"), cats)):
+            lone = sum(u == 1 for u in (part or {}).get("units", ()))
+            if lone and not one:
+                notes.append(
+                    f"{lone} {names[lone > 1]} held by a single {word}: no interval (every "
+                    "resample gives the same value)"
+                )
         return {
             "method": "percentile bootstrap",
             "unit": self.unit,
+            "units": self.units,
             "resamples": self.resamples,
             "level": level,
             "seed": self.seed,
             "summary": summary,
-            "classes": {"iou": percentile_interval(r["iou"], level)},
-            "categories": (
-                {"iou": percentile_interval(r["category_iou"], level)} if has_cats else None
-            ),
+            "classes": classes,
+            "categories": cats,
+            "note": "; ".join(notes) or None,
         }
+
+    def _part(self, key: str, level: float) -> dict[str, Any]:
+        """Intervals of per-class (``iou``) or per-category values, and the units holding each."""
+        ivs = percentile_interval(self.replicates[key], level)
+        if key not in self.held:
+            return {"iou": ivs}
+        units = [int(u) for u in self.held[key]]
+        return {"iou": [None if u < 2 else iv for iv, u in zip(ivs, units, strict=True)],
+                "units": units}  # fmt: skip
 
 
 def check_level(level: float) -> None:
@@ -548,7 +585,33 @@ def bootstrap(
     ]
     replicates = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
     unit = "image" if groups is None else f"group:{group_name}"
-    return Bootstrap(replicates, resamples, int(seed), unit, m)
+    return Bootstrap(
+        replicates, resamples, int(seed), unit, m, held_units(values, feats.k, feats.g)
+    )
+
+
+def held_units(values: IntArray, k: int, g: int) -> dict[str, IntArray]:
+    """How many units (rows of ``values``) hold each class, each category, anything.
+
+    Parameters
+    ----------
+    values : ndarray of int64, shape (m, 3K + 3G)
+        Each unit's :class:`Features` sums.
+    k, g : int
+        Numbers of classes and categories.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``"iou"``: units with a TP, FP or FN of each class; ``"category_iou"`` (with
+        categories): the same per category; ``"summary"``: units with any counted pixel.
+    """
+    out = {"iou": (values[:, : 3 * k].reshape(-1, 3, k) != 0).any(axis=1).sum(axis=0),
+           "summary": np.array([int(values[:, : 3 * k].any(axis=1).sum())])}  # fmt: skip
+    if g:
+        cat = values[:, 3 * k :].reshape(-1, 3, g) != 0
+        out["category_iou"] = cat.any(axis=1).sum(axis=0)
+    return {key: v.astype(np.int64) for key, v in out.items()}
 
 
 def finite_or_none(x: float) -> float | None:

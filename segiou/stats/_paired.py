@@ -148,7 +148,9 @@ class PairedComparison:
         unit, resamples, seed, alpha, correction), ``test`` (the p-values: method, unit, units,
         differing_units, permutations, exact, swaps, seed, alpha, correction), ``miou`` and
         ``classes`` (baseline, candidate,
-        delta, interval, p-value, change, threshold, fails; per class ``differing_units``),
+        delta, interval, p-value, change, threshold, fails; per class ``units`` holding it,
+        in either run, and ``differing_units``; an interval over a single unit is ``None``,
+        ``bootstrap.note`` says so),
         ``unexpected_pred`` (predicted pixels with an unexpected value in the shared images:
         baseline, candidate, fails, and ``classes``: per class with any, its ground-truth pixels
         predicted so in each run), ``failed``, ``reasons``, ``verdict_possible`` and
@@ -411,6 +413,14 @@ def compare_states(
     dm, di = np.concatenate(d_miou), np.concatenate(d_iou)
     level = 1 - alpha
     unit = "image" if groups is None else f"group:{group_name}"
+    # the units holding each class (TP, FP or FN in either run): an interval over one is
+    # undefined (every resample draws that unit alone: a zero width that is no certainty)
+    held = ((both[:, : 3 * k].reshape(m, 3, k) != 0).any(axis=1)
+            | (both[:, width : width + 3 * k].reshape(m, 3, k) != 0).any(axis=1))  # fmt: skip
+    held_c, held_any = held.sum(axis=0), int(held.any(axis=1).sum())
+    di[:, held_c < 2] = np.nan
+    if held_any < 2:
+        dm[:] = np.nan
     sums_a = va.sum(axis=0)
     base_gt = sums_a[:k] + sums_a[2 * k : 3 * k]  # ground-truth pixels the baseline counted
     tested = int(np.isfinite(point_b["iou"][0] - point_a["iou"][0]).sum())
@@ -427,6 +437,9 @@ def compare_states(
                    "permutations": int(asked), "exact": test.exact, "swaps": test.swaps,
                    "seed": int(seed), "alpha": alpha, "correction": correction}  # fmt: skip
     _verdict(doc, test, alpha, unit)
+    for row in doc["classes"]:
+        row["units"] = int(held_c[row["id"]])
+    doc["bootstrap"]["note"] = _interval_note(held_c, held_any, unit)
     by_class = _check_left_out(doc, _left_out(ra, bi), _left_out(rb, ci), spec.classes)
     _check_unexpected(doc, _unexpected_pred(ra, bi), _unexpected_pred(rb, ci), by_class)
     return PairedComparison(doc)
@@ -607,6 +620,20 @@ def _change(significant: bool, delta: float, testable: bool = True) -> str:
     if not significant:
         return "no significant change" if testable or delta == 0 else "no verdict"
     return "worse" if delta < 0 else "better"
+
+
+def _interval_note(held_c: IntArray, held_any: int, unit: str) -> str | None:
+    """Say why intervals are undefined although the differences are not (a single unit)."""
+    word = "image" if unit == "image" else "group"
+    if held_any < 2:
+        return f"{held_any} {word} with counted pixels: no interval (every resample draws it alone)"
+    lone = int((held_c == 1).sum())
+    if not lone:
+        return None
+    return (
+        f"{lone} {'class' if lone == 1 else 'classes'} held by a single {word}: no interval "
+        "(every resample gives the same difference)"
+    )
 
 
 def _verdict(doc: dict[str, Any], test: SwapTest, alpha: float, unit: str) -> None:
