@@ -29,6 +29,7 @@ __all__ = [
     "ResultDoc",
     "SliceValue",
     "Slices",
+    "few_units_warning",
     "fmt_ci",
     "fmt_pct",
     "printable",
@@ -142,6 +143,36 @@ def fmt_ci(iv: Interval, digits: int = 2) -> str:
     return f"[{fmt_pct(iv[0], digits)}, {fmt_pct(iv[1], digits)}]"
 
 
+#: Resampled units below which reports warn that percentile intervals come out too narrow.
+FEW_UNITS = 30
+
+
+def few_units_warning(units: int | None, unit: str) -> str | None:
+    """Warn that percentile intervals over fewer than :data:`FEW_UNITS` units undercover.
+
+    Parameters
+    ----------
+    units : int or None
+        Images (or groups) resampled; ``None``: not stated (documents written before it).
+    unit : str
+        ``"image"`` or ``"group:<column>"``.
+
+    Returns
+    -------
+    str or None
+        The warning (without a ``warning:`` prefix), or ``None`` from 30 units on (and at one,
+        where there is no interval to warn about: the document's note says why).
+    """
+    if units is None or not 2 <= units < FEW_UNITS:
+        return None
+    word = "images" if unit == "image" else "groups"
+    return (
+        f"only {units:,} {word} resampled: percentile intervals come out too narrow with few "
+        f"{word} (in a simulation, 95% intervals of mIoU covered the true value in 70% of data "
+        "sets of 8 images, 84% of 15, 88% of 30 and 91% of 100)"
+    )
+
+
 def summary_label(key: str, beta: float | None = None) -> str:
     """Name a summary metric for people (``"miou"`` -> ``"mIoU"``; unknown keys as they are).
 
@@ -245,6 +276,10 @@ class Intervals:
         Per-class IoU, one per class.
     categories : list of Interval or None
         Per-category IoU.
+    units : int or None
+        Images (or groups) resampled (``None`` in documents written before it).
+    note : str or None
+        Why some intervals are undefined although their scores are not (a single unit).
     """
 
     method: str
@@ -255,6 +290,8 @@ class Intervals:
     summary: dict[str, Interval]
     classes: list[Interval]
     categories: list[Interval] | None
+    units: int | None = None
+    note: str | None = None
 
     @classmethod
     def read(cls, value: object, field: str, n_classes: int, n_cats: int | None,
@@ -283,7 +320,13 @@ class Intervals:
             summary=summary,
             classes=classes,
             categories=cats,
+            units=check.count(d.get("units"), f"{field}.units", null=True),
+            note=None if d.get("note") is None else check.text(d["note"], f"{field}.note"),
         )
+
+    def few_units(self) -> str | None:
+        """Return the warning of :func:`few_units_warning` for these intervals, or ``None``."""
+        return few_units_warning(self.units, self.unit)
 
     @property
     def level_label(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from segiou.report.document import few_units_warning
 from segiou.report.markdown import md_escape as _md
 
 __all__ = ["render_comparison_markdown", "render_comparison_text"]
@@ -103,7 +104,15 @@ def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) 
             f"intervals: {bs['method']}, {bs['resamples']:,} resamples, seed {bs['seed']}; "
             f"deltas in points (candidate - baseline), {100 * bs['level']:.0f}% intervals"
         ),
+        *_interval_lines(bs),
     ]
+
+
+def _interval_lines(bs: dict[str, Any]) -> list[str]:
+    """Why some intervals are undefined, and a warning when few units were resampled."""
+    few = few_units_warning(bs.get("units"), bs["unit"])
+    return [f"{prefix}: {line}" for prefix, line in (("note", bs.get("note")), ("warning", few))
+            if line]  # fmt: skip
 
 
 def render_comparison_text(

@@ -79,6 +79,11 @@ def _summary(doc: ResultDoc, no_intervals: str) -> list[str]:
     lines = ["## Summary", ""]
     if doc.intervals is not None:
         lines += [f"{md_escape(doc.intervals.describe())}.", ""]
+        if doc.intervals.note:
+            lines += [f"Note: {md_escape(doc.intervals.note)}.", ""]
+        few = doc.intervals.few_units()
+        if few:
+            lines += [f"> **Warning:** {md_escape(few)}.", ""]
     else:
         lines += [no_intervals, ""]  # segiou's own words
     head = ["metric", "value (%)"] + ([doc.intervals.level_label] if doc.intervals else [])

@@ -160,6 +160,10 @@ def render_text(result: Result | Mapping[str, Any] | Report, *, width: int = 100
     _print_table(console, st)
     no_ivs = report.no_intervals
     console.print(_safe(ivs.describe() if ivs else no_ivs))
+    if ivs is not None:
+        for prefix, line in (("note", ivs.note), ("warning", ivs.few_units())):
+            if line:
+                console.print(_safe(f"{prefix}: {line}"), soft_wrap=True)
     px = doc.pixels
     console.print(
         f"pixels: {px.total:,} total = {px.counted:,} counted + {px.void:,} void "

@@ -294,3 +294,47 @@ def test_text_tables_never_cut_a_number() -> None:
         for cell in (f"{c['tp']:,}", f"{c['fp']:,}", f"{c['fn']:,}",
                      f"[{100 * iv[0]:.2f}, {100 * iv[1]:.2f}]"):  # fmt: skip
             assert cell in row, (cell, row)
+
+
+def test_intervals_over_few_images_are_flagged_in_every_report() -> None:
+    """Percentile intervals undercover with few images (the review's simulation: 70% of
+    "95%" mIoU intervals covered the truth at 8 images, 88% at 30); below 30 resampled units
+    every report that prints intervals says so, in one line; a class held by one image has no
+    interval, and the reports say why."""
+    from segiou.report.gate import render_comparison_markdown, render_comparison_text
+    from segiou.stats import compare_states, evaluate_with_intervals
+
+    rng = np.random.default_rng(0)
+
+    def state(n: int, pred_noise: float) -> ConfusionMatrix:
+        r = np.random.default_rng(n)
+        gt = r.integers(0, 3, (n, 8, 8))
+        gt[0, :2, :2] = 3  # class 3 in image 0 only
+        pred = np.where(rng.random(gt.shape) < pred_noise, 0, gt)
+        cm = ConfusionMatrix(4, per_image=True)
+        return cm.update(gt, pred, names=[f"im{i:02d}" for i in range(n)])
+
+    few = "only 8 images resampled: percentile intervals come out too narrow with few images"
+    note = "1 class held by a single image: no interval"
+    cm = state(8, 0.2)
+    res = evaluate_with_intervals(cm, resamples=50)
+    assert res.intervals["units"] == 8
+    text = render_text(res, width=200)
+    assert f"\nwarning: {few} (in a simulation, 95% intervals of mIoU covered the true value " in (
+        text)  # fmt: skip
+    assert f"\nnote: {note}" in text
+    md = render_markdown(Report.from_result(res))
+    assert f"\n> **Warning:** {few}" in md
+    assert "\nNote: " + note in md
+    html = render_html(Report.from_result(res), plots=False)
+    assert f'<p class="note">Warning: {few}' in html
+    assert f"Note: {note}" in html
+    gate = compare_states(cm, state(8, 0.3), resamples=50).to_dict()
+    assert gate["bootstrap"]["units"] == 8
+    assert f"\nwarning: {few} (in a simulation" in render_comparison_text(gate)
+    assert f"\nwarning: {few} (in a simulation" in render_comparison_markdown(gate)
+    # 30 images: no warning (nor in a document written before the units were recorded)
+    many = evaluate_with_intervals(state(30, 0.2), resamples=50)
+    assert "resampled: percentile intervals" not in render_text(many, width=200)
+    del many.intervals["units"]
+    assert "resampled: percentile intervals" not in render_markdown(Report.from_result(many))
