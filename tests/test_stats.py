@@ -329,3 +329,23 @@ def test_one_image_has_no_intervals_and_says_why() -> None:
     assert g.intervals["units"] == 1
     assert g.intervals["summary"]["miou"] is None
     assert g.intervals["note"].startswith("1 group with counted pixels")
+
+
+def test_intervals_do_not_depend_on_the_order_keyless_states_were_merged_in() -> None:
+    """The reviewers' r5: images counted without names or keys are labelled by their row
+    (#0, #1, ...); merged, the labels repeat, and a stable sort by name left them in merge
+    order: a + b and b + a gave different intervals."""
+    gt, pred = cityscapes_like(12, 16, 32, seed=4)
+
+    def keyless(lo: int, hi: int) -> ConfusionMatrix:
+        cm = ConfusionMatrix("cityscapes", gt_ids="class", per_image=True)
+        for i in range(lo, hi):
+            cm.update(gt[i : i + 1], pred[i : i + 1])  # no key, no names
+        return cm
+
+    a, b = keyless(0, 6), keyless(6, 12)
+    assert list((a + b).images.names).count("#0") == 2
+    ab = evaluate_with_intervals(a + b, resamples=300, seed=0)
+    ba = evaluate_with_intervals(b + a, resamples=300, seed=0)
+    assert ab.miou == ba.miou
+    assert ab.intervals == ba.intervals

@@ -219,8 +219,8 @@ def resample_weights(m: int, resamples: int, seed: int = 0) -> IntArray:
         Number of resamples ``B``.
     seed : int, default 0
         Seed of the random generator: the same seed gives the same resamples (the ones
-        :func:`bootstrap` uses, unit ``j`` being the ``j``-th image in name order, or the
-        ``j``-th group label in sorted order).
+        :func:`bootstrap` uses, unit ``j`` being the ``j``-th image in name order, then in the
+        order of their counts where names repeat, or the ``j``-th group label in sorted order).
 
     Returns
     -------
@@ -545,9 +545,11 @@ def bootstrap(
     -----
     Each resample draws ``n`` images (or ``m`` groups) uniformly with replacement; its metrics
     are computed from the sums of the drawn images' entries, exactly as counting those images
-    would give (repeats counted again). Images are drawn in the order of their names (groups:
-    of their labels), so the order the batches were counted in does not change the intervals. Percentile intervals assume the images (groups) are
-    independent draws from the population of interest.
+    would give (repeats counted again). Images are drawn in the order of their names, then of
+    their counts (images of one name, as merged keyless states repeat ``#0``, ``#1``, ...;
+    groups: in the order of their labels), so neither the order the batches were counted in
+    nor the order states were merged in changes the intervals. Percentile intervals assume
+    the images (groups) are independent draws from the population of interest.
 
     References
     ----------
@@ -575,7 +577,7 @@ def bootstrap(
     index, m = group_index(groups, rows.n, "bootstrap")
     values = feats.values
     if groups is None:  # images in name order: the order batches arrived in must not matter
-        values = values[sorted(range(rows.n), key=rows.names.__getitem__)]
+        values = values[_name_order(rows.names, values)]
     else:
         summed = np.zeros((m, values.shape[1]), dtype=np.int64)
         np.add.at(summed, index, values)
@@ -612,6 +614,18 @@ def held_units(values: IntArray, k: int, g: int) -> dict[str, IntArray]:
         cat = values[:, 3 * k :].reshape(-1, 3, g) != 0
         out["category_iou"] = cat.any(axis=1).sum(axis=0)
     return {key: v.astype(np.int64) for key, v in out.items()}
+
+
+def _name_order(names: Sequence[str], values: IntArray) -> IntArray:
+    """Order images by name, then by their counts; rows left tied are identical.
+
+    A stable sort by name alone left repeated names (``#0``, ``#1``, ... of merged keyless
+    states) in merge order: ``a + b`` and ``b + a`` gave different intervals.
+    """
+    _, rank = np.unique(np.asarray(list(names), dtype=object).astype(str), return_inverse=True)
+    keys = np.vstack([values.T[::-1], rank.reshape(1, -1)])  # the last key sorts first
+    order: IntArray = np.lexsort(keys).astype(np.int64)
+    return order
 
 
 def finite_or_none(x: float) -> float | None:
