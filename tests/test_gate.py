@@ -121,6 +121,40 @@ def test_point_estimates_are_the_two_runs_results(runs) -> None:
     )
 
 
+@pytest.mark.parametrize("preset", ["segiou", "detectron2", "torchmetrics", "sklearn_all_labels"])
+def test_class_scores_are_shown_as_the_preset_reports_them(preset: str) -> None:
+    """The reviewers' g1: a class in neither mask showed null where evaluate (torchmetrics,
+    sklearn_all_labels) reports 0; the verdict is unchanged (the difference stays undefined)."""
+    rng = np.random.default_rng(3)
+    gt = rng.integers(0, 3, (6, 16, 16)).astype(np.uint8)  # classes 3, 4 never in the ground truth
+    gt[:, :2] = 255
+    p1 = gt.copy()
+    e = rng.random(gt.shape) < 0.2
+    p1[e] = rng.integers(0, 4, e.sum())  # class 3 only predicted, by the baseline
+    p1[:, 5, :3] = 255
+    p2 = gt.copy()
+    e = rng.random(gt.shape) < 0.3
+    p2[e] = rng.integers(0, 3, e.sum())
+    names = [f"i{i}" for i in range(6)]
+
+    def state(p: np.ndarray) -> ConfusionMatrix:
+        return ConfusionMatrix(5, ignore_index=255, per_image=True).update(gt, p, names=names)
+
+    a, b = state(p1), state(p2)
+    doc = compare_states(a, b, preset=preset, resamples=50).to_dict()
+    for key, cm in (("baseline", a), ("candidate", b)):
+        want = evaluate(cm, preset=preset).to_dict()
+        assert doc["miou"][key] == pytest.approx(want["summary"]["miou"], rel=1e-12)
+        got = np.array([np.nan if c[key] is None else c[key] for c in doc["classes"]])
+        iou = np.array([np.nan if c["iou"] is None else c["iou"] for c in want["classes"]])
+        np.testing.assert_allclose(got, iou, rtol=1e-12)  # (nan where both are null)
+    absent = doc["classes"][4]  # in neither mask of either run
+    assert (absent["delta"], absent["p_value"], absent["interval"]) == (None, None, None)
+    assert absent["change"] == "undefined"
+    assert not absent["fails"]
+    assert not doc["classes"][3]["fails"]  # only predicted by the baseline: no lost class
+
+
 def test_thresholds_decide_which_significant_drops_fail(runs) -> None:
     lenient = compare_states(runs["baseline"], runs["regressed"], max_miou_drop=0.5,
                              max_class_drop=0.9)  # fmt: skip

@@ -148,7 +148,9 @@ class PairedComparison:
         unit, resamples, seed, alpha, correction), ``test`` (the p-values: method, unit, units,
         differing_units, permutations, exact, swaps, seed, alpha, correction), ``miou`` and
         ``classes`` (baseline, candidate,
-        delta, interval, p-value, change, threshold, fails; per class ``units`` holding it,
+        delta, interval, p-value, change, threshold, fails; a class's baseline and candidate
+        as :func:`segiou.evaluate` reports them, the preset's fill for a class in neither
+        mask, its delta from the scored values (``None`` there); per class ``units`` holding it,
         in either run, and ``differing_units``; an interval over a single unit is ``None``,
         ``bootstrap.note`` says so),
         ``unexpected_pred`` (predicted pixels with an unexpected value in the shared images:
@@ -437,8 +439,12 @@ def compare_states(
                    "permutations": int(asked), "exact": test.exact, "swaps": test.swaps,
                    "seed": int(seed), "alpha": alpha, "correction": correction}  # fmt: skip
     _verdict(doc, test, alpha, unit)
+    shown = [_reported(x.sum(axis=0), k, conv) for x in (va, vb)]
     for row in doc["classes"]:
         row["units"] = int(held_c[row["id"]])
+        # the scores as the preset reports them (evaluate's per-class IoU: torchmetrics and
+        # sklearn_all_labels give 0 for a class in neither mask); verdicts use the scored ones
+        row["baseline"], row["candidate"] = (finite_or_none(float(v[row["id"]])) for v in shown)
     doc["bootstrap"]["note"] = _interval_note(held_c, held_any, unit)
     by_class = _check_left_out(doc, _left_out(ra, bi), _left_out(rb, ci), spec.classes)
     _check_unexpected(doc, _unexpected_pred(ra, bi), _unexpected_pred(rb, ci), by_class)
@@ -620,6 +626,19 @@ def _change(significant: bool, delta: float, testable: bool = True) -> str:
     if not significant:
         return "no significant change" if testable or delta == 0 else "no verdict"
     return "worse" if delta < 0 else "better"
+
+
+def _reported(sums: IntArray, k: int, conv: Convention) -> FloatArray:
+    """Per-class IoU of summed features as :func:`segiou.evaluate` reports it (its fill)."""
+    tp, fp, fn = (sums[j * k : (j + 1) * k].astype(np.float64) for j in range(3))
+    den = tp + fp + fn
+    iou = np.divide(tp, den, out=np.full(k, np.nan), where=den > 0)
+    scored = {"present": den > 0, "gt": (tp + fn) > 0, "all": np.ones(k, bool)}[conv.mean_over]
+    if conv.mean_over == "all":
+        iou[np.isnan(iou)] = 0.0
+    iou[~scored] = conv.fill
+    out: FloatArray = iou
+    return out
 
 
 def _interval_note(held_c: IntArray, held_any: int, unit: str) -> str | None:
