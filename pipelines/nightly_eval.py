@@ -273,9 +273,9 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     write_atomic(out / "report.json", json.dumps(report, indent=2) + "\n", what="report")
     view = Report.from_result(result, cm=cm, source=f"nightly run {date}")
     write_report(view, out / "report.html", what="HTML report")
-    text = render_text(view) + "\n" + render_analysis(cm)
+    text = render_text(view) + "\n" + render_analysis(cm, preset=result.convention)
     write_atomic(out / "report.txt", text, what="text report")
-    write_per_image_csv(cm, out / "per_image.csv")
+    write_per_image_csv(cm, out / "per_image.csv", preset=result.convention)
     cm.save(out / "state.json")
     if not quiet:
         print(text)

@@ -10,9 +10,13 @@ are set on the accumulator and echoed too.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from segiou._typing import FloatArray
 from segiou.errors import UnknownNameError, UsageError
 from segiou.metrics import MeanOver
 
@@ -100,6 +104,131 @@ class Convention:
             accuracy,
             "ratios are computed once from the summed counts of the whole dataset",
         ]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Convention:
+        """Rebuild a convention from its echo in a result document (:meth:`to_dict`).
+
+        Parameters
+        ----------
+        d : mapping
+            The document's ``convention`` object.
+
+        Returns
+        -------
+        Convention
+            The preset of that name when the echo is the preset's own; else a convention with
+            the echo's fields that keeps its words (a document of another segiou version).
+
+        Raises
+        ------
+        KeyError, TypeError, ValueError
+            The echo lacks ``name``, ``mean_over``, ``fill``, ``description`` or
+            ``differences`` (a hand-made document), or they are malformed.
+        """
+        try:
+            preset = get_convention(d["name"])
+        except UnknownNameError:
+            preset = None
+        if preset is not None and preset.to_dict() == d:
+            return preset
+        fill = math.nan if d["fill"] is None else float(d["fill"])
+        rules = tuple(str(r) for r in d.get("rules", ()))
+        # its own words are kept; F-beta from precision and recall is told by its rule
+        # (documents state it), else by the preset of that name
+        fbeta = [r for r in rules if r.startswith("F-beta is ")]
+        from_pr = (fbeta[0].startswith("F-beta is (1+b^2)PR") if fbeta
+                   else preset is not None and preset.fbeta_from_pr)  # fmt: skip
+        return cls(d["name"], d["mean_over"], fill, d["description"], tuple(d["differences"]),
+                   fbeta_from_pr=from_pr, stated_rules=rules)  # fmt: skip
+
+    def averaged(self, tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+        """Return which classes the means run over (and are scored), from per-class counts.
+
+        Parameters
+        ----------
+        tp, fp, fn : ndarray of int, shape (..., K)
+            True positives, false positives and false negatives (void included) per class:
+            of a whole run, or one row per image.
+
+        Returns
+        -------
+        ndarray of bool, shape (..., K)
+            ``present``: ``TP+FP+FN > 0``; ``gt``: ``TP+FN > 0``; ``all``: every class.
+
+        Examples
+        --------
+        >>> z = np.array([1, 0, 0])
+        >>> get_convention("detectron2").averaged(z, np.array([0, 2, 0]), z).tolist()
+        [True, False, False]
+        """
+        tp, fp, fn = np.asarray(tp), np.asarray(fp), np.asarray(fn)
+        if self.mean_over == "present":
+            out: np.ndarray = (tp + fp + fn) > 0
+        elif self.mean_over == "gt":
+            out = (tp + fn) > 0
+        else:
+            out = np.ones(tp.shape, dtype=bool)
+        return out
+
+    def reported(
+        self, scores: FloatArray, tp: np.ndarray, fp: np.ndarray, fn: np.ndarray
+    ) -> FloatArray:
+        """Return per-class scores as a result reports them under this convention.
+
+        Parameters
+        ----------
+        scores : ndarray of float, shape (..., K)
+            Per-class scores as the metrics compute them (``nan``: undefined).
+        tp, fp, fn : ndarray of int, shape (..., K)
+            The counts the scores came from (see :meth:`averaged`).
+
+        Returns
+        -------
+        ndarray of float64, shape (..., K)
+            The scores of the averaged classes (``all``: an undefined one is 0), ``fill``
+            for the others.
+        """
+        out = np.array(scores, dtype=np.float64)
+        if self.mean_over == "all":
+            out[np.isnan(out)] = 0.0
+        out[~self.averaged(tp, fp, fn)] = self.fill
+        return out
+
+    def mean(self, scores: FloatArray, tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float:
+        """Average per-class scores over the classes this convention averages.
+
+        The one rule of a result's means (:func:`segiou.evaluate`) and of each image's mIoU
+        in the per-image CSV and the reports; the same as :func:`segiou.metrics.mean` with
+        ``over=mean_over``.
+
+        Parameters
+        ----------
+        scores : ndarray of float, shape (K,)
+            Per-class scores (``nan``: undefined).
+        tp, fp, fn : ndarray of int, shape (K,)
+            The counts the scores came from.
+
+        Returns
+        -------
+        float
+            ``nan`` when no class is averaged (an undefined score of an averaged class is left
+            out; ``all``: it counts as 0).
+
+        Examples
+        --------
+        >>> s, tp = np.array([0.5, 0.0, np.nan]), np.array([1, 0, 0])
+        >>> fp, fn = np.array([0, 1, 0]), np.array([1, 0, 0])
+        >>> [round(PRESETS[p].mean(s, tp, fp, fn), 4) for p in ("segiou", "detectron2",
+        ...                                                      "sklearn_all_labels")]
+        [0.25, 0.5, 0.1667]
+        """
+        s = np.asarray(scores, dtype=np.float64)
+        if self.mean_over == "all":
+            s = np.nan_to_num(s, nan=0.0)
+        vals = s[self.averaged(tp, fp, fn)]
+        vals = vals[~np.isnan(vals)]
+        return float(vals.mean()) if vals.size else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe echo of the convention."""

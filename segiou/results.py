@@ -23,10 +23,18 @@ from segiou._typing import CountMatrix, FloatArray, IntArray
 from segiou._version import __version__
 from segiou.confusion import ConfusionMatrix
 from segiou.conventions import Convention, get_convention
-from segiou.errors import UnknownNameError, UsageError
+from segiou.errors import UsageError
+from segiou.images import ImageTable
 from segiou.labels import LabelSpec
 
-__all__ = ["RESULT_FORMAT", "RESULT_VERSION", "RESULT_VERSIONS", "Result", "evaluate"]
+__all__ = [
+    "RESULT_FORMAT",
+    "RESULT_VERSION",
+    "RESULT_VERSIONS",
+    "Result",
+    "evaluate",
+    "image_scores",
+]
 
 RESULT_FORMAT = "segiou.result"
 #: The version :meth:`Result.to_dict` writes.
@@ -217,22 +225,7 @@ class Result:
                 f"not a segiou.result document of version {list(RESULT_VERSIONS)} (found {found!r})"
             )
             raise UsageError(msg)
-        c = d["convention"]
-        try:
-            conv = get_convention(c["name"])
-        except UnknownNameError:
-            conv = None
-        if conv is None or conv.to_dict() != c:  # a convention of another segiou version
-            fill = math.nan if c["fill"] is None else float(c["fill"])
-            rules = tuple(str(r) for r in c.get("rules", ()))
-            # its own words are kept; F-beta from precision and recall is told by its rule
-            # (documents state it), else by the preset of that name
-            fbeta = [r for r in rules if r.startswith("F-beta is ")]
-            from_pr = (fbeta[0].startswith("F-beta is (1+b^2)PR") if fbeta
-                       else conv is not None and conv.fbeta_from_pr)  # fmt: skip
-            conv = Convention(c["name"], c["mean_over"], fill, c["description"],
-                              tuple(c["differences"]), fbeta_from_pr=from_pr,
-                              stated_rules=rules)  # fmt: skip
+        conv = Convention.from_dict(d["convention"])
         classes = d["classes"]
         scores = [
             k for k in ("iou", "dice", "precision", "recall", "fbeta")
@@ -346,14 +339,6 @@ def _raw_ids(spec: LabelSpec, gt_ids: str, pred_ids: str) -> dict[str, Any]:
     if not spec.raw or "raw" not in (gt_ids, pred_ids):
         return {}
     return {"raw_ids": {str(r.id): r.cls for r in sorted(spec.raw, key=lambda r: r.id)}}
-
-
-def _fill(scores: FloatArray, scored: np.ndarray, conv: Convention) -> FloatArray:
-    out = scores.copy()
-    if conv.mean_over == "all":
-        out[np.isnan(out)] = 0.0
-    out[~scored] = conv.fill
-    return out
 
 
 def evaluate(
@@ -470,9 +455,6 @@ def evaluate(
         pixels = {"total": int(cm.sum() + v.sum()), "counted": int(cm.sum()), "void": int(v.sum()),
                   "ignored": 0, "unexpected_gt": {}, "unexpected_pred": {}}  # fmt: skip
     tp, fp, fn = m.tp_fp_fn(cm, void=v)
-    present = (tp + fp + fn) > 0
-    has_gt = (tp + fn) > 0
-    scored = {"present": present, "gt": has_gt, "all": np.ones_like(present)}[conv.mean_over]
     raw = {
         "iou": m.iou(cm, void=v),
         "dice": m.dice(cm, void=v),
@@ -481,34 +463,33 @@ def evaluate(
     }
     if beta is not None:
         raw["fbeta"] = m.fbeta(cm, beta, void=v, from_precision_recall=conv.fbeta_from_pr)
-    per_class: dict[str, np.ndarray] = {k: _fill(s, scored, conv) for k, s in raw.items()}
+    # the convention's one rule for reported scores and means (each image's row in the
+    # per-image CSV and the reports goes through it too: image_scores)
+    per_class: dict[str, np.ndarray] = {k: conv.reported(s, tp, fp, fn) for k, s in raw.items()}
     per_class |= {"tp": tp, "fp": fp, "fn": fn, "void": v.astype(np.int64),
                   "gt_pixels": tp + fn, "pred_pixels": tp + fp}  # fmt: skip
-    over = conv.mean_over
     summary = {
-        "miou": m.mean(raw["iou"], cm, void=v, over=over),
+        "miou": conv.mean(raw["iou"], tp, fp, fn),
         "fwiou": m.fw_iou(cm, void=v),
         "micro_iou": m.micro_iou(cm, void=v),
-        "mdice": m.mean(raw["dice"], cm, void=v, over=over),
-        "mprecision": m.mean(raw["precision"], cm, void=v, over=over),
+        "mdice": conv.mean(raw["dice"], tp, fp, fn),
+        "mprecision": conv.mean(raw["precision"], tp, fp, fn),
         "pixel_accuracy": m.pixel_accuracy(cm, void=v),
         "mean_accuracy": m.mean_accuracy(cm, void=v),
         "kappa": m.cohen_kappa(cm, void=v),
     }
     if beta is not None:
-        summary["mfbeta"] = m.mean(raw["fbeta"], cm, void=v, over=over)
+        summary["mfbeta"] = conv.mean(raw["fbeta"], tp, fp, fn)
     categories = None
     if spec.categories:
         ccm, cv = m.category_counts(cm, spec.category_matrix(), void=v)
         ctp, cfp, cfn = m.tp_fp_fn(ccm, void=cv)
         craw = m.iou(ccm, void=cv)
-        cscored = {"present": (ctp + cfp + cfn) > 0, "gt": (ctp + cfn) > 0,
-                   "all": np.ones(len(ctp), dtype=bool)}[over]  # fmt: skip
         members = [[i for i, g in enumerate(spec.class_categories) if g == j]
                    for j in range(len(spec.categories))]  # fmt: skip
-        categories = {"names": list(spec.categories), "iou": _fill(craw, cscored, conv),
+        categories = {"names": list(spec.categories), "iou": conv.reported(craw, ctp, cfp, cfn),
                       "tp": ctp, "fp": cfp, "fn": cfn, "members": members}  # fmt: skip
-        summary["category_miou"] = m.mean(craw, ccm, void=cv, over=over)
+        summary["category_miou"] = conv.mean(craw, ctp, cfp, cfn)
     quality = _quality(source, spec, cm) if isinstance(source, ConfusionMatrix) else {}
     return Result(
         labels=spec.name,
@@ -522,6 +503,52 @@ def evaluate(
         **extra,
         **quality,
     )
+
+
+def image_scores(
+    source: ConfusionMatrix | ImageTable, *, preset: str | Convention = "segiou"
+) -> tuple[FloatArray, FloatArray]:
+    """Each image's per-class IoU and mIoU under a convention, as :func:`evaluate` scores a run.
+
+    Each image's counts go through the rules :func:`evaluate` applies to the whole run's
+    (:meth:`Convention.reported` and :meth:`Convention.mean`): under ``detectron2`` a class only
+    predicted in an image is left out of its mIoU and reported as ``nan``; under
+    ``sklearn_all_labels`` the mean runs over every class. An image's mIoU describes that
+    image; dataset scores are never averages of these.
+
+    Parameters
+    ----------
+    source : ConfusionMatrix or ImageTable
+        Counts with per-image rows (``per_image=True``), or their rows (``cm.images``).
+    preset : str or Convention, default "segiou"
+        The convention (the result's: see :data:`segiou.conventions.PRESETS`); a
+        :class:`Convention` is applied as it is (e.g. one read back from a document).
+
+    Returns
+    -------
+    iou : ndarray of float64, shape (n_images, K)
+        Per-class IoU of each image as a result reports it (``nan``: undefined).
+    miou : ndarray of float64, shape (n_images,)
+        Each image's mIoU (``nan``: no class averaged).
+
+    Raises
+    ------
+    UsageError
+        ``source`` has no per-image rows, or ``preset`` is unknown.
+
+    Examples
+    --------
+    >>> cm = ConfusionMatrix(3, per_image=True)
+    >>> _ = cm.update(np.array([[0, 0, 1, 1]]), np.array([[0, 2, 1, 1]]), names=["a"])
+    >>> [image_scores(cm, preset=p)[1].tolist() for p in ("segiou", "detectron2")]
+    [[0.5], [0.75]]
+    """
+    conv = preset if isinstance(preset, Convention) else get_convention(preset)
+    t = source if isinstance(source, ImageTable) else source.images
+    raw = t.iou()
+    miou = np.array([conv.mean(raw[i], t.tp[i], t.fp[i], t.fn[i]) for i in range(len(t.names))],
+                    dtype=np.float64)  # fmt: skip
+    return conv.reported(raw, t.tp, t.fp, t.fn), miou
 
 
 def _quality(cm: ConfusionMatrix, spec: LabelSpec, counts: CountMatrix) -> dict[str, Any]:

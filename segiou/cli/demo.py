@@ -103,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
     t2 = time.perf_counter()
     result = evaluate(cm, preset="cityscapes")
     print(render_text(result))
-    print(render_analysis(cm, top=5))
+    print(render_analysis(cm, top=5, preset=result.convention))
     write_atomic(out / "report.json", result.to_json() + "\n", what="report")
-    write_per_image_csv(cm, out / "per_image.csv")
+    write_per_image_csv(cm, out / "per_image.csv", preset=result.convention)
     print(
         f"demo: {args.images} images of {h}x{w} written to {store} in {t1 - t0:.1f} s, scored in "
         f"{t2 - t1:.2f} s; reports: {out / 'report.json'}, {out / 'per_image.csv'}"

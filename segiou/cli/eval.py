@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(opts.json, result.to_json() + "\n", what="--json")
         print(f"wrote {opts.json}", file=sys.stderr)
     if opts.per_image:
-        write_per_image_csv(cm, opts.per_image)
+        write_per_image_csv(cm, opts.per_image, preset=result.convention)
         print(f"wrote {opts.per_image}", file=sys.stderr)
     if opts.state:
         cm.save(opts.state)
@@ -180,5 +180,5 @@ def run(args: argparse.Namespace) -> int:
         write_report(report, opts.report, opts.report_format, what="--report")
         print(f"wrote {opts.report}", file=sys.stderr)
     print(render_text(result))  # with its intervals and slices
-    print(render_analysis(cm, top=opts.top))
+    print(render_analysis(cm, top=opts.top, preset=result.convention))
     return 0

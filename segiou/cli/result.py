@@ -83,11 +83,11 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(outs["json"], result.to_json() + "\n", what="--json")
         print(f"wrote {outs['json']}", file=sys.stderr)
     if outs["per_image"]:
-        write_per_image_csv(cm, outs["per_image"])
+        write_per_image_csv(cm, outs["per_image"], preset=result.convention)
         print(f"wrote {outs['per_image']}", file=sys.stderr)
     if outs["state"]:
         cm.save(outs["state"])
         print(f"wrote {outs['state']}", file=sys.stderr)
     print(render_text(result))
-    print(render_analysis(cm, top=args.top))
+    print(render_analysis(cm, top=args.top, preset=result.convention))
     return 0

@@ -52,12 +52,6 @@ def md_escape(text: object) -> str:
     return _MD_SPECIAL.sub(r"\\\1", s)
 
 
-_PER_IMAGE_NOTE = (
-    "An image's mIoU averages the classes present in it; dataset scores are never averages of "
-    "these."
-)
-
-
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -145,7 +139,7 @@ def _state_parts(report: Report) -> list[str]:
     lines += ["## Worst images", ""]
     if state.per_image_note:
         return [*lines, f"{md_escape(state.per_image_note)}.", ""]
-    lines += [_PER_IMAGE_NOTE, ""]
+    lines += [f"{md_escape(state.image_rule)}.", ""]  # the result's convention
     rows = [[md_escape(w.name), fmt_pct(w.miou), md_escape(w.weakest or "-"),
              fmt_pct(w.weakest_iou), f"{w.ignored:,}"] for w in state.worst]  # fmt: skip
     return lines + _table(["image", "mIoU", "weakest class", "its IoU", "ignored px"], rows)
@@ -248,17 +242,22 @@ def render_csv(report: Report) -> str:
     -------
     str
         Columns ``id, class, iou, iou_lo, iou_hi, dice, precision, recall, [fbeta,] tp, fp, fn,
-        void, gt_pixels, pred_pixels``; an undefined score (or no interval) is an empty cell.
-        Names are written as they are (quoted by the CSV rules).
+        void, gt_pixels, pred_pixels, preset, level``; an undefined score (or no interval) is
+        an empty cell. ``preset`` (the convention's name: which classes are scored, what the
+        others are reported as) and ``level`` (the confidence level of ``iou_lo``/``iou_hi``,
+        e.g. ``0.95``; empty without intervals or when the document does not state it) are
+        repeated on every row, last, so that a CSV reader keeps them and the columns before
+        them stay where they were. Names are written as they are (quoted by the CSV rules).
     """
     doc = report.doc
     fb = ["fbeta"] if doc.has_fbeta else []
     cols = ["id", "class", "iou", "iou_lo", "iou_hi", "dice", "precision", "recall", *fb,
-            "tp", "fp", "fn", "void", "gt_pixels", "pred_pixels"]  # fmt: skip
+            "tp", "fp", "fn", "void", "gt_pixels", "pred_pixels", "preset", "level"]  # fmt: skip
 
     def cell(x: float | None) -> str:
         return "" if x is None else repr(x)
 
+    level = cell(doc.intervals.level if doc.intervals is not None else None)
     with io.StringIO(newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -266,5 +265,5 @@ def render_csv(report: Report) -> str:
             lo, hi = c.iou_ci if c.iou_ci is not None else (None, None)
             scores = [c.iou, lo, hi, c.dice, c.precision, c.recall] + ([c.fbeta] if fb else [])
             counts = [c.tp, c.fp, c.fn, c.void, c.gt_pixels, c.pred_pixels]
-            w.writerow([c.id, c.name, *(cell(x) for x in scores + counts)])
+            w.writerow([c.id, c.name, *(cell(x) for x in scores + counts), doc.preset, level])
         return f.getvalue()

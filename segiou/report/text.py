@@ -23,6 +23,7 @@ from segiou.report.view import Report, void_label
 
 if TYPE_CHECKING:
     from segiou.confusion import ConfusionMatrix
+    from segiou.conventions import Convention
     from segiou.report.document import ResultDoc
     from segiou.results import Result
 
@@ -249,17 +250,18 @@ def _print_state(console: Any, report: Report) -> None:
     if state.per_image_note:
         console.print(_safe(f"worst images: none ({state.per_image_note})"))
         return
-    w = Table(title="worst images (mIoU over the classes present in the image)",
-              box=box.SIMPLE_HEAD, title_justify="left")  # fmt: skip
+    w = Table(title="worst images", box=box.SIMPLE_HEAD, title_justify="left")
     for col in ("image", "mIoU", "weakest class", "its IoU", "ignored px"):
         w.add_column(col, justify="left" if col in ("image", "weakest class") else "right")
     for s in state.worst:
         w.add_row(_safe(s.name), _pct(s.miou), _safe(s.weakest or "-"), _pct(s.weakest_iou),
                   f"{s.ignored:,}")  # fmt: skip
     _print_table(console, w)
+    console.print(_safe(f"{state.image_rule}."), soft_wrap=True)  # the result's convention
 
 
-def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> str:
+def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100,
+                    preset: str | Convention = "segiou") -> str:  # fmt: skip
     """Per-class error analysis: the worst classes, what they are confused with, and where.
 
     Parameters
@@ -270,6 +272,11 @@ def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> s
         How many classes, confusions and images to list.
     width : int
         Maximum line width.
+    preset : str or Convention, default "segiou"
+        The result's convention: the classes ranked are those it scores (present in either
+        mask and averaged: under ``detectron2`` a class only predicted is left out), and each
+        IoU shown, the whole run's and each image's, is as it reports it
+        (:func:`segiou.results.image_scores` for the images).
 
     Returns
     -------
@@ -282,18 +289,29 @@ def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> s
     from rich.console import Console
     from rich.table import Table
 
-    from segiou.metrics import iou
+    from segiou.conventions import get_convention
+    from segiou.metrics import iou, tp_fp_fn
+    from segiou.results import image_scores
 
+    conv = get_convention(preset)
     names = list(cm.spec.classes)
-    scores = iou(cm.counts, void=cm.void)
+    tp, fp, fn = tp_fp_fn(cm.counts, void=cm.void)
+    scores = conv.reported(iou(cm.counts, void=cm.void), tp, fp, fn)
     gt_px = cm.counts.sum(axis=1) + cm.void
-    # a class only predicted (IoU 0, no ground truth) counts in mIoU: it is ranked too
+    # a class only predicted (IoU 0, no ground truth) counts in mIoU: it is ranked too, unless
+    # the convention leaves it out; a class in neither mask is never ranked (even where a
+    # convention reports it as 0)
     ranked = np.argsort(np.nan_to_num(scores, nan=np.inf), kind="stable")
-    order = [int(c) for c in ranked if gt_px[c] > 0 or not np.isnan(scores[c])][:top]
+    shown = conv.averaged(tp, fp, fn) & ((tp + fp + fn) > 0) & ~np.isnan(scores)
+    order = [int(c) for c in ranked if shown[c]][:top]
     per_image = cm.images if cm.per_image and cm.n_images else None
-    img_iou = per_image.iou() if per_image is not None else None
-    t = Table(title=f"error analysis: {len(order)} weakest classes", box=box.SIMPLE_HEAD,
-              title_justify="left")  # fmt: skip
+    img_iou = None
+    if per_image is not None:
+        img_iou = image_scores(per_image, preset=conv)[0]
+        in_image = (per_image.tp + per_image.fp + per_image.fn) > 0
+        img_iou[~(in_image & conv.averaged(per_image.tp, per_image.fp, per_image.fn))] = np.nan
+    t = Table(title=f"error analysis: {len(order)} weakest classes (preset {conv.name!r})",
+              box=box.SIMPLE_HEAD, title_justify="left")  # fmt: skip
     for col in ("class", "IoU", "confused with (share of its gt pixels)", "worst images (IoU)"):
         t.add_column(col, justify="right" if col == "IoU" else "left")
     for c in order:
@@ -329,13 +347,16 @@ def render_analysis(cm: ConfusionMatrix, *, top: int = 5, width: int = 100) -> s
     return buf.getvalue()
 
 
-def render_per_image_csv(cm: ConfusionMatrix) -> str:
+def render_per_image_csv(cm: ConfusionMatrix, *, preset: str | Convention = "segiou") -> str:
     """Return the per-image CSV (see :func:`write_per_image_csv`) as text.
 
     Parameters
     ----------
     cm : ConfusionMatrix
         Counts with per-image rows (created with ``per_image=True``).
+    preset : str or Convention, default "segiou"
+        The convention each image is scored under: the result's (``--preset``), so that the
+        rows follow its rules (:func:`segiou.results.image_scores`).
 
     Returns
     -------
@@ -345,30 +366,39 @@ def render_per_image_csv(cm: ConfusionMatrix) -> str:
     Raises
     ------
     UsageError
-        ``cm`` has no per-image rows (it was created without ``per_image=True``).
+        ``cm`` has no per-image rows (it was created without ``per_image=True``), or
+        ``preset`` is unknown.
     """
     import csv
 
+    from segiou.conventions import get_convention
+    from segiou.results import image_scores
+
+    conv = get_convention(preset)
     t = cm.images
-    scores = t.iou()
+    scores, mious = image_scores(t, preset=conv)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["image", "miou", "ignored", "unexpected",
-                *(f"iou:{n}" for n in cm.spec.classes)])  # fmt: skip
+                *(f"iou:{n}" for n in cm.spec.classes), "preset"])  # fmt: skip
     for i, name in enumerate(t.names):
-        row = scores[i]
-        present = row[~np.isnan(row)]
-        miou = _exact(present.mean()) if present.size else ""  # exact: it reads back
+        miou = "" if np.isnan(mious[i]) else _exact(mious[i])  # exact: it reads back
         w.writerow([name, miou, int(t.ignored[i]), int(t.unexpected[i]),
-                    *("" if np.isnan(v) else _exact(v) for v in row)])  # fmt: skip
+                    *("" if np.isnan(v) else _exact(v) for v in scores[i]), conv.name])  # fmt: skip
     return buf.getvalue()
 
 
-def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
-    """Write one row per image: name, ignored and unexpected pixels, mIoU, per-class IoU.
+def write_per_image_csv(
+    cm: ConfusionMatrix, path: str | Path, *, preset: str | Convention = "segiou"
+) -> Path:
+    """Write one row per image: name, mIoU, ignored and unexpected pixels, per-class IoU.
 
-    The per-image mIoU averages the classes present in that image (TP+FP+FN > 0). It describes
-    one image; dataset scores are never averages of these rows.
+    Each image is scored under ``preset``, as :func:`segiou.evaluate` scores the whole run
+    (:func:`segiou.results.image_scores`): its mIoU averages the classes the convention
+    averages in that image's counts (``segiou``: the classes present in it, TP+FP+FN > 0;
+    ``detectron2``: those with ground-truth pixels in it; ``sklearn_all_labels``: every class),
+    and a class outside them is reported as the convention's fill. A row describes one image;
+    dataset scores are never averages of these rows.
 
     Parameters
     ----------
@@ -376,7 +406,11 @@ def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
         Counts with per-image rows (created with ``per_image=True``).
     path : str or Path
         CSV file to write (replaced if it exists). Columns: ``image``, ``miou``, ``ignored``,
-        ``unexpected``, then ``iou:<class>`` per class; an undefined score is an empty cell.
+        ``unexpected``, then ``iou:<class>`` per class, then ``preset`` (the convention's
+        name, on every row, so that a CSV reader keeps it); an undefined score is an empty
+        cell.
+    preset : str or Convention, default "segiou"
+        The result's convention (``--preset``).
 
     Returns
     -------
@@ -386,12 +420,12 @@ def write_per_image_csv(cm: ConfusionMatrix, path: str | Path) -> Path:
     Raises
     ------
     UsageError
-        ``cm`` has no per-image rows (it was created without ``per_image=True``), or ``path``
-        is no regular file (see :func:`segiou.outputs.write_atomic`).
+        ``cm`` has no per-image rows (it was created without ``per_image=True``), ``preset``
+        is unknown, or ``path`` is no regular file (see :func:`segiou.outputs.write_atomic`).
     OutputError
         The file cannot be written; an existing file is left as it was.
     """
-    return write_atomic(path, render_per_image_csv(cm), what="per-image CSV")
+    return write_atomic(path, render_per_image_csv(cm, preset=preset), what="per-image CSV")
 
 
 def render_quality(doc: Mapping[str, Any], *, width: int = 100) -> str:

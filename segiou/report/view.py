@@ -2,7 +2,8 @@
 
 The state's counts are only normalised, ranked and cut for display here (rows of the confusion
 matrix divided by their ground-truth pixels; the largest off-diagonal cells; the images with the
-lowest mIoU); per-image IoU is :meth:`segiou.images.ImageTable.iou`. No statistic is computed.
+lowest mIoU); each image's IoU and mIoU are :func:`segiou.results.image_scores`, under the
+result's convention. No statistic is computed.
 """
 
 from __future__ import annotations
@@ -20,9 +21,18 @@ from segiou.report.document import HINT, ResultDoc
 
 if TYPE_CHECKING:
     from segiou.confusion import ConfusionMatrix
+    from segiou.conventions import Convention
     from segiou.results import Result
 
-__all__ = ["ConfusedPair", "ImageScore", "Report", "StateView", "no_intervals_reason", "void_label"]
+__all__ = [
+    "ConfusedPair",
+    "ImageScore",
+    "Report",
+    "StateView",
+    "image_rule",
+    "no_intervals_reason",
+    "void_label",
+]
 
 
 def void_label(class_names: list[str]) -> str:
@@ -49,6 +59,37 @@ def void_label(class_names: list[str]) -> str:
     return label
 
 
+_IMAGE_MEAN = {
+    "present": "the classes present in it (TP+FP+FN > 0)",
+    "gt": "the classes with ground-truth pixels in it (a class only predicted there is left out)",
+    "all": "every class (a class absent from it scores 0)",
+}
+
+
+def image_rule(conv: Convention) -> str:
+    """Say how an image's mIoU is averaged under ``conv`` (one sentence, no final period).
+
+    Parameters
+    ----------
+    conv : Convention
+        The result's convention.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from segiou.conventions import get_convention
+    >>> image_rule(get_convention("detectron2"))[:64]
+    "An image's mIoU follows preset 'detectron2': it averages the cla"
+    """
+    return (
+        f"An image's mIoU follows preset {conv.name!r}: it averages {_IMAGE_MEAN[conv.mean_over]}; "
+        "dataset scores are never averages of these"
+    )
+
+
 @dataclass(frozen=True)
 class ConfusedPair:
     """Ground-truth pixels of one class predicted as another (or void)."""
@@ -61,7 +102,7 @@ class ConfusedPair:
 
 @dataclass(frozen=True)
 class ImageScore:
-    """One image's mIoU (over the classes present in it) and its weakest class."""
+    """One image's mIoU (under the result's convention) and its weakest class."""
 
     name: str
     miou: float
@@ -85,12 +126,15 @@ class StateView:
         The largest off-diagonal cells (void included), largest first.
     image_names : list of str
     image_miou : ndarray of float, shape (n_images,)
-        Each image's mean IoU over the classes present in it (``nan``: none present); empty
-        when the state has no per-image rows.
+        Each image's mIoU under the result's convention (:func:`segiou.results.image_scores`;
+        ``nan``: no class averaged); empty when the state has no per-image rows.
     worst : list of ImageScore
-        The images with the lowest ``image_miou``, lowest first.
+        The images with the lowest ``image_miou``, lowest first; the weakest class of each is
+        the one with the lowest IoU among the classes in the image its mIoU averages.
     per_image_note : str or None
         Why there are no per-image scores, when there are none.
+    image_rule : str
+        How ``image_miou`` is averaged, in words (:func:`image_rule`).
     """
 
     class_names: list[str]
@@ -101,9 +145,11 @@ class StateView:
     image_miou: np.ndarray
     worst: list[ImageScore]
     per_image_note: str | None
+    image_rule: str = ""
 
     @classmethod
-    def from_state(cls, cm: ConfusionMatrix, *, top: int = 10) -> StateView:
+    def from_state(cls, cm: ConfusionMatrix, *, top: int = 10,
+                   preset: str | Convention = "segiou") -> StateView:  # fmt: skip
         """Read a state's counts and per-image rows for display.
 
         Parameters
@@ -112,11 +158,17 @@ class StateView:
             The counts (per-image rows give the histogram and the worst images).
         top : int, default 10
             How many confused pairs and worst images to keep.
+        preset : str or Convention, default "segiou"
+            The result's convention: each image is scored under it.
 
         Returns
         -------
         StateView
         """
+        from segiou.conventions import Convention, get_convention
+        from segiou.results import image_scores
+
+        conv = preset if isinstance(preset, Convention) else get_convention(preset)
         k = cm.num_classes
         names = list(cm.spec.classes)
         full = np.concatenate([cm.counts, cm.void[:, None]], axis=1)
@@ -142,19 +194,32 @@ class StateView:
             note = "the state counted no image"
         else:
             t = cm.images
-            iou = t.iou()
-            present = ~np.isnan(iou)
-            n = present.sum(axis=1)
-            miou = np.divide(np.where(present, iou, 0).sum(axis=1), n,
-                             out=np.full(n.shape, np.nan), where=n > 0)  # fmt: skip
+            iou, miou = image_scores(t, preset=conv)
+            # the weakest class: of the classes in the image that its mIoU averages
+            weak = conv.averaged(t.tp, t.fp, t.fn) & ((t.tp + t.fp + t.fn) > 0) & ~np.isnan(iou)
             image_names = list(t.names)
             for i in [int(i) for i in np.argsort(miou, kind="stable") if not np.isnan(miou[i])]:
                 if len(worst) == top:
                     break
-                c = int(np.argmin(np.where(present[i], iou[i], np.inf)))
-                worst.append(ImageScore(image_names[i], float(miou[i]), names[c],
-                                        float(iou[i, c]), int(t.ignored[i])))  # fmt: skip
-        return cls(names, full, share, pairs, image_names, miou, worst, note)
+                c = int(np.argmin(np.where(weak[i], iou[i], np.inf)))
+                worst.append(ImageScore(image_names[i], float(miou[i]), names[c] if weak[i, c]
+                                        else None, float(iou[i, c]) if weak[i, c] else None,
+                                        int(t.ignored[i])))  # fmt: skip
+        return cls(names, full, share, pairs, image_names, miou, worst, note, image_rule(conv))
+
+
+def _convention(doc: ResultDoc) -> Convention:
+    """Return the convention a document echoes.
+
+    One that does not state its rules (a hand-made document) is taken as the preset of its
+    name, else as segiou's averaging (over the classes present).
+    """
+    from segiou.conventions import PRESETS, Convention
+
+    try:
+        return Convention.from_dict(doc.convention)
+    except (KeyError, TypeError, ValueError):
+        return PRESETS.get(doc.preset) or Convention(doc.preset, "present", float("nan"), "")
 
 
 def no_intervals_reason(cm: ConfusionMatrix) -> str | None:
@@ -294,7 +359,8 @@ class Report:
         doc = ResultDoc.read(data, where=source)
         state = None
         if cm is not None:
-            state = StateView.from_state(cm, top=top)
+            conv = result.convention if not isinstance(result, Mapping) else _convention(doc)
+            state = StateView.from_state(cm, top=top, preset=conv)
             tp = [c.tp for c in doc.classes]
             if state.class_names != [c.name for c in doc.classes] or tp != [
                 int(state.counts[i, i]) for i in range(len(tp))

@@ -325,3 +325,31 @@ def test_eval_passes_the_task_sizes_to_the_engine(demo_store: Path,
                  "--ns-per-px", "2.5", "--quiet"])  # fmt: skip
     assert code == 0
     assert (seen["task_seconds"], seen["ns_per_px"]) == (0.5, 2.5)
+
+
+def test_eval_csvs_follow_and_state_the_preset(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    # one image, class 2 only predicted: the JSON said mIoU 0.75 with class 2 unscored under
+    # detectron2, the per-image CSV 0.5 with class 2 at 0.0, and neither CSV named the preset
+    from segiou.io.zarr import create_stack
+
+    g = create_stack(tmp_path / "gt.zarr", n=1, height=1, width=4, names=["img"])
+    g[0] = np.array([[0, 0, 1, 1]], np.uint8)
+    p = create_stack(tmp_path / "pred.zarr", n=1, height=1, width=4, names=["img"])
+    p[0] = np.array([[0, 2, 1, 1]], np.uint8)
+    js, classes, images = tmp_path / "r.json", tmp_path / "classes.csv", tmp_path / "img.csv"
+    assert main(["eval", "--gt", str(tmp_path / "gt.zarr"), "--pred", str(tmp_path / "pred.zarr"),
+                 "--labels", "3", "--ignore", "255", "--preset", "detectron2", "--bootstrap", "20",
+                 "--scheduler", "synchronous", "--json", str(js), "--report", str(classes),
+                 "--per-image", str(images), "--quiet"]) == 0  # fmt: skip
+    doc = json.loads(js.read_text())
+    with images.open(newline="") as f:
+        (row,) = csv.DictReader(f)
+    assert float(row["miou"]) == doc["summary"]["miou"] == 0.75
+    assert row["iou:2"] == ""
+    assert doc["classes"][2]["iou"] is None
+    assert row["preset"] == "detectron2"
+    with classes.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["preset"], r["level"]) for r in rows} == {("detectron2", "0.95")}
+    assert "error analysis: 2 weakest classes (preset 'detectron2')" in capsys.readouterr().out
