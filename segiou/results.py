@@ -28,6 +28,8 @@ from segiou.images import ImageTable
 from segiou.labels import LabelSpec
 
 __all__ = [
+    "BOUNDARY_AVERAGING",
+    "INSTANCE_AVERAGING",
     "RESULT_FORMAT",
     "RESULT_VERSION",
     "RESULT_VERSIONS",
@@ -41,6 +43,23 @@ RESULT_FORMAT = "segiou.result"
 RESULT_VERSION = 3
 #: The versions readers (:func:`segiou.compare.compare_reports`, the reports) accept.
 RESULT_VERSIONS = (1, 2, 3)
+
+#: How Boundary IoU is averaged, echoed as ``boundary.averaging`` (its own rule, whatever the
+#: preset: see the README's metric table).
+BOUNDARY_AVERAGING = (
+    "boundary mIoU is the mean over the classes with a boundary pixel in the ground truth or the "
+    "prediction (|G_d| + |P_d| > 0); a class with none is undefined (null) and left out, a class "
+    "with boundary pixels only in the prediction scores 0 and counts; the preset's averaging "
+    "(mean_over) and fill apply to mask IoU only, not to Boundary IoU"
+)
+#: How iIoU is averaged, echoed as ``instances.averaging`` (cityscapesScripts' rule).
+INSTANCE_AVERAGING = (
+    "mean iIoU is the mean over the classes with an instance size whose iIoU is defined "
+    "(TPw + FNw + FP > 0), as in cityscapesScripts; a class without instance size, or with no "
+    "instance and no false positive, is undefined (null) and left out; category mean iIoU "
+    "likewise over the categories with iIoU; the preset's averaging (mean_over) and fill apply "
+    "to mask IoU only, not to iIoU"
+)
 
 _PER_CLASS_SCORES = ("iou", "dice", "precision", "recall")
 _COUNTS = ("tp", "fp", "fn", "void", "gt_pixels", "pred_pixels")
@@ -89,11 +108,14 @@ class Result:
         README), or ``None`` when no slices were asked for.
     boundary : dict or None
         Boundary IoU (``None``: not counted): ``width`` (as asked: ``{"ratio": r}`` or
-        ``{"pixels": n}``), ``pixels_used`` (the widths in pixels the images got), ``miou``, and
-        per class ``iou``, ``intersection``, ``gt``, ``pred`` (boundary pixels).
+        ``{"pixels": n}``), ``pixels_used`` (the widths in pixels the images got), ``miou``,
+        ``averaging`` (its averaging rule in words, :data:`BOUNDARY_AVERAGING`: its own, not
+        the preset's), and per class ``iou``, ``intersection``, ``gt``, ``pred`` (boundary
+        pixels).
     instances : dict or None
         Instance-level IoU (``None``: no instance ground truth): what
-        :func:`segiou.quality.instance_iou` returns, plus ``average_size`` per class.
+        :func:`segiou.quality.instance_iou` returns, plus ``average_size`` per class and
+        ``averaging`` (:data:`INSTANCE_AVERAGING`: its own rule, not the preset's).
     absent_chunks : dict of str to int
         Ground-truth chunks absent from a Zarr store and read as the fill value, per image.
     """
@@ -178,6 +200,7 @@ class Result:
         if (b := self.boundary) is not None:
             out["boundary"] = {
                 "width": b["width"], "pixels_used": b["pixels_used"], "miou": _num(b["miou"]),
+                "averaging": b.get("averaging", BOUNDARY_AVERAGING),
                 "classes": [{"id": i, "name": n, "iou": _num(b["iou"][i])}
                             | {f: int(b[f][i]) for f in ("intersection", "gt", "pred")}
                             for i, n in enumerate(names)],
@@ -186,6 +209,7 @@ class Result:
             cats = t.get("category_names") or []
             out["instances"] = {
                 "miiou": _num(t["miiou"]), "category_miiou": _num(t["category_miiou"]),
+                "averaging": t.get("averaging", INSTANCE_AVERAGING),
                 "classes": [{"id": i, "name": n, "iiou": _num(t["iiou"][i]),
                              "average_size": t["average_size"].get(i),
                              "instances": int(t["instances"][i]),
@@ -273,7 +297,8 @@ def _quality_from_dict(d: Mapping[str, Any]) -> dict[str, Any]:
         cs = b["classes"]
         out["boundary"] = {"width": b["width"], "pixels_used": list(b["pixels_used"]),
                            "miou": math.nan if b["miou"] is None else float(b["miou"]),
-                           "iou": _floats(c["iou"] for c in cs)}  # fmt: skip
+                           "iou": _floats(c["iou"] for c in cs),
+                           "averaging": str(b.get("averaging", BOUNDARY_AVERAGING))}  # fmt: skip
         out["boundary"] |= {f: np.array([c[f] for c in cs], dtype=np.int64)
                             for f in ("intersection", "gt", "pred")}  # fmt: skip
     if (t := d.get("instances")) is not None:
@@ -282,6 +307,7 @@ def _quality_from_dict(d: Mapping[str, Any]) -> dict[str, Any]:
             "miiou": math.nan if t["miiou"] is None else float(t["miiou"]),
             "category_miiou": math.nan if t["category_miiou"] is None else float(
                 t["category_miiou"]),
+            "averaging": str(t.get("averaging", INSTANCE_AVERAGING)),
             "iiou": _floats(c["iiou"] for c in cs),
             "average_size": {c["id"]: float(c["average_size"]) for c in cs
                              if c["average_size"] is not None},
@@ -563,7 +589,7 @@ def _quality(cm: ConfusionMatrix, spec: LabelSpec, counts: CountMatrix) -> dict[
         scores = q.boundary_iou(b)
         out["boundary"] = {"width": e.boundary.to_dict(), "pixels_used": sorted(e.boundary_px),
                            "iou": scores, "intersection": b[0], "gt": b[1], "pred": b[2],
-                           "miou": q.nanmean(scores)}  # fmt: skip
+                           "miou": q.nanmean(scores), "averaging": BOUNDARY_AVERAGING}  # fmt: skip
     if e.instances:
         r = e.instance_records()
         t = q.instance_iou(counts, sizes=spec.instance_sizes, cls=r.cls, pixels=r.pixels,
@@ -571,5 +597,6 @@ def _quality(cm: ConfusionMatrix, spec: LabelSpec, counts: CountMatrix) -> dict[
                            instance_categories=instance_categories(spec),
                            category_fp=e.category_fp)  # fmt: skip
         out["instances"] = t | {"average_size": dict(spec.instance_sizes),
-                                "category_names": list(spec.categories)}  # fmt: skip
+                                "category_names": list(spec.categories),
+                                "averaging": INSTANCE_AVERAGING}  # fmt: skip
     return out

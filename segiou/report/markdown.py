@@ -189,6 +189,7 @@ def _quality(doc: ResultDoc) -> list[str]:
                 for row in t.rows]  # fmt: skip
         lines += _table(list(t.columns), rows, right_from=t.name_column + 1)
         lines += [t.note, ""]  # segiou's words and numbers (checked)
+        lines += [md_escape(t.rule), ""] if t.rule else []  # (from the document)
     lines += [f"> {md_escape(n)}\n" for n in notes]
     return lines
 

@@ -34,6 +34,10 @@ class QualityTable:
         The line under the table (the mean).
     name_column : int
         Index of the name column.
+    rule : str
+        How the mean is averaged, in words (the document's ``averaging``, or segiou's rule for a
+        document written before it was echoed): Boundary IoU and iIoU have their own rule, not
+        the preset's. Empty for a table whose mean is stated with another table's.
     """
 
     title: str
@@ -41,6 +45,7 @@ class QualityTable:
     rows: list[tuple[str, ...]]
     note: str
     name_column: int = 1
+    rule: str = ""
 
 
 def _pct(x: float | None) -> str:
@@ -96,7 +101,20 @@ def _number(value: object, field: str) -> float:
     return value
 
 
+def _rule(section: Mapping[str, Any], field: str, default: str, preset: object) -> str:
+    """Return the averaging rule of a section, as the document states it (else segiou's)."""
+    rule = section.get("averaging", default)
+    if not isinstance(rule, str):
+        msg = f"{field}.averaging is {type(rule).__name__} {rule!r:.40}, expected a string"
+        raise TypeError(msg)
+    return printable(f"averaging rule (its own; preset {preset!r} does not apply): {rule}")
+
+
 def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
+    from segiou.results import BOUNDARY_AVERAGING, INSTANCE_AVERAGING
+
+    conv = doc.get("convention")
+    preset = conv.get("name", "?") if isinstance(conv, Mapping) else "?"
     tables: list[QualityTable] = []
     rows: list[tuple[str, ...]]
     b = doc.get("boundary")
@@ -112,6 +130,7 @@ def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
             f"Boundary IoU (width {asked}: {used} px)",
             ("id", "class", "bIoU", "G_d & P_d", "G_d", "P_d"), rows,
             f"boundary mIoU: {_pct(b['miou'])}",
+            rule=_rule(b, "boundary", BOUNDARY_AVERAGING, preset),
         ))  # fmt: skip
     q = doc.get("instances")
     if q is not None:
@@ -122,6 +141,7 @@ def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
             "instance-level IoU (iIoU, cityscapesScripts)",
             ("id", "class", "iIoU", "instances", "TP (weighted)", "FN (weighted)", "FP"), rows,
             f"mean iIoU: {_pct(q['miiou'])}",
+            rule=_rule(q, "instances", INSTANCE_AVERAGING, preset),
         ))  # fmt: skip
         cats = [c for c in q.get("categories") or [] if c["tp_weighted"] is not None]
         if cats:

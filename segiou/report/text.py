@@ -461,6 +461,8 @@ def render_quality(doc: Mapping[str, Any], *, width: int = 100) -> str:
             t.add_row(*(Text(cell) for cell in row))
         _print_table(console, t)
         console.print(Text(printable(qt.note)))
+        if qt.rule:
+            console.print(Text(qt.rule), soft_wrap=True)  # a line: never cut
     for line in lines:
         console.print(Text(line))
     return buf.getvalue()

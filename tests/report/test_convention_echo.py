@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from segiou import PRESETS, ConfusionMatrix, evaluate
+from segiou import PRESETS, ConfusionMatrix, Result, evaluate
+from segiou.errors import ResultDocumentError
 from segiou.metrics import mean as metrics_mean
 from segiou.metrics import tp_fp_fn
 from segiou.report import (
@@ -23,7 +26,7 @@ from segiou.report import (
     render_text,
 )
 from segiou.report.markdown import md_escape
-from segiou.results import image_scores
+from segiou.results import BOUNDARY_AVERAGING, INSTANCE_AVERAGING, image_scores
 
 
 def _images(k: int = 4) -> ConfusionMatrix:
@@ -139,3 +142,58 @@ def test_the_error_analysis_ranks_the_classes_the_preset_scores() -> None:
     assert "predicted on 2 px" in render_analysis(cm)  # segiou scores it 0
     # torchmetrics reports class 4 (in neither mask) as 0: still not a "weakest class"
     assert "4 weakest classes (preset 'torchmetrics')" in render_analysis(cm, preset="torchmetrics")
+
+
+def _boundary_and_instances(tmp_path: Path) -> ConfusionMatrix:
+    """Class 2 only predicted, class 3 in neither mask; car instances (iIoU)."""
+    spec = {"name": "mini", "classes": ["bg", "car", "x", "y"], "ignore": [255],
+            "instance_sizes": {"car": 10}}  # fmt: skip
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(spec))
+    gt = np.zeros((1, 8, 8), np.uint8)
+    gt[0, 2:6, 2:6] = 1
+    pred = gt.copy()
+    pred[0, 0:2, 6:8] = 2
+    inst = np.where(gt == 1, 1001, 0).astype(np.int32)
+    cm = ConfusionMatrix(str(path), boundary="1px", instances=True)
+    return cm.update(gt, pred, key="a", instances=inst)
+
+
+def test_boundary_and_iiou_echo_their_own_averaging_rule(tmp_path: Path) -> None:
+    # boundary.miou averaged class 2 (only predicted) under detectron2, whose stated rule
+    # leaves such a class out: the document stated a rule its boundary mIoU does not follow
+    cm = _boundary_and_instances(tmp_path)
+    result = evaluate(cm, preset="detectron2")
+    doc = result.to_dict()
+    assert np.isnan(result.per_class["iou"][2])  # mask IoU: detectron2 leaves class 2 out
+    assert doc["boundary"]["classes"][2]["iou"] == 0.0  # Boundary IoU: its own rule scores it
+    assert doc["boundary"]["averaging"] == BOUNDARY_AVERAGING
+    assert doc["instances"]["averaging"] == INSTANCE_AVERAGING
+    for words in (BOUNDARY_AVERAGING, INSTANCE_AVERAGING):
+        assert "the preset's averaging (mean_over) and fill apply to mask IoU only" in words
+    again = Result.from_dict(json.loads(result.to_json()))
+    assert again.to_dict() == doc
+    said = "averaging rule (its own; preset 'detectron2' does not apply): "
+    text = render_text(result)
+    md = render_markdown(Report.from_result(result))
+    for words in (BOUNDARY_AVERAGING, INSTANCE_AVERAGING):
+        assert said + words in text
+        assert md_escape(said + words) in md
+    pytest.importorskip("jinja2")
+    pytest.importorskip("matplotlib")
+    html = render_html(Report.from_result(result), plots=False)
+    from markupsafe import escape
+
+    assert str(escape(said + BOUNDARY_AVERAGING)) in html
+
+
+def test_a_document_without_the_averaging_field_still_reads_and_states_the_rule(
+    tmp_path: Path,
+) -> None:
+    doc = evaluate(_boundary_and_instances(tmp_path), preset="torchmetrics").to_dict()
+    del doc["boundary"]["averaging"], doc["instances"]["averaging"]  # written before the echo
+    assert Result.from_dict(doc).boundary["averaging"] == BOUNDARY_AVERAGING  # type: ignore[index]
+    assert BOUNDARY_AVERAGING in render_text(doc)
+    doc["boundary"]["averaging"] = 3
+    with pytest.raises(ResultDocumentError, match=r"boundary\.averaging is int"):
+        render_text(doc)
