@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from typing import Any, NoReturn
 
+from segiou.conventions import RULE_FIELDS, stated_rules
 from segiou.errors import CheckpointError
 from segiou.results import RESULT_FORMAT, RESULT_VERSIONS
 
@@ -165,8 +166,10 @@ def compare_reports(
     Raises
     ------
     CheckpointError
-        Not reports, or reports of different label specs or conventions, or (with
-        ``same_ground_truth``) of different ground truth: not comparable.
+        Not reports, or reports of different label specs or conventions (another name, or one
+        name with other rules: which classes means run over, what the others are reported as,
+        how F-beta is computed), or (with ``same_ground_truth``) of different ground truth:
+        not comparable.
     """
     check_report(current, "current report")
     check_report(baseline, "baseline report")
@@ -235,6 +238,7 @@ def compare_reports(
             "baseline; evaluate with the baseline's --preset"
         )
         raise CheckpointError(msg)
+    _check_same_rules(current["convention"], baseline["convention"])
     if same_ground_truth:
         _check_same_ground_truth(current, baseline)
     tol = {"miou": 0.005} if max_drop is None else max_drop
@@ -285,6 +289,27 @@ def compare_reports(
         regressions += _fewer_counted(current, baseline, {c for c, _ in lost})
     odd, lines = _more_unexpected(current, baseline)
     return Comparison(summary, classes, regressions + lines, odd)
+
+
+def _check_same_rules(current: dict[str, Any], baseline: dict[str, Any]) -> None:
+    """Refuse two conventions of one name that score or average otherwise.
+
+    Every rule the echoes state is compared (:func:`segiou.conventions.stated_rules`: which
+    classes means run over, what the others are reported as, how F-beta is computed); a rule
+    one echo does not state (an older or hand-made report of a custom convention) is not.
+    """
+    now, was = stated_rules(current), stated_rules(baseline)
+    for rule, what in RULE_FIELDS.items():
+        if rule in now and rule in was and now[rule] != was[rule]:
+            a, b = (
+                "nan" if v is None and rule == "fill" else repr(v) for v in (now[rule], was[rule])
+            )
+            msg = (
+                f"reports are not comparable: convention {current['name']!r} has other rules "
+                f"now than in the baseline ({rule}, {what}: {a} now, {b} in the baseline): its "
+                "scores move without the model changing; evaluate both with one convention"
+            )
+            raise CheckpointError(msg)
 
 
 def _unexpected_pred(report: dict[str, Any], name: str) -> dict[str, int] | None:

@@ -20,7 +20,15 @@ from segiou._typing import FloatArray
 from segiou.errors import UnknownNameError, UsageError
 from segiou.metrics import MeanOver
 
-__all__ = ["PRESETS", "Convention", "get_convention"]
+__all__ = ["PRESETS", "RULE_FIELDS", "Convention", "get_convention", "stated_rules"]
+
+#: The rules a convention sets, as :func:`stated_rules` reads them from an echo: which classes
+#: means run over, what the others are reported as, and how F-beta is computed.
+RULE_FIELDS = {
+    "mean_over": "which classes means run over",
+    "fill": "what a class outside them is reported as",
+    "fbeta_from_pr": "whether F-beta is computed from precision and recall",
+}
 
 
 @dataclass(frozen=True)
@@ -230,6 +238,19 @@ class Convention:
         vals = vals[~np.isnan(vals)]
         return float(vals.mean()) if vals.size else float("nan")
 
+    def rule_values(self) -> dict[str, Any]:
+        """Return the rules this convention sets (:data:`RULE_FIELDS`; a ``nan`` fill is ``None``).
+
+        Returns
+        -------
+        dict
+            ``mean_over``, ``fill`` and ``fbeta_from_pr``: equal for two conventions exactly
+            when they score and average alike (their names and words aside).
+        """
+        return {"mean_over": self.mean_over,
+                "fill": None if math.isnan(self.fill) else float(self.fill),
+                "fbeta_from_pr": self.fbeta_from_pr}  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe echo of the convention."""
         return {
@@ -388,7 +409,9 @@ def get_convention(preset: str | Convention) -> Convention:
     ----------
     preset : str or Convention
         A key of :data:`PRESETS` (``"segiou"``, ``"cityscapes"``, ``"mmseg"``, ...), or a
-        :class:`Convention`, returned as it is.
+        :class:`Convention`, returned as it is. A custom convention may take a preset's name
+        only with that preset's rules (:meth:`Convention.rule_values`): results echo the name,
+        and a report named ``segiou`` must be scored as ``segiou`` scores.
 
     Returns
     -------
@@ -398,16 +421,76 @@ def get_convention(preset: str | Convention) -> Convention:
     ------
     UnknownNameError
         Unknown preset (also a ``KeyError``); the message lists the known ones.
+    UsageError
+        A custom convention named after a preset with other rules (the message names the
+        first rule that differs).
 
     Examples
     --------
     >>> get_convention("detectron2").mean_over
     'gt'
+    >>> get_convention(Convention("segiou", "all", 0.0, "mine"))
+    Traceback (most recent call last):
+    ...
+    segiou.errors.UsageError: convention 'segiou' has a preset's name but not its rules ...
     """
     if isinstance(preset, Convention):
+        same = PRESETS.get(preset.name)
+        if same is not None and preset.rule_values() != same.rule_values():
+            mine, theirs = preset.rule_values(), same.rule_values()
+            field = next(f for f in RULE_FIELDS if mine[f] != theirs[f])
+            msg = (
+                f"convention {preset.name!r} has a preset's name but not its rules ({field}, "
+                f"{RULE_FIELDS[field]}: {mine[field]!r} here, {theirs[field]!r} in preset "
+                f"{preset.name!r}); results echo the name and reports are compared by their "
+                "rules, so give a custom convention a name of its own (e.g. "
+                f"'{preset.name}-{mine['mean_over']}'), or use the preset as it is"
+            )
+            raise UsageError(msg)
         return preset
     try:
         return PRESETS[preset]
     except KeyError:
         msg = f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}"
         raise UnknownNameError(msg) from None
+
+
+def stated_rules(echo: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the rules a result document's convention echo states (:data:`RULE_FIELDS`).
+
+    Parameters
+    ----------
+    echo : mapping
+        A document's ``convention`` object (:meth:`Convention.to_dict`).
+
+    Returns
+    -------
+    dict
+        ``mean_over`` and ``fill`` (``None``: ``nan``) as the echo gives them, and
+        ``fbeta_from_pr`` from its F-beta rule in words. A field the echo lacks (a hand-made or
+        older document) is the preset's of its name, or left out when the name is no preset's:
+        it cannot be compared.
+
+    Examples
+    --------
+    >>> stated_rules({"name": "detectron2"})["mean_over"]
+    'gt'
+    >>> stated_rules({"name": "mine", "mean_over": "all", "fill": 0.0})
+    {'mean_over': 'all', 'fill': 0.0}
+    """
+    preset = PRESETS.get(str(echo.get("name")))
+    out = dict(preset.rule_values()) if preset is not None else {}
+    if "mean_over" in echo:
+        out["mean_over"] = echo["mean_over"]
+    if "fill" in echo:
+        fill = echo["fill"]
+        nan = fill is None or (isinstance(fill, float) and math.isnan(fill))
+        out["fill"] = None if nan else fill
+    rules = echo.get("rules")
+    fbeta = [r for r in rules if isinstance(r, str) and r.startswith("F-beta is ")] if isinstance(
+        rules, list | tuple) else []  # fmt: skip
+    if fbeta:
+        out["fbeta_from_pr"] = fbeta[0].startswith("F-beta is (1+b^2)PR")
+    elif "rules" in echo:  # words without an F-beta rule (before it was stated): unknown
+        out.pop("fbeta_from_pr", None)
+    return out

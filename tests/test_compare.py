@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import json
+
 import pytest
 from support import shifted_unexpected_runs
 
@@ -415,3 +418,84 @@ def test_a_class_losing_its_pixels_to_unexpected_values_regresses_whatever_the_t
     # other ground truth: the class counts say nothing of what was left out; the share rule
     # alone (fewer here)
     assert compare_reports(now, was, same_ground_truth=False).regressions == []
+
+
+def test_a_preset_name_cannot_carry_other_rules() -> None:
+    # Convention("segiou", "all", ...) scored every class under the name "segiou": a report
+    # "regressed" from a mere change of averaging rule, or hid a real drop (the review's c1)
+    import numpy as np
+
+    from segiou import ConfusionMatrix, evaluate
+    from segiou.conventions import PRESETS, Convention, get_convention
+    from segiou.errors import UsageError
+    from segiou.stats import evaluate_with_intervals
+
+    cm = ConfusionMatrix(4, per_image=True).update(
+        np.array([[0, 0, 1, 1], [0, 0, 1, 1]], np.uint8),
+        np.array([[0, 0, 1, 2], [0, 0, 1, 1]], np.uint8), key="b")  # fmt: skip
+    seg = PRESETS["segiou"]
+    for mine, field in ((Convention("segiou", "all", 0.0, "mine"), "mean_over"),
+                        (Convention("segiou", "present", 0.0, "mine"), "fill"),
+                        (Convention("mmseg", "present", float("nan"), "mine"), "fbeta_from_pr")):  # fmt: skip
+        with pytest.raises(UsageError, match=rf"preset's name but not its rules \({field}, "):
+            get_convention(mine)
+        with pytest.raises(UsageError, match=rf"\({field}, "):
+            evaluate(cm, preset=mine)
+        with pytest.raises(UsageError, match=rf"\({field}, "):
+            evaluate_with_intervals(cm, preset=mine, resamples=10)
+    # the preset's rules under other words are the preset's rules; a name of its own is free
+    same = Convention("segiou", "present", float("nan"), "my words", stated_rules=("x",))
+    assert evaluate(cm, preset=same).miou == evaluate(cm, preset=seg).miou
+    assert evaluate(cm, preset=Convention("mine", "all", 0.0, "every class")).miou < 0.6
+
+
+def _doc(cm: object, conv: object) -> dict[str, object]:
+    from segiou import evaluate
+
+    return json.loads(evaluate(cm, preset=conv).to_json())  # type: ignore[arg-type]
+
+
+def test_compare_compares_every_rule_of_the_convention() -> None:
+    import numpy as np
+
+    from segiou import ConfusionMatrix, evaluate
+
+    cm = ConfusionMatrix(4).update(np.array([[0, 0, 1, 1], [0, 0, 1, 1]], np.uint8),
+                                   np.array([[0, 0, 1, 2], [0, 0, 1, 1]], np.uint8))  # fmt: skip
+    from segiou.conventions import Convention
+
+    base = _doc(cm, "segiou")
+    # a report written before the refusal: a custom convention under the preset's name
+    old = copy.deepcopy(base)
+    old["convention"] |= {"mean_over": "all", "fill": 0.0}  # type: ignore[operator]
+    with pytest.raises(CheckpointError, match=r"convention 'segiou' has other rules now than "
+                       r"in the baseline \(mean_over, which classes means run over: 'all' now, "
+                       r"'present' in the baseline\)"):  # fmt: skip
+        compare_reports(old, base)
+    old["convention"]["mean_over"] = "present"  # type: ignore[index]
+    with pytest.raises(CheckpointError, match=r"\(fill, .*: 0\.0 now, nan in the baseline\)"):
+        compare_reports(old, base)
+    # a custom name, its rules changed between the runs
+    a = _doc(cm, Convention("team", "present", float("nan"), "ours"))
+    b = _doc(cm, Convention("team", "all", 0.0, "ours, v2"))
+    with pytest.raises(CheckpointError, match=r"convention 'team' has other rules .*mean_over"):
+        compare_reports(b, a)
+    assert not compare_reports(a, copy.deepcopy(a)).regressed
+    # F-beta: from precision and recall (mmseg) or from counts, told by the stated rule
+    fb = json.loads(evaluate(cm, preset="mmseg", beta=1.0).to_json())
+    tp_rule = copy.deepcopy(fb)
+    tp_rule["convention"]["rules"] = [
+        r if not r.startswith("F-beta is ") else Convention("x", "present", 0.0, "").rules()[3]
+        for r in fb["convention"]["rules"]
+    ]
+    with pytest.raises(CheckpointError, match=r"\(fbeta_from_pr, .*False now, True in"):
+        compare_reports(tp_rule, fb)
+    # older reports: rules not stated are the preset's (v1: a name only), or not compared
+    # (words of a version that did not state the F-beta rule)
+    v1 = _report(0.7, 0.9, "detectron2")
+    assert not compare_reports(v1, copy.deepcopy(v1)).regressed
+    words = copy.deepcopy(fb)
+    words["convention"]["rules"] = [r for r in fb["convention"]["rules"]
+                                    if not r.startswith("F-beta is ")]  # fmt: skip
+    assert not compare_reports(words, fb).regressed
+    assert not compare_reports(tp_rule, words).regressed
