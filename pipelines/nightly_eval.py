@@ -13,7 +13,11 @@ dated folder is created only once the evaluation succeeded. Writes into ``<repor
 self-contained page with the tables and plots; needs ``segiou[report]``), ``report.txt``
 (tables), ``per_image.csv``, ``state.json`` (the count state, to merge or re-score later) and,
 with a baseline, ``comparison.json`` (fixed tolerances) and, with a baseline state, ``gate.json``
-and ``gate.md`` (the paired bootstrap gate, ready for a pull request). A regression is a drop
+and ``gate.md`` (the paired bootstrap gate, ready for a pull request). The fixed tolerances
+compare whole reports of one test set: a baseline report of other ground truth (a test set
+that grew) is refused (exit 2), unless ``[gate] shared_images = true`` gates the images both
+runs share, when the whole-report comparison is skipped (a line says so; no
+``comparison.json``). A regression is a drop
 beyond a fixed tolerance, or a drop the gate finds both significant and beyond its threshold;
 in both comparisons also a score the baseline had that is undefined now (a class whose every
 pixel was predicted as an unexpected value under ``on_unexpected = "count"``), more
@@ -42,7 +46,12 @@ from segiou import PRESETS, evaluate
 from segiou.cli.compare import load_state
 from segiou.cli.options import labels_arg
 from segiou.cli.scheduler import scheduler_context
-from segiou.compare import check_report, compare_reports
+from segiou.compare import (
+    check_comparable,
+    check_report,
+    compare_reports,
+    ground_truth_difference,
+)
 from segiou.errors import OutputError, SegiouError, UsageError
 from segiou.outputs import check_outputs, write_atomic
 from segiou.parallel import count_stores
@@ -285,16 +294,28 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     # the one that exists was compared, and only without a regression: a baseline added to
     # the configuration later must not let a regressed run through (or become its baseline)
     missing = {p for p in (base_path, state_path) if p is not None and not p.is_file()}
-    if baseline is not None:
-        comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
-                               max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
-        write_atomic(out / "comparison.json", json.dumps(comp.to_dict(), indent=2) + "\n",
-                     what="comparison")  # fmt: skip
-        miou = comp.summary.get("miou")
-        if miou:
-            print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f})")
-        regressions += comp.regressions
-    if state_path is not None and state_path not in missing:  # the paired bootstrap gate
+    gated = state_path is not None and state_path not in missing
+    if baseline is not None and base_path is not None:
+        check_comparable(report, baseline)  # another spec, counting or convention: exit 2
+        other = ground_truth_difference(report, baseline)
+        if other is None:
+            comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
+                                   max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
+            write_atomic(out / "comparison.json", json.dumps(comp.to_dict(), indent=2) + "\n",
+                         what="comparison")  # fmt: skip
+            miou = comp.summary.get("miou")
+            if miou:
+                print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f})")
+            regressions += comp.regressions
+        elif gate_cfg["shared_images"] and gated:
+            # whole-report scores of two test sets differ without the model changing: the
+            # fixed tolerances are not applied; the gate compares the images both runs share
+            print(f"nightly: the test set changed since the baseline report ({other}): the "
+                  "fixed-tolerance comparison of whole reports is skipped (no comparison.json); "
+                  "the gate compares the images both runs share ([gate] shared_images = true)")  # fmt: skip
+        else:
+            raise UsageError(_other_ground_truth(other, base_path, gate_cfg["shared_images"]))
+    if gated:  # the paired bootstrap gate
         gate = compare_states(
             load_state(str(state_path), "baseline state"), cm, preset=preset,
             resamples=gate_cfg["resamples"], seed=gate_cfg["seed"], alpha=gate_cfg["alpha"],
@@ -324,6 +345,23 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
                 done = "created from this run (none yet)" if path in missing else "updated"
                 print(f"nightly: {what} {path} {done}")
     return EXIT_OK
+
+
+def _other_ground_truth(detail: str, base_path: Path, shared_images: bool) -> str:
+    """Say why a baseline report of another test set is not compared, and what to do."""
+    gate = (
+        "[gate] shared_images = true compares the shared images only once the baseline state "
+        "exists (it does not yet)"
+        if shared_images
+        else "or, to keep this baseline, gate on the images both runs share: [gate] "
+        "shared_images = true (with [baseline] state)"
+    )
+    return (
+        f"the baseline report {str(base_path)!r} was scored against different ground truth "
+        f"({detail}): the fixed tolerances compare whole reports of one test set. After "
+        "changing the test set, make a new baseline (remove the baseline report and state and "
+        f"run with --update-baseline); {gate}"
+    )
 
 
 def _read_baseline(path: Path | None) -> dict[str, Any] | None:

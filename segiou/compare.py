@@ -16,7 +16,13 @@ from segiou.conventions import RULE_FIELDS, stated_rules
 from segiou.errors import CheckpointError
 from segiou.results import RESULT_FORMAT, RESULT_VERSIONS
 
-__all__ = ["Comparison", "check_report", "compare_reports"]
+__all__ = [
+    "Comparison",
+    "check_comparable",
+    "check_report",
+    "compare_reports",
+    "ground_truth_difference",
+]
 
 
 @dataclass(frozen=True)
@@ -120,56 +126,21 @@ def _check(report: object, name: str) -> None:
         raise CheckpointError(msg)
 
 
-def compare_reports(
-    current: dict[str, Any],
-    baseline: dict[str, Any],
-    *,
-    max_drop: dict[str, float] | None = None,
-    max_class_drop: float | None = 0.02,
-    same_ground_truth: bool = True,
-) -> Comparison:
-    """Compare two JSON reports; flag drops larger than the tolerances.
+def check_comparable(current: dict[str, Any], baseline: dict[str, Any]) -> None:
+    """Refuse two reports whose scores cannot be compared, whatever their test sets.
 
     Parameters
     ----------
     current, baseline : dict
         Reports as written by :meth:`segiou.Result.to_dict`.
-    max_drop : dict of str to float, optional
-        Largest allowed drop of each named summary metric (absolute, e.g. ``{"miou": 0.005}``);
-        default ``{"miou": 0.005}``.
-    max_class_drop : float or None
-        Largest allowed drop of any class's IoU; ``None`` disables the per-class check. A
-        class scored in the baseline that has no IoU now (none of its pixels counted: its
-        predictions were unexpected values) is a regression whatever the tolerance, unless
-        the baseline counted no ground-truth pixel of it, or the current report left no pixel
-        out (``pixels.unexpected_pred`` empty: the class has no ground truth in another test
-        set, ``same_ground_truth=False``). More predicted pixels with an
-        unexpected value than in the baseline (``pixels.unexpected_pred``, counted with
-        ``on_unexpected="count"``; a larger share of the pixels, when the reports' totals
-        differ) is a regression too, whatever the tolerances: such pixels are left out of every
-        score. So is, with ``same_ground_truth``, a class with fewer ground-truth pixels counted
-        now than in the baseline (``gt_pixels``): on the same ground truth, exactly that many
-        more of its pixels were predicted as an unexpected value now, however few the total
-        (the baseline's may have been on other classes).
-    same_ground_truth : bool, default True
-        Refuse reports whose ground truth differs: another number of images, of pixels, of
-        ignored or unexpected ground-truth pixels, or of any class's ground-truth pixels (a
-        run on part of the test set, or on another one, would move every score without the
-        model changing; with predictions of unexpected values, left out of their class's
-        count, the class counts are refused when no one ground truth fits both reports).
-        ``False`` compares them anyway.
-
-    Returns
-    -------
-    Comparison
 
     Raises
     ------
     CheckpointError
-        Not reports, or reports of different label specs or conventions (another name, or one
-        name with other rules: which classes means run over, what the others are reported as,
-        how F-beta is computed), or (with ``same_ground_truth``) of different ground truth:
-        not comparable.
+        Not reports, or reports of different label specs (labels, classes, categories), id
+        spaces, ignore values or rules, beta, or conventions (another name, or one name with
+        other rules). Whether they share their ground truth is
+        :func:`ground_truth_difference`.
     """
     check_report(current, "current report")
     check_report(baseline, "baseline report")
@@ -239,8 +210,62 @@ def compare_reports(
         )
         raise CheckpointError(msg)
     _check_same_rules(current["convention"], baseline["convention"])
-    if same_ground_truth:
-        _check_same_ground_truth(current, baseline)
+
+
+def compare_reports(
+    current: dict[str, Any],
+    baseline: dict[str, Any],
+    *,
+    max_drop: dict[str, float] | None = None,
+    max_class_drop: float | None = 0.02,
+    same_ground_truth: bool = True,
+) -> Comparison:
+    """Compare two JSON reports; flag drops larger than the tolerances.
+
+    Parameters
+    ----------
+    current, baseline : dict
+        Reports as written by :meth:`segiou.Result.to_dict`.
+    max_drop : dict of str to float, optional
+        Largest allowed drop of each named summary metric (absolute, e.g. ``{"miou": 0.005}``);
+        default ``{"miou": 0.005}``.
+    max_class_drop : float or None
+        Largest allowed drop of any class's IoU; ``None`` disables the per-class check. A
+        class scored in the baseline that has no IoU now (none of its pixels counted: its
+        predictions were unexpected values) is a regression whatever the tolerance, unless
+        the baseline counted no ground-truth pixel of it, or the current report left no pixel
+        out (``pixels.unexpected_pred`` empty: the class has no ground truth in another test
+        set, ``same_ground_truth=False``). More predicted pixels with an
+        unexpected value than in the baseline (``pixels.unexpected_pred``, counted with
+        ``on_unexpected="count"``; a larger share of the pixels, when the reports' totals
+        differ) is a regression too, whatever the tolerances: such pixels are left out of every
+        score. So is, with ``same_ground_truth``, a class with fewer ground-truth pixels counted
+        now than in the baseline (``gt_pixels``): on the same ground truth, exactly that many
+        more of its pixels were predicted as an unexpected value now, however few the total
+        (the baseline's may have been on other classes).
+    same_ground_truth : bool, default True
+        Refuse reports whose ground truth differs: another number of images, of pixels, of
+        ignored or unexpected ground-truth pixels, or of any class's ground-truth pixels (a
+        run on part of the test set, or on another one, would move every score without the
+        model changing; with predictions of unexpected values, left out of their class's
+        count, the class counts are refused when no one ground truth fits both reports).
+        ``False`` compares them anyway.
+
+    Returns
+    -------
+    Comparison
+
+    Raises
+    ------
+    CheckpointError
+        Not reports, or reports of different label specs or conventions (another name, or one
+        name with other rules: which classes means run over, what the others are reported as,
+        how F-beta is computed), or (with ``same_ground_truth``) of different ground truth:
+        not comparable.
+    """
+    check_comparable(current, baseline)
+    if same_ground_truth and (other := ground_truth_difference(current, baseline)) is not None:
+        _refuse_other_ground_truth(other)
     tol = {"miou": 0.005} if max_drop is None else max_drop
     for k in tol:  # a guarded metric no report has would switch the check off silently
         lacking = [n for n, r in (("current", current), ("baseline", baseline))
@@ -369,7 +394,7 @@ def _more_unexpected(
 def _fewer_counted(current: dict[str, Any], baseline: dict[str, Any], skip: set[int]) -> list[str]:
     """Classes with more of their pixels predicted as an unexpected value now, as lines.
 
-    Only for reports of the same ground truth (:func:`_check_same_ground_truth` passed). A
+    Only for reports of the same ground truth (:func:`ground_truth_difference` found none). A
     class's ``gt_pixels`` (TP + FN) leaves out its pixels predicted as an unexpected value, so
     on the same ground truth a class counted with fewer pixels now than in the baseline had
     exactly that many more of them left out now: the total of such pixels can fall (the
@@ -432,7 +457,7 @@ def _undefined_classes(
 def _ground_truth(report: dict[str, Any]) -> list[tuple[str, object]]:
     """Return what a report says of its ground truth alone (equal for runs on the same images).
 
-    The classes' ground-truth pixels are checked apart (:func:`_check_class_ground_truth`).
+    The classes' ground-truth pixels are checked apart (:func:`_class_ground_truth`).
     """
     pixels = report.get("pixels") if isinstance(report.get("pixels"), dict) else {}
     assert isinstance(pixels, dict)
@@ -444,14 +469,30 @@ def _ground_truth(report: dict[str, Any]) -> list[tuple[str, object]]:
     ]
 
 
-def _check_same_ground_truth(current: dict[str, Any], baseline: dict[str, Any]) -> None:
-    """Refuse two reports whose ground truth differs, where both say it."""
+def ground_truth_difference(current: dict[str, Any], baseline: dict[str, Any]) -> str | None:
+    """Say how two reports' ground truth differs, where both say it; ``None``: it does not.
+
+    Parameters
+    ----------
+    current, baseline : dict
+        Reports as written by :meth:`segiou.Result.to_dict` (checked by
+        :func:`check_comparable`).
+
+    Returns
+    -------
+    str or None
+        The first difference in words (e.g. ``"images: 10 now, 8 in the baseline"``): another
+        number of images, of pixels, of ignored or unexpected ground-truth pixels, or class
+        ground-truth pixels that no one ground truth fits (see :func:`compare_reports`).
+        ``compare_reports(..., same_ground_truth=True)`` refuses reports for which it is not
+        ``None``.
+    """
     base = dict(_ground_truth(baseline))
     for what, now in _ground_truth(current):
         was = base.get(what)
         if now is not None and was is not None and now != was:
-            _refuse_other_ground_truth(f"{what}: {now!r} now, {was!r} in the baseline")
-    _check_class_ground_truth(current, baseline)
+            return f"{what}: {now!r} now, {was!r} in the baseline"
+    return _class_ground_truth(current, baseline)
 
 
 def _refuse_other_ground_truth(detail: str) -> NoReturn:
@@ -464,8 +505,8 @@ def _refuse_other_ground_truth(detail: str) -> NoReturn:
     raise CheckpointError(msg)
 
 
-def _check_class_ground_truth(current: dict[str, Any], baseline: dict[str, Any]) -> None:
-    """Refuse reports whose classes' ground-truth pixels cannot come from one ground truth.
+def _class_ground_truth(current: dict[str, Any], baseline: dict[str, Any]) -> str | None:
+    """Say why the classes' ground-truth pixels cannot come from one ground truth (or ``None``).
 
     A class's ``gt_pixels`` (TP + FN, void predictions included) leaves out its pixels whose
     prediction was an unexpected value (``on_unexpected="count"``). A report gives those per
@@ -489,19 +530,20 @@ def _check_class_ground_truth(current: dict[str, Any], baseline: dict[str, Any])
     differ = [c for c, (a, b) in enumerate(zip(now, was, strict=True))
               if known(a) and known(b) and a != b]  # fmt: skip
     if not differ:
-        return
+        return None
     names = [c.get("name") for c in current["classes"]]
     if left == [0, 0]:
         c = differ[0]
-        _refuse_other_ground_truth(f"ground-truth pixels of class {names[c]!r}: {now[c]!r} now, "
-                                   f"{was[c]!r} in the baseline")  # fmt: skip
+        return (
+            f"ground-truth pixels of class {names[c]!r}: {now[c]!r} now, {was[c]!r} in the baseline"
+        )
     if not all(known(a) and known(b) for a, b in zip(now, was, strict=True)):
-        return  # (some class does not say its count: no sum to bound them by)
+        return None  # (some class does not say its count: no sum to bound them by)
     total = sum(now) + left[0]
     if total == sum(was) + left[1] and sum(map(max, now, was)) <= total:
-        return  # the left-out pixels can account for every difference
+        return None  # the left-out pixels can account for every difference
     c = max(differ, key=lambda c: abs(now[c] - was[c]))  # (the first of the largest)
-    _refuse_other_ground_truth(
+    return (
         f"ground-truth pixels of class {names[c]!r}: {now[c]!r} now, {was[c]!r} in the "
         f"baseline, which the pixels left out for an unexpected prediction ({left[0]:,} now, "
         f"{left[1]:,} in the baseline) cannot account for"

@@ -180,3 +180,78 @@ def test_a_class_lost_to_unexpected_values_exits_1(store: Path, tmp_path: Path,
     gate_md = (reports / "d2" / "gate.md").read_text()
     assert gate_md.startswith("### segiou gate: **FAIL**")
     assert f"0 in the baseline, {n:,} in the candidate (fails)" in gate_md
+
+
+def _grown_config(tmp_path: Path, gate: str) -> Path:
+    """A 3-class job (8 images) with a baseline report and state and the given [gate]."""
+    cfg = tmp_path / "job.toml"
+    cfg.write_text(
+        '[eval]\ngt = "gt.zarr"\npred = "pred.zarr"\nlabels = 3\nignore = [255]\n'
+        'scheduler = "synchronous"\nbootstrap = 0\n[report]\ndir = "reports"\n'
+        '[baseline]\npath = "reports/baseline.json"\nstate = "reports/baseline_state.json"\n' + gate
+    )
+    return cfg
+
+
+def _stores(tmp_path: Path, n: int, *, worse: int = 0) -> None:
+    """``n`` images (the first ``n`` of one sequence: a test set that grew), 5% wrong; the first
+    ``worse`` images' class 1 predicted as class 2."""
+    from segiou.io.zarr import create_stack
+
+    gt = np.zeros((n, 40, 40), np.uint8)
+    gt[:, :, 15:30] = 1
+    gt[:, :, 30:] = 2
+    pred = gt.copy()
+    wrong = np.random.default_rng(1).random((10, 40, 40))[:n] < 0.05
+    pred[wrong] = (gt[wrong] + 1) % 3
+    pred[:worse][gt[:worse] == 1] = 2
+    names = [f"im{i}" for i in range(n)]
+    for name, a in (("gt", gt), ("pred", pred)):
+        create_stack(tmp_path / f"{name}.zarr", n=n, height=40, width=40, names=names,
+                     overwrite=True)[:] = a  # fmt: skip
+
+
+def test_shared_images_gate_runs_when_the_test_set_grew(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    # [gate] shared_images = true never took effect with [baseline] path: the whole-report
+    # comparison refused the grown test set first (exit 2, "... pass same_ground_truth=False",
+    # an option the nightly job does not have)
+    job = _load_pipeline()
+    cfg = _grown_config(tmp_path, "[gate]\nshared_images = true\nresamples = 200\n")
+    _stores(tmp_path, 8)
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0  # same images: both compare
+    assert (tmp_path / "reports" / "d2" / "comparison.json").is_file()
+    _stores(tmp_path, 10)
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "d3", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert ("nightly: the test set changed since the baseline report (images: 10 now, 8 in the "
+            "baseline): the fixed-tolerance comparison of whole reports is skipped") in out  # fmt: skip
+    assert "nightly: gate pass" in out
+    d3 = tmp_path / "reports" / "d3"
+    assert not (d3 / "comparison.json").exists()
+    assert json.loads((d3 / "gate.json").read_text())["images"]["shared"] == 8
+    # a regression on the shared images is caught by the gate (exit 1), not hidden
+    _stores(tmp_path, 10, worse=8)
+    assert job.main([str(cfg), "--date", "d4", "--quiet"]) == 1
+    captured = capsys.readouterr()
+    assert "nightly: gate FAIL" in captured.out
+    assert "gate: class '1' IoU dropped" in captured.err
+
+
+def test_a_grown_test_set_without_shared_images_is_refused_with_the_nightlys_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = _load_pipeline()
+    cfg = _grown_config(tmp_path, "[gate]\nresamples = 200\n")
+    _stores(tmp_path, 8)
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    _stores(tmp_path, 10)
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "was scored against different ground truth (images: 10 now, 8 in the baseline)" in err
+    assert "[gate] shared_images = true" in err
+    assert "same_ground_truth" not in err  # no option of the library the job does not have
+    assert not (tmp_path / "reports" / "d2" / "gate.json").exists()
