@@ -331,8 +331,11 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         m = doc["miou"]
         delta = "undefined" if m["delta"] is None else f"{m['delta']:+.4f}"
         p = "undefined" if m["p_value"] is None else f"{m['p_value']:.3g}"
-        print(f"nightly: gate {'FAIL' if gate.failed else 'pass'}: mIoU delta {delta}, p = {p} "
+        verdict = "FAIL" if gate.failed else "pass" if gate.verdict_possible else "NO VERDICT"
+        print(f"nightly: gate {verdict}: mIoU delta {delta}, p = {p} "
               f"({doc['images']['shared']} images)")  # fmt: skip
+        if not gate.verdict_possible:
+            print(f"nightly: warning: {gate.no_verdict_reason}", file=sys.stderr)
         regressions += [f"gate: {r}" for r in gate.reasons]
     if regressions:
         print("nightly: REGRESSION\n  " + "\n  ".join(regressions), file=sys.stderr)

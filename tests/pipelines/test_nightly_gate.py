@@ -255,3 +255,23 @@ def test_a_grown_test_set_without_shared_images_is_refused_with_the_nightlys_opt
     assert "[gate] shared_images = true" in err
     assert "same_ground_truth" not in err  # no option of the library the job does not have
     assert not (tmp_path / "reports" / "d2" / "gate.json").exists()
+
+
+def test_a_gate_that_cannot_reach_a_verdict_says_so(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    # three images where the runs differ: no swap-test p-value can go below 0.05, so the job
+    # line said "gate pass" as if the drop had been checked; it says NO VERDICT and why, and
+    # the fixed tolerances still catch the drop (exit 1)
+    job = _load_pipeline()
+    cfg = _grown_config(tmp_path, "[gate]\nresamples = 200\n")
+    _stores(tmp_path, 3)
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    _stores(tmp_path, 3, worse=3)
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 1
+    captured = capsys.readouterr()
+    assert "nightly: gate NO VERDICT: mIoU delta -" in captured.out
+    assert "nightly: warning: no verdict possible: the runs differ in 3 of 3" in captured.err
+    assert "class '1' IoU dropped by 0.9040 (0.9040 -> 0.0000), tolerance 0.0200" in captured.err
+    gate_md = (tmp_path / "reports" / "d2" / "gate.md").read_text()
+    assert gate_md.startswith("### segiou gate: **NO VERDICT**")
