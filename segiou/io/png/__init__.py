@@ -13,7 +13,10 @@ file                   values
 ``.npy``               a 2-D integer or bool array, memory-mapped (``np.load(mmap_mode="r")``)
 =====================  ========================================================================
 
-TIFF files are read with Pillow, or with ``tifffile`` (when installed) if Pillow cannot.
+TIFF files are read with Pillow, or with ``tifffile`` (when installed) if Pillow cannot. A
+file cut short or damaged is refused by name also while Pillow's process-wide
+``ImageFile.LOAD_TRUNCATED_IMAGES`` is set (Pillow would then leave the missing pixels 0):
+segiou checks PNG and TIFF files itself and never changes the flag.
 
 Colour-coded masks use the spec's raw-id colours when its raw table has colours (Cityscapes),
 else its class colours (PASCAL VOC), and decode to the id space the mask is evaluated in

@@ -13,6 +13,7 @@ from segiou.errors import (
     ImageDecodeError,
     MaskNotFoundError,
 )
+from segiou.io.png._complete import check_loaded, check_png, check_tiff, tolerates_truncation
 
 __all__ = ["SHOWN", "Header", "decode_file", "read_header", "smallest_dtype"]
 
@@ -197,10 +198,21 @@ def decode_file(path: str) -> np.ndarray:
         return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
     from PIL import Image
 
+    tolerant = tolerates_truncation()  # Pillow's process-wide flag: read, never changed
     try:
         with Image.open(path) as im:
             png = _png_depth(path, im)
             head = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
+            if im.format == "PNG":
+                check_png(path, inflate=tolerant)
+            elif im.format == "TIFF":
+                check_tiff(path, im)
+            im.load()
+            if not tolerant and tolerates_truncation():  # set by another thread meanwhile
+                tolerant = True
+                if im.format == "PNG":
+                    check_png(path, inflate=True)
+            check_loaded(path, im, tolerant)
             arr = np.asarray(im)
         if png[1] == 0 and png[0] in (2, 4):  # grey of 2/4 bits: Pillow scales to 0..255
             arr = arr // np.uint8(255 // (2 ** png[0] - 1))
