@@ -409,17 +409,51 @@ def png_set(
     return PngSet(tuple(n for _, n in order), tuple(p for p, _ in order), str(root))
 
 
-#: Suffixes of lossy image formats: compression changes pixel values, so labels change.
-LOSSY_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif", ".webp")
+#: Lossy image formats (Pillow's names; MPO files are JPEG and identified as such here).
+LOSSY_FORMATS = {"JPEG": "JPEG", "WEBP": "WebP"}
+
+
+def lossy_format(path: str) -> str | None:
+    """Return the lossy format of a file's data (``"JPEG"``, ``"WebP"``), else ``None``.
+
+    Decided by the file's first bytes, as Pillow identifies the format it decodes (its
+    plugins' own tests of them), not by the file's suffix: JPEG data in a file named ``.png``
+    is JPEG. ``None`` for any other format and for a file that cannot be read (decoding it
+    reports that).
+    """
+    from PIL import Image, JpegImagePlugin, WebPImagePlugin  # noqa: F401 - registers both
+
+    try:
+        with Path(path).open("rb") as f:
+            prefix = f.read(16)
+    except OSError:
+        return None
+    for fmt, shown in LOSSY_FORMATS.items():
+        accept = Image.OPEN[fmt][1]
+        if accept is not None and accept(prefix) is True:
+            return shown
+    return None
 
 
 def _warn_lossy(root: Path, side: str, paths: list[str]) -> None:
-    """Warn once per folder when label masks come in a lossy format (JPEG, WebP)."""
-    lossy = [p for p in paths if p.lower().endswith(LOSSY_SUFFIXES)]
-    if lossy:
+    """Warn once per folder when label masks come in a lossy format (JPEG, WebP).
+
+    Every file's data are checked (a few microseconds a file): the suffix can lie.
+    """
+    found = [(p, f) for p in paths if (f := lossy_format(p)) is not None]
+    if found:
+        path, fmt = found[0]
+        name = Path(path).name
+        named = Path(path).suffix.lower() in (".jpg", ".jpeg", ".jpe", ".jfif", ".webp")
+        lie = (
+            ""
+            if named
+            else f" ({fmt} data in a file named {Path(path).suffix or 'without suffix'})"
+        )
+        kinds = "/".join(sorted({f for _, f in found}))
         msg = (
-            f"{side} folder {root}: {len(lossy)} of {len(paths)} mask(s) are stored in a lossy "
-            f"format (JPEG/WebP), e.g. {Path(lossy[0]).name!r}: compression changes labels "
+            f"{side} folder {root}: {len(found)} of {len(paths)} mask(s) are stored in a lossy "
+            f"format ({kinds}), e.g. {name!r}{lie}: compression changes labels "
             "near region edges. Values that are no class nor ignore value are reported as "
             "unexpected; artefacts that happen to be valid class ids cannot be told apart and "
             "are counted as such. Save label masks as PNG"
