@@ -9,11 +9,14 @@ from typing import Any
 
 import numpy as np
 
+from segiou._resources import check_memory
 from segiou.errors import (
     ImageDecodeError,
     MaskNotFoundError,
+    ResourceError,
 )
 from segiou.io.png._complete import check_loaded, check_png, check_tiff, tolerates_truncation
+from segiou.io.png._open import check_decode_memory, open_image
 
 __all__ = ["SHOWN", "Header", "decode_file", "read_header", "smallest_dtype"]
 
@@ -79,6 +82,19 @@ def _array_kind(path: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Head
 
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _pil_errors() -> tuple[type[BaseException], ...]:
+    """Return what Pillow raises for a file it cannot read.
+
+    Also the size guard some of its plugins apply themselves (``DecompressionBombError``, not
+    an ``OSError``).
+    """
+    from PIL.Image import DecompressionBombError
+
+    return (OSError, ValueError, SyntaxError, DecompressionBombError)
+
+
 #: PNG colour types Pillow reads lossily at 16 bits (it keeps each sample's high byte).
 _PNG_LOSSY_16 = {2: "RGB", 4: "grey + alpha", 6: "RGBA"}
 
@@ -149,10 +165,8 @@ def read_header(path: str) -> Header:
     if path.lower().endswith(".npy"):
         arr = _load_npy(path)
         return _array_kind(path, arr.shape, arr.dtype)
-    from PIL import Image
-
     try:
-        with Image.open(path) as im:
+        with open_image(path) as im:
             png = _png_depth(path, im)
             return _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
     except ImageDecodeError:
@@ -160,7 +174,7 @@ def read_header(path: str) -> Header:
     except FileNotFoundError as err:
         msg = f"{path}: file not found; was it moved or deleted after the folder was listed?"
         raise MaskNotFoundError(msg) from err
-    except (OSError, ValueError, SyntaxError) as err:
+    except _pil_errors() as err:
         tf = _tifffile() if _is_tiff(path) else None
         if tf is None:
             raise _decode_failed(path, err) from err
@@ -196,13 +210,12 @@ def decode_file(path: str) -> np.ndarray:
         if arr.dtype.kind == "b":
             return arr.view(np.uint8)
         return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
-    from PIL import Image
-
     tolerant = tolerates_truncation()  # Pillow's process-wide flag: read, never changed
     try:
-        with Image.open(path) as im:
+        with open_image(path) as im:
             png = _png_depth(path, im)
             head = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
+            check_decode_memory(path, im.mode, im.size)
             if im.format == "PNG":
                 check_png(path, inflate=tolerant)
             elif im.format == "TIFF":
@@ -216,16 +229,19 @@ def decode_file(path: str) -> np.ndarray:
             arr = np.asarray(im)
         if png[1] == 0 and png[0] in (2, 4):  # grey of 2/4 bits: Pillow scales to 0..255
             arr = arr // np.uint8(255 // (2 ** png[0] - 1))
-    except ImageDecodeError:
+    except (ImageDecodeError, ResourceError):
         raise
     except FileNotFoundError as err:
         msg = f"{path}: file not found; was it moved or deleted after the folder was listed?"
         raise MaskNotFoundError(msg) from err
-    except (OSError, ValueError, SyntaxError) as err:
+    except _pil_errors() as err:
         tf = _tifffile() if _is_tiff(path) else None
         if tf is None:
             raise _decode_failed(path, err) from err
         head = read_header(path)
+        px = int(np.prod(head.shape)) * (4 if head.dtype is None else head.dtype.itemsize)
+        where = f"{path}: decoding this {head.shape[1]} x {head.shape[0]} TIFF"
+        check_memory(2 * px, where, "Free memory, or cut the mask into tiles")
         try:
             arr = np.asarray(tf.imread(path))
         except Exception as err2:

@@ -1,5 +1,7 @@
-"""What a mask file holds decides how it is read, not its name: the lossy-format warning
-follows the file's data (JPEG bytes in a file named ``.png`` are JPEG)."""
+"""What a mask file holds decides how it is read, not its name or Pillow's process-wide
+settings: the lossy-format warning follows the file's data (JPEG bytes in a file named ``.png``
+are JPEG), and a large mask is read whatever ``PIL.Image.MAX_IMAGE_PIXELS`` says (its
+decompression-bomb guard), unless decoding it would not fit in memory."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ import pytest
 from PIL import Image, features
 
 from segiou.cli import main
-from segiou.errors import LossyMaskWarning
-from segiou.io.png import png_set
+from segiou.errors import LossyMaskWarning, ResourceError
+from segiou.io.png import PngSet, png_set
 
 MASK = np.zeros((64, 64), np.uint8)
 MASK[:, 32:] = 2
@@ -66,3 +68,62 @@ def test_eval_warns_about_jpeg_named_png(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "segiou eval: warning: pred folder" in err
     assert "lossy format (JPEG)" in err
+
+
+# -- large masks: Pillow's decompression-bomb guard ---------------------------------------------
+def _pair(tmp_path: Path, shape: tuple[int, int] = (100, 120)) -> tuple[Path, Path]:
+    mask = np.random.default_rng(0).integers(0, 3, shape).astype(np.uint8)
+    for side in ("gt", "pred"):
+        (tmp_path / side).mkdir()
+        Image.fromarray(mask).save(tmp_path / side / "a.png")
+    return tmp_path / "gt", tmp_path / "pred"
+
+
+def test_masks_beyond_pillows_bomb_limit_are_read(tmp_path, monkeypatch, capsys):
+    """Scaled down: a limit of 2,000 px makes a 100 x 120 mask what a 13,500 x 13,500 mask
+    (182 Mpx) is for the default limit (179 Mpx): refused by Image.open."""
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 2000)
+    gt, pred = _pair(tmp_path)
+    with pytest.raises(Image.DecompressionBombError):
+        Image.open(gt / "a.png")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nor a DecompressionBombWarning
+        arr = PngSet(("a",), (str(gt / "a.png"),)).read(0)
+    assert arr.shape == (100, 120)
+    for argv in (["eval", "--gt", str(gt), "--pred", str(pred), "--labels", "3",
+                  "--bootstrap", "0", "--scheduler", "synchronous"],
+                 ["ingest", "--gt", str(gt), "--pred", str(pred), "--out",
+                  str(tmp_path / "s.zarr")]):  # fmt: skip
+        assert main([*argv, "--quiet"]) == 0
+        assert "Decompression" not in capsys.readouterr().err
+    assert Image.MAX_IMAGE_PIXELS == 2000  # read, never changed
+
+
+def test_masks_between_the_warning_and_the_error_limit_give_no_warning(tmp_path, monkeypatch,
+                                                                        capsys):  # fmt: skip
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 8000)  # 12,000 px: Pillow would warn
+    gt, pred = _pair(tmp_path)
+    assert main(["eval", "--gt", str(gt), "--pred", str(pred), "--labels", "3", "--quiet",
+                 "--bootstrap", "0", "--scheduler", "synchronous"]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "Decompression" not in err, err
+
+
+def test_a_mask_whose_decoding_does_not_fit_in_memory_is_refused_by_name(tmp_path, monkeypatch,
+                                                                         capsys):  # fmt: skip
+    import segiou._resources as res
+
+    monkeypatch.setattr(res, "_SURELY_FITS", 0)
+    monkeypatch.setattr(res, "available_memory", lambda: 10_000)
+    gt, pred = _pair(tmp_path)
+    with pytest.raises(ResourceError, match=r"a\.png: decoding this 120 x 100 image") as info:
+        PngSet(("a",), (str(gt / "a.png"),)).read(0)
+    assert "(0.0 Mpx, mode L) needs about 35.2 KiB" in str(
+        info.value
+    )  # 3 bytes a pixel: Pillow's image, chunks, array
+    code = main(["eval", "--gt", str(gt), "--pred", str(pred), "--labels", "3", "--quiet",
+                 "--bootstrap", "0", "--scheduler", "synchronous"])  # fmt: skip
+    assert code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("segiou eval: error: ")
+    assert "a.png: decoding this" in line
