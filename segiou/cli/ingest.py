@@ -66,13 +66,16 @@ def _render(summary: dict[str, Any]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``segiou ingest`` (see :func:`register` for the options); return the exit code 0."""
-    from segiou.io.datasets import detect_dataset
+    from segiou.io.datasets import dataset_labels, detect_dataset
     from segiou.io.png import find_pairs, ingest, png_set
     from segiou.io.sources import instance_files
     from segiou.labels import load_spec
 
-    spec = None if args.labels is None else load_spec(args.labels)  # before scanning folders
-    layout: Any = detect_dataset(args.gt).layout if args.layout == "auto" else args.layout
+    given = None if args.labels is None else load_spec(args.labels)  # before scanning folders
+    found = detect_dataset(args.gt)  # a dataset's folder: its layout and, as eval, its spec
+    name = dataset_labels(found, args.labels)
+    spec = given if given is not None or name is None else load_spec(name)
+    layout: Any = found.layout if args.layout == "auto" else args.layout
     if args.pred is not None:
         gt, pred = find_pairs(args.gt, args.pred, gt_pattern=args.gt_pattern,
                               pred_pattern=args.pred_pattern, layout=layout, regex=args.regex,
@@ -86,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
                      chunks=args.chunks, codec=args.codec, workers=args.workers,
                      progress=not args.quiet, overwrite=args.overwrite,
                      instances=inst)  # fmt: skip
+    if found.dataset is not None:  # say what was recognised, and what it changed (as eval)
+        print(f"dataset: {found.dataset} layout ({found.why}); labels "
+              f"{summary['labels'] or 'none'}")  # fmt: skip
     for line in _render(summary):
         print(line)
     return 0
@@ -137,7 +143,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pred-regex", metavar="REGEX", help="the regex of the prediction side "
                    "(default: --regex)")  # fmt: skip
     p.add_argument("--labels", metavar="SPEC", help="cityscapes, pascal_voc, ade20k or a spec "
-                   "file: colours of RGB masks")  # fmt: skip
+                   "file: colours of RGB masks (default: the spec of a dataset recognised in "
+                   "--gt, as for eval, else none)")  # fmt: skip
     p.add_argument(
         "--colors",
         choices=["error", "ignore"],

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["Detected", "cityscapes_paths", "detect_dataset", "pairing_hints"]
+__all__ = ["Detected", "cityscapes_paths", "dataset_labels", "detect_dataset", "pairing_hints"]
 
 _CITYSCAPES_GT = "*_gtFine_labelIds.png"
 _ADE_FILE = re.compile(r"ADE_(train|val)_\d+\.png$")
@@ -90,6 +90,38 @@ def detect_dataset(gt: str | Path) -> Detected:
     if first is not None and _ADE_FILE.search(first.name):
         return Detected("plain", "ade20k", "ADE20K", f"files named like {first.name}")
     return Detected()
+
+
+def dataset_labels(found: Detected, given: str | None, default: str | None = None) -> str | None:
+    """Return the label spec to use: the one given, else the recognised dataset's, or ``default``.
+
+    What ``segiou eval`` and ``segiou ingest`` do when ``--labels`` is not given: a folder
+    recognised by :func:`detect_dataset` brings its built-in spec (so that colour masks of
+    Pascal VOC or Cityscapes decode through its colours); ``eval`` falls back to
+    ``cityscapes``, ``ingest`` to no spec (grey masks need none).
+
+    Parameters
+    ----------
+    found : Detected
+        What :func:`detect_dataset` said about the ground-truth folder.
+    given : str or None
+        The spec asked for (``--labels``), or ``None``.
+    default : str, optional
+        The spec when none was given and no dataset was recognised.
+
+    Returns
+    -------
+    str or None
+
+    Examples
+    --------
+    >>> voc = Detected("plain", "pascal_voc", "Pascal VOC", "a folder named SegmentationClass")
+    >>> dataset_labels(voc, None), dataset_labels(voc, "ade20k")
+    ('pascal_voc', 'ade20k')
+    >>> dataset_labels(Detected(), None), dataset_labels(Detected(), None, "cityscapes")
+    (None, 'cityscapes')
+    """
+    return given if given is not None else (found.labels or default)
 
 
 def cityscapes_paths(env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import reference
+import zarr
 from PIL import Image
 
 from segiou.cli import main
@@ -263,3 +264,65 @@ def test_unrecognised_folders_keep_the_old_defaults(tmp_path: Path) -> None:
     Image.fromarray(np.zeros((3, 3), np.uint8)).save(tmp_path / "masks" / "a.png")
     found = detect_dataset(tmp_path / "masks")
     assert (found.layout, found.labels, found.dataset) == ("plain", None, None)
+
+
+# -- ingest picks the spec as eval does ---------------------------------------------------------
+def test_ingest_of_a_voc_folder_decodes_rgb_predictions_with_its_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --labels: ingest recognises Pascal VOC and decodes RGB predictions through its
+    colours, as eval does (it refused them: no spec)."""
+    _, pred = _voc(tmp_path)
+    colors = np.array(builtin_spec("pascal_voc").colors, np.uint8)
+    for i, p in enumerate(pred):  # the predictions as colour images
+        Image.fromarray(colors[p], "RGB").save(tmp_path / "preds" / f"2007_{i:06d}.png")
+    gt_dir = tmp_path / "VOC2012" / "SegmentationClass"
+    out = tmp_path / "s.zarr"
+    assert main(["ingest", "--gt", str(gt_dir), "--pred", str(tmp_path / "preds"),
+                 "--out", str(out), "--quiet"]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert (
+        "dataset: Pascal VOC layout (a folder named SegmentationClass); labels pascal_voc" in text
+    )
+    np.testing.assert_array_equal(np.asarray(zarr.open_array(str(out), path="pred")), pred)
+    assert json.loads((out / "zarr.json").read_text())["attributes"]["segiou"]["labels"] == (
+        "pascal_voc")  # fmt: skip
+
+
+def test_ingest_of_a_cityscapes_folder_decodes_rgb_results_to_label_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gt, pred = _cityscapes(tmp_path)
+    raw = builtin_spec("cityscapes").raw
+    lut = np.zeros((256, 3), np.uint8)
+    for r in raw:
+        lut[r.id] = r.color
+    smallest = {}  # a colour decodes to the smallest raw id of that colour (documented)
+    for r in sorted(raw, key=lambda r: r.id):
+        smallest.setdefault(r.color, r.id)
+    expect = np.vectorize(lambda v: smallest[tuple(int(c) for c in lut[v])])(pred)
+    for f in (tmp_path / "results" / "sub").iterdir():
+        i = int(f.name.split("_")[1])
+        Image.fromarray(lut[pred[i]], "RGB").save(f)
+    out = tmp_path / "c.zarr"
+    assert main(["ingest", "--gt", str(tmp_path / "gtFine" / "val"), "--pred",
+                 str(tmp_path / "results"), "--out", str(out), "--quiet"]) == 0  # fmt: skip
+    assert "dataset: Cityscapes layout" in capsys.readouterr().out
+    root = zarr.open_group(str(out), mode="r")
+    assert root.attrs["segiou"]["ids"] == "raw"
+    names = root["pred"].attrs["segiou"]["names"]
+    order = [int(n.split("_")[1]) for n in names]
+    np.testing.assert_array_equal(np.asarray(root["pred"]), expect[order])
+    np.testing.assert_array_equal(np.asarray(root["gt"]), gt[order])
+
+
+def test_ingest_of_an_unrecognised_folder_still_needs_labels_for_colours(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for side in ("gt", "pred"):
+        (tmp_path / side).mkdir()
+    Image.fromarray(np.zeros((4, 5), np.uint8)).save(tmp_path / "gt" / "a.png")
+    Image.fromarray(np.zeros((4, 5, 3), np.uint8), "RGB").save(tmp_path / "pred" / "a.png")
+    assert main(["ingest", "--gt", str(tmp_path / "gt"), "--pred", str(tmp_path / "pred"),
+                 "--out", str(tmp_path / "s.zarr"), "--quiet"]) == 2  # fmt: skip
+    assert "no label spec was given" in capsys.readouterr().err
