@@ -737,8 +737,9 @@ def test_store_layout_errors(pair):
         evaluate_zarr(pair.g, pair.tmp / "nothing.zarr", labels=K)
     with pytest.raises(MaskNotFoundError, match=r"nothing\.zarr"):
         evaluate_zarr(str(pair.tmp / "nothing.zarr"), pair.g, labels=K)
+    p = _stack(pair.tmp / "pred.zarr", pair.pred, names=pair.names)
     with pytest.raises(StoreLayoutError, match=r"dtype uint8 cannot hold.*0\.\.299"):
-        evaluate_zarr(pair.g, pair.g, labels=300)
+        evaluate_zarr(pair.g, p, labels=300)
 
 
 def test_bool_store_holds_ids_0_and_1_only(tmp_path):
@@ -1081,5 +1082,6 @@ def test_a_large_image_grouped_with_small_ones_is_still_split(tmp_path):
     bands = [u for t in tasks for u in t if u[0] == 1]
     assert len(bands) > 1  # image "b" (index 1) is split although "a" shares its group
     assert sum(end - start for _, start, end in bands) == 400
-    cm = evaluate_zarr(g, g, labels=K, scheduler="synchronous")
+    p = _group(tmp_path / "p.zarr", images, (10, 100))  # the same images as predictions
+    cm = evaluate_zarr(g, p, labels=K, scheduler="synchronous")
     assert cm.counts.trace() == 4 + 400 * 100 + 4

@@ -7,14 +7,15 @@ files). :func:`open_pair` turns two paths into two sources of the same kind.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 from segiou.errors import MaskNotFoundError, StoreLayoutError, UsageError
 from segiou.io.zarr import is_zarr, recorded_ids
 
-__all__ = ["FolderLayout", "Source", "instance_files", "is_zarr", "open_instances", "open_pair",
-           "recorded_ids"]  # fmt: skip
+__all__ = ["FolderLayout", "Source", "check_apart", "instance_files", "is_zarr", "open_instances",
+           "open_pair", "recorded_ids"]  # fmt: skip
 
 #: A source of named masks: :class:`~segiou.io.zarr.MaskSet` or :class:`~segiou.io.png.PngSet`.
 Source = Any
@@ -60,6 +61,9 @@ def open_pair(
         A Zarr store without the documented layout.
     NamingError
         Image files that get no name, or duplicate names.
+    UsageError
+        Masks on both sides (:func:`check_apart`): the same store or folder, or one inside the
+        other.
     """
     if layout not in ("auto", "plain", "cityscapes"):  # (any other name read as "plain")
         msg = f"layout={layout!r} is unknown; expected 'auto', 'plain' or 'cityscapes'"
@@ -68,7 +72,9 @@ def open_pair(
     if zarr_gt and zarr_pred:
         from segiou.io.zarr import open_masks
 
-        return open_masks(gt), open_masks(pred)
+        pair = open_masks(gt), open_masks(pred)
+        check_apart(*pair)
+        return pair
     if zarr_gt or zarr_pred:
         zside, fside = ("--gt", "--pred") if zarr_gt else ("--pred", "--gt")
         fpath = pred if zarr_gt else gt
@@ -89,6 +95,63 @@ def open_pair(
     how = detect_dataset(gt).layout if layout == "auto" else layout
     return find_pairs(gt, pred, layout=how,  # type: ignore[arg-type]
                       gt_pattern=gt_pattern, pred_pattern=pred_pattern)  # fmt: skip
+
+
+def _store_key(url: str, path: str) -> tuple[str, str]:
+    """Where an array is: the store resolved (local: links followed; remote: one spelling)."""
+    from segiou.io.zarr import canonical_url
+
+    if "://" in url and not url.startswith("file://"):
+        return canonical_url(url), path
+    return os.path.realpath(url.removeprefix("file://")), path
+
+
+def check_apart(gt: Source, pred: Source) -> None:
+    """Refuse ground truth and predictions that share masks.
+
+    The same store array (or group, or folder) on both sides scores every prediction against
+    itself (100%); a group or folder that holds the other side's masks (a subgroup, a
+    subfolder, or a link to them) lists them as its own images, so they are counted on both
+    sides. Paths are compared resolved (links followed); sources of different kinds share
+    nothing.
+
+    Parameters
+    ----------
+    gt, pred : MaskSet or PngSet
+        The two sides.
+
+    Raises
+    ------
+    UsageError
+        A mask read on both sides (the message says how, and what to do).
+    """
+    from segiou.io.png import PngSet
+    from segiou.io.png import check_apart as files_apart
+    from segiou.io.zarr import MaskSet
+
+    if isinstance(gt, PngSet) and isinstance(pred, PngSet):
+        files_apart(gt, pred)
+        return
+    if not (isinstance(gt, MaskSet) and isinstance(pred, MaskSet)):
+        return
+    mine = {_store_key(a.url, a.path) for a in gt.arrays}
+    shared = [a.path or a.url for a in pred.arrays if _store_key(a.url, a.path) in mine]
+    if not shared:
+        return
+    if _store_key(gt.url, gt.path) == _store_key(pred.url, pred.path):
+        msg = (
+            f"the ground truth and the predictions are the same store array or group, "
+            f"{gt.where()}: every prediction would be scored against itself. Give the "
+            "predictions' array or group (--pred), e.g. store.zarr/pred"
+        )
+        raise UsageError(msg)
+    msg = (
+        f"{len(shared)} array(s) are read both as ground truth ({gt.where()}) and as "
+        f"predictions ({pred.where()}), e.g. {shared[:3]}: a group's images include its "
+        "subgroups' arrays, so one side holds the other. Point --gt and --pred at two "
+        "groups that do not contain each other (e.g. store.zarr/gt and store.zarr/pred)"
+    )
+    raise UsageError(msg)
 
 
 #: What marks a Cityscapes ground-truth file, and its instance file (as cityscapesScripts does).

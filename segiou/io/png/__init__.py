@@ -64,7 +64,14 @@ from __future__ import annotations
 from segiou.errors import ImageDecodeError, NamingError, StoreExistsError
 from segiou.io.png._colors import Colors
 from segiou.io.png._ingest import CODEC_CHOICES, ingest, parse_codec
-from segiou.io.png._pairs import CITYSCAPES_NAME, FolderLayout, PngSet, find_pairs, png_set
+from segiou.io.png._pairs import (
+    CITYSCAPES_NAME,
+    FolderLayout,
+    PngSet,
+    check_apart,
+    find_pairs,
+    png_set,
+)
 
 __all__ = [
     "CITYSCAPES_NAME",
@@ -75,6 +82,7 @@ __all__ = [
     "NamingError",
     "PngSet",
     "StoreExistsError",
+    "check_apart",
     "find_pairs",
     "ingest",
     "parse_codec",

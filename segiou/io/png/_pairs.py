@@ -17,6 +17,7 @@ from segiou.errors import (
     LossyMaskWarning,
     MaskNotFoundError,
     NamingError,
+    UsageError,
 )
 from segiou.io.png._colors import Colors, Via, check_colors, check_ids, colors_to_ids
 from segiou.io.png._decode import SHOWN, decode_file, read_header
@@ -28,6 +29,7 @@ __all__ = [
     "FolderLayout",
     "KeyFunc",
     "PngSet",
+    "check_apart",
     "check_unique",
     "find_pairs",
     "png_set",
@@ -510,6 +512,9 @@ def find_pairs(
         A folder does not exist, or no file matches its pattern.
     NamingError
         A file that gets no name, or duplicate names on one side (listed with their files).
+    UsageError
+        A file listed on both sides (:func:`check_apart`): the same folder, or one inside the
+        other.
 
     Examples
     --------
@@ -528,4 +533,64 @@ def find_pairs(
     gt = png_set(gt_dir, gp, layout=layout, regex=regex, key=key, side="gt")
     pr = pred_regex if pred_regex is not None else regex
     pred = png_set(pred_dir, pp, layout=layout, regex=pr, key=key, side="pred")
+    check_apart(gt, pred)
     return gt, pred
+
+
+def _real_files(paths: tuple[str, ...]) -> dict[str, str]:
+    """Map each file's resolved path to its path (links followed; each folder resolved once)."""
+    dirs: dict[str, str] = {}
+    out = {}
+    for p in paths:
+        folder, name = os.path.split(p)
+        if Path(p).is_symlink():
+            out[os.path.realpath(p)] = p
+            continue
+        real = dirs.get(folder)
+        if real is None:
+            real = dirs[folder] = os.path.realpath(folder)
+        out[str(Path(real) / name)] = p
+    return out
+
+
+def check_apart(gt: PngSet, pred: PngSet) -> None:
+    """Refuse ground-truth and prediction sets that share files.
+
+    The same folder on both sides scores every prediction against itself (100%); a folder
+    inside the other (``--gt val --pred val/preds``, or linked into it) is listed with it, so
+    its files are counted on both sides (predictions as extra ground-truth images). Paths are
+    compared resolved (links followed). Sets that share a folder but no file (different file
+    patterns) are fine.
+
+    Parameters
+    ----------
+    gt, pred : PngSet
+        The two sides.
+
+    Raises
+    ------
+    UsageError
+        A file is in both sets (the message says how, and what to do).
+    """
+    real = _real_files(gt.paths)
+    shared = [p for r, p in _real_files(pred.paths).items() if r in real]
+    if not shared:
+        return
+    if gt.root and pred.root and os.path.realpath(gt.root) == os.path.realpath(pred.root):
+        msg = (
+            f"the ground truth and the predictions are the same folder, {gt.root}"
+            + (f" and {pred.root}" if pred.root != gt.root else "")
+            + f" ({len(shared)} file(s) on both sides): every prediction would be scored "
+            "against itself. Give the predictions' folder (--pred), or file patterns that "
+            "tell the two apart (--gt-pattern, --pred-pattern)"
+        )
+        raise UsageError(msg)
+    msg = (
+        f"{len(shared)} file(s) are listed both as ground truth ({gt.where()}) and as "
+        f"predictions ({pred.where()}), e.g. {shared[:3]}: one folder is inside the other (or "
+        "linked into it), and the folders are searched recursively, so these files would be "
+        "counted on both sides. Move the predictions out of the ground-truth folder (or the "
+        "other way round), or give file patterns that tell the two apart (--gt-pattern, "
+        "--pred-pattern)"
+    )
+    raise UsageError(msg)

@@ -1,0 +1,138 @@
+"""Ground truth and predictions that share masks are refused: the same folder or store (every
+prediction scored against itself, 100%), or one inside the other where the recursive listing
+picks the other's masks up (predictions counted as extra ground-truth images). Paths are
+compared resolved, links followed; layouts that share a folder but no file still work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from PIL import Image
+
+from segiou.cli import main
+from segiou.errors import UsageError
+from segiou.io.png import find_pairs
+from segiou.io.sources import open_pair
+from segiou.parallel import count_stores
+
+rng = np.random.default_rng(0)
+MASKS = [rng.integers(0, 3, (10, 12)).astype(np.uint8) for _ in range(3)]
+
+
+def _folder(path: Path, suffix: str = "") -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for i, m in enumerate(MASKS):
+        Image.fromarray(m).save(path / f"{i}{suffix}.png")
+    return path
+
+
+def _eval(gt: Path | str, pred: Path | str, *extra: str) -> int:
+    return main(["eval", "--gt", str(gt), "--pred", str(pred), "--labels", "3", "--quiet",
+                 "--bootstrap", "0", "--scheduler", "synchronous", *extra])  # fmt: skip
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("segiou "), line
+    return line
+
+
+def test_the_same_folder_on_both_sides_is_refused(tmp_path, capsys):
+    val = _folder(tmp_path / "val")
+    with pytest.raises(UsageError, match="same folder"):
+        find_pairs(val, val)
+    with pytest.raises(UsageError, match="same folder"):
+        count_stores(str(val), str(val), labels=3, scheduler="synchronous")
+    assert _eval(val, val) == 2
+    assert "scored against itself" in _one_error_line(capsys)
+    assert main(["ingest", "--gt", str(val), "--pred", str(val), "--out",
+                 str(tmp_path / "s.zarr"), "--quiet"]) == 2  # fmt: skip
+    assert "same folder" in _one_error_line(capsys)
+
+
+def test_a_link_to_the_ground_truth_folder_is_the_same_folder(tmp_path, capsys):
+    val = _folder(tmp_path / "val")
+    (tmp_path / "preds").symlink_to(val)
+    assert _eval(val, tmp_path / "preds") == 2
+    assert "same folder" in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("missing", [[], ["--missing-pred", "void"]])
+def test_predictions_inside_the_ground_truth_folder_are_refused(tmp_path, capsys, missing):
+    val = _folder(tmp_path / "val")
+    _folder(val / "preds")
+    assert _eval(tmp_path / "val", tmp_path / "val" / "preds", *missing) == 2
+    line = _one_error_line(capsys)
+    assert "3 file(s) are listed both as ground truth" in line
+    assert "preds/0.png" in line
+
+
+def test_ground_truth_inside_the_prediction_folder_is_refused(tmp_path):
+    preds = _folder(tmp_path / "preds")
+    _folder(preds / "gt")
+    with pytest.raises(UsageError, match="listed both"):
+        open_pair(preds / "gt", preds)
+
+
+def test_a_link_into_the_ground_truth_folder_is_refused(tmp_path):
+    val = _folder(tmp_path / "val")
+    preds = _folder(tmp_path / "preds")
+    (val / "linked").symlink_to(preds)  # the listing follows links to folders
+    with pytest.raises(UsageError, match="listed both"):
+        find_pairs(val, preds, pred_pattern="*.png")
+
+
+def test_one_folder_with_patterns_that_tell_the_sides_apart_works(tmp_path):
+    both = _folder(tmp_path / "both", "_gt")
+    _folder(both, "_pred")
+    regex = r"(?P<name>\d+)_(gt|pred)\.png$"
+    gt, pred = find_pairs(both, both, gt_pattern="*_gt.png", pred_pattern="*_pred.png",
+                          regex=regex)  # fmt: skip
+    assert gt.names == pred.names == ("0", "1", "2")
+
+
+def test_results_inside_a_cityscapes_ground_truth_folder_work(tmp_path):
+    """The ground-truth pattern (*_gtFine_labelIds.png) does not list the results."""
+    city = tmp_path / "gtFine" / "val" / "bonn"
+    city.mkdir(parents=True)
+    res = tmp_path / "gtFine" / "val" / "results"
+    res.mkdir()
+    for i, m in enumerate(MASKS):
+        Image.fromarray(m).save(city / f"bonn_000000_{i:06d}_gtFine_labelIds.png")
+        Image.fromarray(m).save(res / f"bonn_000000_{i:06d}_pred.png")
+    gt, pred = open_pair(tmp_path / "gtFine" / "val", res)
+    assert len(gt.names) == len(pred.names) == 3
+
+
+def _store(path: Path, inner: str = "") -> str:
+    root = zarr.open_group(str(path), mode="a")
+    group = root.require_group(inner) if inner else root
+    for i, m in enumerate(MASKS):
+        group.create_array(f"img{i}", data=m, chunks=m.shape)
+    return str(path) + (f"/{inner}" if inner else "")
+
+
+def test_the_same_store_on_both_sides_is_refused(tmp_path, capsys):
+    g = _store(tmp_path / "g.zarr")
+    with pytest.raises(UsageError, match="same store array or group"):
+        count_stores(g, g, labels=3, scheduler="synchronous")
+    (tmp_path / "again.zarr").symlink_to(tmp_path / "g.zarr")
+    assert _eval(g, tmp_path / "again.zarr") == 2
+    assert "scored against itself" in _one_error_line(capsys)
+
+
+def test_a_group_holding_the_prediction_group_is_refused(tmp_path):
+    g = _store(tmp_path / "g.zarr")
+    p = _store(tmp_path / "g.zarr", "preds")  # its arrays are images of g.zarr too
+    with pytest.raises(UsageError, match="3 array\\(s\\) are read both"):
+        open_pair(g, p)
+
+
+def test_two_groups_of_one_store_work(tmp_path):
+    g = _store(tmp_path / "s.zarr", "gt")
+    p = _store(tmp_path / "s.zarr", "pred")
+    cm = count_stores(g, p, labels=3, scheduler="synchronous")
+    assert cm.counts.trace() == sum(m.size for m in MASKS)
