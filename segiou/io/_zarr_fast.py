@@ -147,7 +147,10 @@ class ReadSpec:
     key_sep: str  # "/" or "."
     codecs: tuple[dict[str, Any], ...] | None  # numcodecs configs, decode order; None = zarr
     dtype: str  # with byte order
-    fill: Any
+    fill: Any  # what a missing chunk reads as (0 when the array has none)
+    #: The array has no fill value (Zarr v2 ``fill_value: null``): the specification leaves a
+    #: chunk that was never written undefined, so it is not read as 0 unless asked to.
+    no_fill: bool = False
 
     def key(self, coords: tuple[int, ...]) -> str:
         """Store key of the chunk at grid position ``coords``."""
@@ -209,7 +212,8 @@ def read_spec(arr: Any) -> ReadSpec:
     Returns
     -------
     ReadSpec
-        Its chunk keys, codecs (``None``: zarr-python decodes), dtype and fill value.
+        Its chunk keys, codecs (``None``: zarr-python decodes), dtype and fill value (0, and
+        ``no_fill``, for an array without one: Zarr v2 ``fill_value: null``).
     """
     import zarr.storage
 
@@ -218,9 +222,11 @@ def read_spec(arr: Any) -> ReadSpec:
     codecs, dtype = _codec_chain(arr, np.dtype(str(arr.dtype)))
     store = arr.store
     root = str(store.root) if isinstance(store, zarr.storage.LocalStore) else None
-    fill = arr.fill_value if arr.fill_value is not None else 0
+    no_fill = arr.fill_value is None  # v2 "no fill value" (v3 requires one)
+    fill = 0 if no_fill else arr.fill_value
     fill = fill.item() if hasattr(fill, "item") else fill
-    return ReadSpec(root, prefix, sep, None if codecs is None else tuple(codecs), dtype.str, fill)
+    return ReadSpec(root, prefix, sep, None if codecs is None else tuple(codecs), dtype.str, fill,
+                    no_fill)  # fmt: skip
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

@@ -16,7 +16,8 @@ import numpy as np
 from segiou.errors import MissingChunkError
 from segiou.io.zarr import MaskArray, MaskSet, Missing, Side
 
-__all__ = ["BufferPool", "ChunkCache", "CountedMissing", "buffers", "image_array", "read_region"]
+__all__ = ["BufferPool", "ChunkCache", "CountedMissing", "buffers", "image_array", "lacks_fill",
+           "read_region"]  # fmt: skip
 
 #: What a cache does with a chunk missing from the store: read it as the fill value, raise, or
 #: read it as the fill value and remember it (``absent``: reported per image).
@@ -100,8 +101,10 @@ class ChunkCache:
             try:
                 c = self.arr.read_chunk(coords, missing=how, images=self.images(coords), out=buf,
                                         side=self.side)  # fmt: skip
-            except MissingChunkError:
+            except MissingChunkError as err:
                 if self.missing != "count":
+                    if self.arr.read_spec.no_fill:
+                        raise self._undefined(coords) from err
                     raise
                 c = self.arr.read_chunk(coords, missing="fill", images="", out=buf)
                 self.absent.add(coords)
@@ -109,6 +112,19 @@ class ChunkCache:
                 buffers.give(buf)
             self.cache[coords] = c
         return c
+
+    def _undefined(self, coords: tuple[int, ...]) -> MissingChunkError:
+        """Return the error of a chunk missing from an array without a fill value."""
+        whose = "ground-truth" if self.side == "gt" else "prediction"
+        msg = (
+            f"{self.arr.where()}: chunk {coords} (images {self.images(coords)}) is missing "
+            f"from the {whose} store, and the array has no fill value (Zarr v2 fill_value "
+            "null), so the Zarr specification leaves the chunk's values undefined; segiou does "
+            "not guess them. Re-write the chunk (or re-ingest); if its writer left out chunks "
+            f"of 0, read missing chunks as 0 with missing_{self.side}_chunks='fill' "
+            f"(--missing-{self.side}-chunks fill)"
+        )
+        return MissingChunkError(msg)
 
     def drop(self, keep: int | None = None) -> None:
         """Forget chunks (all, or those outside chunk row ``keep``); pool their buffers."""
@@ -128,6 +144,30 @@ class ChunkCache:
             base = c.base if isinstance(c.base, np.ndarray) else c  # numpy: the owner
             if base.flags.owndata and base.flags.writeable and base.shape == c.shape:
                 buffers.give(base)
+
+
+def lacks_fill(src: object) -> bool:
+    """Whether a source holds an array without a fill value (Zarr v2 ``fill_value: null``).
+
+    A chunk missing from such an array is undefined (the Zarr specification reads a chunk
+    never written as the fill value, and there is none), although zarr-python skips writing
+    chunks of 0 there too (``write_empty_chunks=False``) and reads them back as 0. So
+    ``missing_pred_chunks="auto"`` refuses it, as in a store that records that every chunk was
+    written (a prediction read as 0 would not be reported anywhere); ``"fill"`` reads it as 0.
+    A ground-truth chunk follows ``missing_gt_chunks`` as in any store: ``"auto"`` reads it as
+    0 and reports it (``absent_chunks``), as every ground-truth chunk it reads as the fill
+    value.
+
+    Parameters
+    ----------
+    src : MaskSet, PngSet or None
+        A source (image files and ``None`` have no chunks: ``False``).
+
+    Returns
+    -------
+    bool
+    """
+    return isinstance(src, MaskSet) and any(a.read_spec.no_fill for a in src.arrays)
 
 
 def image_array(ms: MaskSet, i: int) -> tuple[MaskArray, int | None]:

@@ -28,6 +28,7 @@ from segiou.errors import (
     UsageError,
 )
 from segiou.images import ImageRows
+from segiou.io.chunks import lacks_fill
 from segiou.io.maps import create_maps
 from segiou.io.sources import FolderLayout, Source, open_instances, open_pair
 from segiou.io.zarr import MaskSet, canonical_url, open_masks
@@ -193,12 +194,15 @@ def count_stores(
         never written holds the fill value) except in stores that record that every chunk was
         written (``segiou ingest``, :func:`~segiou.io.zarr.create_stack`), where it was lost
         and is refused; ``"error"`` always refuses, ``"fill"`` always reads the fill value.
-        Chunks read as the fill value are reported per image (``cm.extras.absent``).
+        Chunks read as the fill value are reported per image (``cm.extras.absent``); in an
+        array without a fill value (Zarr v2 ``fill_value: null``) they read as 0.
     missing_pred_chunks : {"auto", "error", "fill"}, default "auto"
         A chunk missing from the prediction store, in every read of the predictions (counts,
         Boundary IoU, iIoU, error maps): ``"auto"`` reads it as the fill value (the Zarr rule)
         except in a store that records that every chunk was written, where it was lost and is
-        refused; ``"error"`` always refuses, ``"fill"`` always reads the fill value: a store
+        refused, and in an array without a fill value (Zarr v2 ``fill_value: null``), where it
+        is undefined and refused; ``"error"`` always refuses, ``"fill"`` always reads the fill
+        value (0 when there is none): a store
         that ``create_stack`` made but another job wrote through ``zarr.open_array`` (zarr's
         default ``write_empty_chunks=False``, not stored with the array) lacks every chunk
         equal to the fill value although it records every chunk. Prediction chunks read as the
@@ -416,8 +420,14 @@ def _missing_policy(gms: Source, asked: MissingGtChunks) -> Any:
 
 
 def _pred_policy(pms: Source | None, asked: MissingPredChunks) -> Any:
-    """Return what the predictions' chunk caches do with a missing chunk (never counted)."""
-    if asked == "error" or (asked == "auto" and getattr(pms, "complete", False)):
+    """Return what the predictions' chunk caches do with a missing chunk (never counted).
+
+    ``auto`` refuses it where reading it as the fill value would be wrong or a guess: the store
+    records that every chunk was written, or an array has no fill value (Zarr v2
+    ``fill_value: null``, see :func:`segiou.io.chunks.lacks_fill`).
+    """
+    if asked == "error" or (asked == "auto" and (getattr(pms, "complete", False)
+                                                 or lacks_fill(pms))):  # fmt: skip
         return "error"
     return "fill"
 
