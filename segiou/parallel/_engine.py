@@ -30,7 +30,7 @@ from segiou.errors import (
 from segiou.images import ImageRows
 from segiou.io.chunks import lacks_fill
 from segiou.io.maps import create_maps
-from segiou.io.sources import FolderLayout, Source, open_instances, open_pair
+from segiou.io.sources import FolderLayout, Source, check_apart, open_instances, open_pair
 from segiou.io.zarr import MaskSet, canonical_url, open_masks
 from segiou.labels import IdSpace, LabelSpec, load_spec
 from segiou.parallel._cluster import Tracked, abandon, compute_on_cluster, measure, scatter_job
@@ -279,7 +279,9 @@ def count_stores(
     UsageError
         An unknown ``missing_pred``, ``missing_gt_chunks`` or ``missing_pred_chunks``;
         ``split_every`` below 2, ``pixels_per_task`` below 1, ``task_seconds`` or ``ns_per_px``
-        not positive, or one path is a Zarr store and the other a folder.
+        not positive, or one path is a Zarr store and the other a folder; ground truth and
+        predictions that share masks: the same store array, group or folder, or one holding
+        the other (:func:`segiou.io.sources.check_apart`).
     segiou.errors.NamingError, segiou.errors.ImageDecodeError
         Image files without a name or with duplicate names; a file that is no label image.
     segiou.errors.ClusterError
@@ -301,6 +303,8 @@ def count_stores(
     else:
         gms = open_masks(gt) if isinstance(gt, str | Path) else gt
         pms = open_masks(pred) if isinstance(pred, str | Path) else pred
+        if pms is not None:
+            check_apart(gms, pms)  # (open_pair checks what it opens)
     if not gms.names:  # all-nan results and exit 0 would look like an evaluation
         msg = (
             f"{gms.where()} holds no images; nothing to evaluate. Check the path (a store, or "

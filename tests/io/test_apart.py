@@ -136,3 +136,15 @@ def test_two_groups_of_one_store_work(tmp_path):
     p = _store(tmp_path / "s.zarr", "pred")
     cm = count_stores(g, p, labels=3, scheduler="synchronous")
     assert cm.counts.trace() == sum(m.size for m in MASKS)
+
+
+def test_count_stores_checks_opened_sources_too(tmp_path):
+    from segiou.io.png import png_set
+    from segiou.io.zarr import open_masks
+
+    val = _folder(tmp_path / "val")
+    with pytest.raises(UsageError, match="same folder"):
+        count_stores(png_set(val), png_set(val), labels=3, scheduler="synchronous")
+    g = _store(tmp_path / "g.zarr")
+    with pytest.raises(UsageError, match="same store array or group"):
+        count_stores(open_masks(g), g, labels=3, scheduler="synchronous")
