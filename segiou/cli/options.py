@@ -16,7 +16,7 @@ from typing import Literal
 
 from segiou._boundary import BoundaryWidth
 from segiou.errors import SegiouError, UsageError
-from segiou.io.datasets import Detected, cityscapes_paths, detect_dataset
+from segiou.io.datasets import Detected, cityscapes_paths, dataset_labels, detect_dataset
 from segiou.labels import IdSpace, LabelSpec, load_spec
 from segiou.outputs import check_outputs
 
@@ -302,8 +302,9 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
                    "segiou wrote, which record every chunk), error, or fill")  # fmt: skip
     p.add_argument("--missing-pred-chunks", choices=["auto", "error", "fill"], default="auto",
                    help="a prediction chunk missing from a Zarr store: auto (default: read as "
-                   "the fill value, refused in stores that record every chunk), error, or fill "
-                   "(also there: a writer with zarr's write_empty_chunks=False skipped it); not "
+                   "the fill value; refused in stores that record every chunk and in Zarr v2 "
+                   "arrays without a fill value), error, or fill (also there: a writer with "
+                   "zarr's write_empty_chunks=False skipped it; 0 without a fill value); not "
                    "reported")  # fmt: skip
     p.add_argument("--boundary", nargs="?", const="0.02", default=None, metavar="WIDTH",
                    type=boundary_arg,
@@ -435,8 +436,8 @@ class EvalOptions:
             report_format = format_of(ns.report, what="--report")
             if report_format == "html":
                 require_plotting("--report (HTML)")
-        labels = labels_arg(found.labels or "cityscapes") if ns.labels == "auto" else (
-            labels_arg(ns.labels))  # fmt: skip
+        given = None if ns.labels == "auto" else ns.labels
+        labels = labels_arg(dataset_labels(found, given, "cityscapes") or "cityscapes")
         return cls(
             gt=gt, pred=pred, labels=labels,
             ignore=None if ns.ignore is None else tuple(ns.ignore), gt_ids=ns.gt_ids,
