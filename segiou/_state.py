@@ -6,7 +6,9 @@ keeps Boundary IoU counts, instance records or absent chunks (:mod:`segiou._extr
 refuses a state that breaks any invariant, naming the field: every count an exact integer in
 ``0 .. 2**63 - 1`` (checked before any numpy conversion), a pixel total that fits in int64,
 keys a list of distinct strings, no unexpected counts in a ``raise``-mode state, per-image rows
-that add up to the totals, and no unknown fields. Version 1 kept per-image TP/FP/FN rows only;
+that add up to the totals, no unknown field and no missing one (the version-3 fields too, each
+with every field it is written with: :mod:`segiou._state_fields`), and a Boundary IoU width in
+pixels that its images were counted with. Version 1 kept per-image TP/FP/FN rows only;
 version 2 keeps each image's sparse confusion entries (:mod:`segiou.images`). A state with
 version-1 rows is written as version 1, or as version 3 with those rows when it also holds
 version-3 fields (a version-1 state merged with one that met absent chunks); both load back.
@@ -25,6 +27,10 @@ from typing import Any
 import numpy as np
 
 from segiou._extras import Extras, InstanceRecords
+from segiou._state_fields import INT64_MAX, check_extra_fields, check_width
+from segiou._state_fields import count as _count
+from segiou._state_fields import counts as _counts
+from segiou._state_fields import fail as _fail
 from segiou._typing import IntArray
 from segiou._version import __version__
 from segiou.errors import CheckpointError
@@ -39,7 +45,6 @@ VERSION = 2
 VERSION_EXTRAS = 3
 #: Versions :func:`load` reads.
 READABLE = (1, 2, 3)
-INT64_MAX = 2**63 - 1
 
 _FIELDS = {"format", "version", "writer", "labels", "gt_ids", "pred_ids", "per_image",
            "on_unexpected", "counts", "void", "ignored", "unexpected", "keys", "images",
@@ -138,52 +143,6 @@ def dump(p: StateParts) -> dict[str, Any]:
                                                                  strict=True) if g]  # fmt: skip
         out.update(p.extras.to_dict(named))
     return out
-
-
-def _fail(msg: str) -> CheckpointError:
-    return CheckpointError(msg)
-
-
-def _count(x: object, name: str) -> int:
-    """Return ``x`` if it is an exact count: an integer (not a bool) in 0 .. 2**63 - 1."""
-    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= INT64_MAX:
-        msg = (
-            f"field {name!r} holds {str(x)[:40]!r}; expected non-negative integer counts below "
-            "2**63 (exact counts never exceed 2**63 - 1)"
-        )
-        raise _fail(msg)
-    return x
-
-
-def _counts(x: object, shape: tuple[int, ...], name: str) -> IntArray:
-    """Integer counts of ``shape``, each in 0 .. 2**63 - 1, as int64 (checked before casting).
-
-    numpy would pick a dtype for values it cannot hold in int64 (float64 for 2**63 beside small
-    integers, object beyond 64 bits) and then the dtype would be all the message could blame:
-    any value that is not an exact count is found and named instead.
-    """
-    try:
-        a = np.asarray(x)
-    except (ValueError, TypeError, OverflowError):  # ragged lists, integers beyond numpy's
-        a = np.asarray([], dtype=object)
-    if a.size == 0 and int(np.prod(shape)) == 0 and a.ndim == 1:
-        return np.zeros(shape, dtype=np.int64)
-    exact = a.dtype.kind in "iu" and a.shape == shape
-    if exact and a.size and (a.min() < 0 or (a.dtype.kind == "u" and a.max() > INT64_MAX)):
-        exact = False
-    if exact:
-        return a.astype(np.int64)
-    for v in _flat(x):  # the slow path: name the first value that is no exact count
-        _count(v, name)
-    got = a.shape if a.dtype.kind != "O" else "ragged"
-    msg = f"field {name!r} has shape {got}, expected {shape}"
-    raise _fail(msg)
-
-
-def _flat(x: object) -> list[object]:
-    if isinstance(x, list | tuple):
-        return [v for item in x for v in _flat(item)]
-    return [x]
 
 
 def _unexpected(x: object, name: str) -> dict[int, int]:
@@ -450,6 +409,8 @@ def _load(d: Any) -> StateParts:
         msg = f"field 'labels' is not a valid label spec ({err})"
         raise _fail(msg) from err
     k = spec.num_classes
+    if version >= VERSION_EXTRAS:  # all there, each of the form written, before any is read
+        check_extra_fields(d, k=k, n_categories=len(spec.categories), per_image=d["per_image"])
     unexpected = d["unexpected"]
     if not isinstance(unexpected, Mapping) or set(unexpected) != {"gt", "pred"}:
         msg = "field 'unexpected' must hold 'gt' and 'pred' (value -> pixel count)"
@@ -480,6 +441,7 @@ def _load(d: Any) -> StateParts:
             "was altered or truncated"
         )
         raise _fail(msg)
+    check_width(p.extras)
     _check_extra_bounds(p)
     r = d["image_rows"]
     if not p.per_image:

@@ -1,0 +1,215 @@
+"""Readers and form checks of a saved state's fields (used by :mod:`segiou._state`).
+
+Counts are read exactly (:func:`count`, :func:`counts`: integers in ``0 .. 2**63 - 1``, never
+a bool, checked before any numpy conversion). :func:`check_extra_fields` checks that the
+version-3 fields are all there and of the form :meth:`segiou._extras.Extras.to_dict` writes
+before any of them is read: a field cut from a file must not load as "not counted" (Boundary
+IoU or iIoU gone without a word), and :func:`check_width` refuses a Boundary IoU width that
+the widths its images were counted with contradict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from segiou._extras import Extras
+from segiou._typing import IntArray
+from segiou.errors import CheckpointError
+
+__all__ = ["INT64_MAX", "check_extra_fields", "check_width", "count", "counts", "fail"]
+
+INT64_MAX = 2**63 - 1
+#: What to do about a field that cannot be right (every message of an altered file ends so).
+RESTORE = "the file was altered or truncated: restore it from its source, or count the images again"
+#: The fields of each version-3 object, as written.
+_BOUNDARY = ("width", "pixels_used", "counts", "images")
+_INSTANCES = ("records", "category_fp", "images")
+_RECORDS = ("image", "id", "class", "pixels", "tp", "category_tp")
+
+
+def fail(msg: str) -> CheckpointError:
+    """Return the error of a state that breaks an invariant (``load`` adds its source)."""
+    return CheckpointError(msg)
+
+
+def count(x: object, name: str) -> int:
+    """Return ``x`` if it is an exact count: an integer (not a bool) in 0 .. 2**63 - 1."""
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= INT64_MAX:
+        msg = (
+            f"field {name!r} holds {str(x)[:40]!r}; expected non-negative integer counts below "
+            "2**63 (exact counts never exceed 2**63 - 1)"
+        )
+        raise fail(msg)
+    return x
+
+
+def counts(x: object, shape: tuple[int, ...], name: str) -> IntArray:
+    """Integer counts of ``shape``, each in 0 .. 2**63 - 1, as int64 (checked before casting).
+
+    numpy would pick a dtype for values it cannot hold in int64 (float64 for 2**63 beside small
+    integers, object beyond 64 bits) and then the dtype would be all the message could blame:
+    any value that is not an exact count is found and named instead.
+    """
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError, OverflowError):  # ragged lists, integers beyond numpy's
+        a = np.asarray([], dtype=object)
+    if a.size == 0 and int(np.prod(shape)) == 0 and a.ndim == 1:
+        return np.zeros(shape, dtype=np.int64)
+    exact = a.dtype.kind in "iu" and a.shape == shape
+    if exact and a.size and (a.min() < 0 or (a.dtype.kind == "u" and a.max() > INT64_MAX)):
+        exact = False
+    if exact:
+        return a.astype(np.int64)
+    for v in flat(x):  # the slow path: name the first value that is no exact count
+        count(v, name)
+    got = a.shape if a.dtype.kind != "O" else "ragged"
+    msg = f"field {name!r} has shape {got}, expected {shape}"
+    raise fail(msg)
+
+
+def flat(x: object) -> list[object]:
+    """Return the values of nested lists, in order."""
+    if isinstance(x, list | tuple):
+        return [v for item in x for v in flat(item)]
+    return [x]
+
+
+def _extra_counts(x: object, shape: tuple[int, ...], name: str) -> None:
+    """Check the counts of a version-3 field, refused in the words :mod:`segiou._extras` uses."""
+    try:
+        counts(x, shape, name)
+    except CheckpointError as err:
+        msg = (
+            f"field {name!r} must hold non-negative integer counts of shape {shape}, got "
+            f"{str(x)[:60]!r}"
+        )
+        raise fail(msg) from err
+
+
+def _fields(x: object, name: str, fields: tuple[str, ...]) -> Mapping[str, Any]:
+    """``x`` as an object with exactly ``fields`` (none missing, none unknown)."""
+    if not isinstance(x, Mapping):
+        msg = f"field {name!r} is {str(x)[:40]!r}; expected null or an object of {list(fields)}"
+        raise fail(msg)
+    if missing := [f for f in fields if f not in x]:
+        msg = f"field {name!r} misses {missing}; {RESTORE}"
+        raise fail(msg)
+    if unknown := sorted(set(x) - set(fields), key=str):
+        msg = f"field {name!r} has unknown field(s) {unknown}; {RESTORE}"
+        raise fail(msg)
+    return x
+
+
+def _images(x: object, per_image: bool, name: str, shape: tuple[int, ...]) -> None:
+    """Per-image entries: an object of name -> counts with per-image rows, else null."""
+    if not per_image:
+        if x is not None:  # (an empty object is harmless, and Extras refuses a full one)
+            if isinstance(x, Mapping) and not x:
+                return
+            msg = f"field {name!r} holds per-image entries but 'per_image' is false; {RESTORE}"
+            raise fail(msg)
+        return
+    if not isinstance(x, Mapping):
+        msg = (
+            f"field {name!r} is {str(x)[:40]!r}, but a state with per-image rows keeps an object "
+            f"of image name -> counts there (null: per-image entries cut); {RESTORE}"
+        )
+        raise fail(msg)
+    for n, v in x.items():
+        _extra_counts(v, shape, f"{name}[{n!r}]")
+
+
+def check_extra_fields(d: Mapping[str, Any], *, k: int, n_categories: int,
+                       per_image: bool) -> None:  # fmt: skip
+    """Refuse version-3 fields that are not all there, or not of the form written.
+
+    ``boundary``, ``instances`` and ``absent_chunks`` must be there, each with every field it
+    is written with and no other, its counts of the spec's shapes.
+
+    A version-3 state holds at least one of them (a state with none is written as version 2):
+    one set to null where it was the only one is refused too.
+
+    Raises
+    ------
+    CheckpointError
+        The field, and what to do.
+    """
+    if missing := [f for f in ("boundary", "instances", "absent_chunks") if f not in d]:
+        msg = (
+            f"missing field(s) {missing}: a version-3 state has 'boundary', 'instances' and "
+            f"'absent_chunks' (null or {{}} when not counted); {RESTORE}"
+        )
+        raise fail(msg)
+    b = d["boundary"]
+    if b is not None:
+        b = _fields(b, "boundary", _BOUNDARY)
+        if not isinstance(b["width"], Mapping):
+            msg = f"field 'boundary.width' is {str(b['width'])[:40]!r}; expected {{'ratio': r}} or {{'pixels': n}}"
+            raise fail(msg)
+        used = b["pixels_used"]
+        if not isinstance(used, list) or any(count(v, "boundary.pixels_used") < 1 for v in used):
+            msg = (
+                f"field 'boundary.pixels_used' is {str(used)[:40]!r}; expected the list of widths "
+                f"in pixels the images were counted with (each 1 or more); {RESTORE}"
+            )
+            raise fail(msg)
+        _extra_counts(b["counts"], (3, k), "boundary.counts")
+        _images(b["images"], per_image, "boundary.images", (3, k))
+    inst = d["instances"]
+    if inst is not None:
+        inst = _fields(inst, "instances", _INSTANCES)
+        rec = _fields(inst["records"], "instances.records", _RECORDS)
+        names = rec["image"]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            msg = f"field 'instances.records.image' must be a list of image names; {RESTORE}"
+            raise fail(msg)
+        for f in _RECORDS[1:]:
+            _extra_counts(rec[f], (len(names),), f"instances.records.{f}")
+        _extra_counts(inst["category_fp"], (n_categories,), "instances.category_fp")
+        _images(inst["images"], per_image, "instances.images", (n_categories,))
+    chunks = 0
+    for f in ("absent_chunks", "absent_chunks_labels"):
+        m = d.get(f, {})
+        if not isinstance(m, Mapping):
+            msg = f"field {f!r} is {str(m)[:40]!r}; expected an object of image name -> chunks"
+            raise fail(msg)
+        chunks += sum(count(n, f"{f}[{name!r}]") for name, n in m.items())
+    if d.get("absent_chunks_labels") and not per_image:
+        msg = (
+            "field 'absent_chunks_labels' tells labels from image names, but the state keeps no "
+            f"per-image rows (so names no image); {RESTORE}"
+        )
+        raise fail(msg)
+    if b is None and inst is None and not chunks:
+        msg = (
+            "the state is version 3 but holds no Boundary IoU counts, instances or absent chunks "
+            "('boundary' and 'instances' null, 'absent_chunks' empty), which a version-3 state "
+            f"always has: one of them was cut; {RESTORE}"
+        )
+        raise fail(msg)
+
+
+def check_width(e: Extras | None) -> None:
+    """Refuse a Boundary IoU width in pixels that its images were not counted with.
+
+    ``pixels_used`` lists the widths the images got: with a width of ``n`` pixels, only ``n``
+    (a ratio of the diagonal gives each image its own, which no state can check).
+
+    Raises
+    ------
+    CheckpointError
+        A width was altered: counts of one width merged with another's would be wrong.
+    """
+    if e is None or e.boundary is None or e.boundary.pixels is None:
+        return
+    if stray := sorted(e.boundary_px - {e.boundary.pixels}):
+        msg = (
+            f"field 'boundary.width' says {e.boundary.pixels} px, but 'boundary.pixels_used' "
+            f"says images were counted with {stray} px: the counts hold for the width they were "
+            f"counted with, and one of the two fields was edited; {RESTORE}"
+        )
+        raise fail(msg)
