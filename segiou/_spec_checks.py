@@ -2,7 +2,7 @@
 
 Every reader names where a value came from (the spec, the file, the entry and the field) and
 refuses what is not exactly the expected type: ``7.9``, ``1.0``, ``true`` and ``"x"`` are never
-read as integers.
+read as integers, and ``5`` or ``null`` never as a name (every name is a string).
 """
 
 from __future__ import annotations
@@ -163,14 +163,20 @@ def read_raw_entries(
             raise LabelSpecError(msg)
         where = f"{source}: raw[{i}] field 'color'"
         color = read_color(r["color"], where) if r.get("color") is not None else None
+        if "name" in r and not isinstance(r["name"], str):
+            msg = f"{source}: raw[{i}] field 'name' is {r['name']!r}; expected a name (a string)"
+            raise LabelSpecError(msg)
         rcat = r.get("category")
+        if rcat is not None and not isinstance(rcat, str):
+            msg = f"{source}: raw[{i}] field 'category' is {rcat!r}; expected a category name"
+            raise LabelSpecError(msg)
         if rcat is not None and rcat not in cats:
             msg = (
                 f"{source}: raw[{i}] has category {rcat!r}, which is not in categories {list(cats)}"
             )
             raise LabelSpecError(msg)
         category = None if rcat is None else list(cats).index(rcat)
-        out.append((rid, str(r.get("name", rid)), target, color, category))
+        out.append((rid, r.get("name", str(rid)), target, color, category))
     return out
 
 
@@ -194,7 +200,10 @@ def read_spec_fields(d: Any, source: str) -> dict[str, Any]:
     if isinstance(d["classes"], str | Mapping) or not isinstance(d["classes"], Sequence):
         msg = f"{source}: 'classes' is {d['classes']!r}; expected a list of class names"
         raise LabelSpecError(msg)
-    name = str(d.get("name", Path(source).stem))
+    name = d.get("name", Path(source).stem)
+    if not isinstance(name, str):
+        msg = f"{source}: 'name' is {name!r}; expected the spec's name (a string)"
+        raise LabelSpecError(msg)
     names: list[str] = []
     colors: list[tuple[int, int, int]] | None = None
     if "colors" in d:
@@ -206,7 +215,11 @@ def read_spec_fields(d: Any, source: str) -> dict[str, Any]:
     if isinstance(categories, str | Mapping) or not isinstance(categories, Sequence):
         msg = f"{source}: 'categories' is {categories!r}; expected a list of category names"
         raise LabelSpecError(msg)
-    cats = [str(c) for c in categories]
+    for j, c in enumerate(categories):
+        if not isinstance(c, str):
+            msg = f"{source}: categories[{j}] is {c!r}; expected a category name (a string)"
+            raise LabelSpecError(msg)
+    cats = list(categories)
     class_cats = int_list(
         d.get("class_categories", []), source, "class_categories", "category index"
     )
@@ -224,7 +237,12 @@ def read_spec_fields(d: Any, source: str) -> dict[str, Any]:
                 f"{sorted(_CLASS_KEYS)}"
             )
             raise LabelSpecError(msg)
-        names.append(str(c["name"]))
+        if not isinstance(c["name"], str):
+            msg = (
+                f"{source}: classes[{i}] field 'name' is {c['name']!r}; expected a name (a string)"
+            )
+            raise LabelSpecError(msg)
+        names.append(c["name"])
         if "color" in c:
             if "colors" in d:
                 msg = (
