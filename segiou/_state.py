@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from segiou._extras import Extras, InstanceRecords
-from segiou._state_fields import INT64_MAX, check_extra_fields, check_width
+from segiou._state_fields import INT64_MAX, RESTORE, check_extra_fields, check_width
 from segiou._state_fields import count as _count
 from segiou._state_fields import counts as _counts
 from segiou._state_fields import fail as _fail
@@ -151,11 +151,18 @@ def _unexpected(x: object, name: str) -> dict[int, int]:
         raise _fail(msg)
     out = {}
     for v, c in x.items():
+        # a value as written (str(int)), or an int; "05" beside "5" would overwrite its count,
+        # and true is no value 1
         try:
-            value = int(v)
-        except (TypeError, ValueError) as err:
+            value = int(v) if isinstance(v, str) or not _bad_int(v) else None
+        except ValueError:
+            value = None
+        if value is None or (isinstance(v, str) and v != str(value)):
             msg = f"field {name!r} has the value {v!r}, which is not an integer mask value"
-            raise _fail(msg) from err
+            raise _fail(msg)
+        if not -(2**63) <= value < 2**64 or value in out:
+            msg = f"field {name!r} has the value {v!r} out of any mask's range, or twice; {RESTORE}"
+            raise _fail(msg)
         out[value] = _count(c, f"{name}[{v}]")
     return out
 
@@ -222,14 +229,48 @@ def _rows_v2(r: Any, k: int, n: int) -> ImageRows:
     if folded.any() or np.unique(cells).size != m:
         msg = "field 'image_rows.entries' repeats a cell or splits an ignored row; altered"
         raise _fail(msg)
-    odd: list[UnexpectedValue] = []
-    for u in r["unexpected"] if isinstance(r["unexpected"], list) else [None]:
-        if not (isinstance(u, list) and len(u) == 4 and u[1] in ("gt", "pred")
-                and isinstance(u[0], int) and 0 <= u[0] < n and isinstance(u[2], int)):  # fmt: skip
-            msg = f"field 'image_rows.unexpected' has the entry {u!r}; expected [image, side, value, count]"
-            raise _fail(msg)
-        odd.append((u[0], u[1], u[2], _count(u[3], "image_rows.unexpected")))
+    odd = _odd_values(r["unexpected"], n)
     return ImageRows(k, names, given, image, gt, pred, count, tuple(odd))
+
+
+def _odd_values(x: object, n: int) -> list[UnexpectedValue]:
+    """Read per-image unexpected values: ``[image, "gt" or "pred", value, count]`` each, once.
+
+    The image a row index ``0 .. n - 1``, the value an integer mask value (int64 or uint64),
+    the count at least 1; never a bool where an integer is expected (``true`` is no row 1).
+    """
+    if not isinstance(x, list):
+        msg = f"field 'image_rows.unexpected' is {str(x)[:40]!r}; expected a list of entries"
+        raise _fail(msg)
+    odd: list[UnexpectedValue] = []
+    seen = set()
+    for j, u in enumerate(x):
+        where = f"image_rows.unexpected[{j}]"
+        if not isinstance(u, list) or len(u) != 4:
+            msg = f"field {where!r} is {str(u)[:40]!r}; expected [image, side, value, count]"
+            raise _fail(msg)
+        image, side, value, count = u
+        if _bad_int(image) or not 0 <= image < n:
+            msg = f"field {where!r} has the image {image!r}; expected a row index 0..{n - 1}"
+            raise _fail(msg)
+        if not isinstance(side, str) or side not in ("gt", "pred"):
+            msg = f"field {where!r} has the side {side!r}; expected 'gt' or 'pred'"
+            raise _fail(msg)
+        if _bad_int(value) or not -(2**63) <= value < 2**64:
+            msg = f"field {where!r} has the value {value!r}; expected an integer mask value"
+            raise _fail(msg)
+        if _count(count, where) == 0 or (image, side, value) in seen:
+            what = "a count of 0" if count == 0 else "the same image, side and value again"
+            msg = f"field {where!r} holds {what}; {RESTORE}"
+            raise _fail(msg)
+        seen.add((image, side, value))
+        odd.append((image, "gt" if side == "gt" else "pred", value, count))
+    return odd
+
+
+def _bad_int(x: object) -> bool:
+    """Whether ``x`` is not an integer (a bool is none: ``true`` is no 1 in a state)."""
+    return isinstance(x, bool) or not isinstance(x, int)
 
 
 def _rows_v1(r: Any, k: int, n: int) -> ImageRows:

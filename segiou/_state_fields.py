@@ -62,6 +62,8 @@ def counts(x: object, shape: tuple[int, ...], name: str) -> IntArray:
     exact = a.dtype.kind in "iu" and a.shape == shape
     if exact and a.size and (a.min() < 0 or (a.dtype.kind == "u" and a.max() > INT64_MAX)):
         exact = False
+    if exact and _has_bool(x):  # numpy reads [1, true] as integers: true is no count of 1
+        exact = False
     if exact:
         return a.astype(np.int64)
     for v in flat(x):  # the slow path: name the first value that is no exact count
@@ -69,6 +71,14 @@ def counts(x: object, shape: tuple[int, ...], name: str) -> IntArray:
     got = a.shape if a.dtype.kind != "O" else "ragged"
     msg = f"field {name!r} has shape {got}, expected {shape}"
     raise fail(msg)
+
+
+def _has_bool(x: object) -> bool:
+    """Whether nested lists hold a bool (Python's or numpy's)."""
+    if isinstance(x, list | tuple):
+        return any(_has_bool(v) if isinstance(v, list | tuple) else isinstance(v, bool | np.bool_)
+                   for v in x)  # fmt: skip
+    return False
 
 
 def flat(x: object) -> list[object]:

@@ -101,3 +101,69 @@ def test_the_states_the_checks_describe_still_load():
         assert _js(cm) | {"writer": d["writer"]} == d
     empty = ConfusionMatrix(2, boundary="3px")  # no image: no width used yet
     assert ConfusionMatrix.from_dict(_js(empty)) == empty
+
+
+def _odd_state() -> dict:
+    """Per-image rows of two images, one unexpected ground-truth value (9) in image 1."""
+    g = np.zeros((2, 3, 3), np.uint8)
+    g[1, 0, 0] = 9
+    cm = ConfusionMatrix(3, ignore_index=255, per_image=True, on_unexpected="count")
+    cm.update(g, g, key="a", names=["x", "y"])
+    d = _js(cm)
+    assert d["image_rows"]["unexpected"] == [[1, "gt", 9, 1]]
+    return d
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ([True, "gt", 9, 1], "has the image True"),  # bool is an int: it crashed in totals()
+        ([2, "gt", 9, 1], "has the image 2"),
+        ([1.0, "gt", 9, 1], "has the image 1.0"),
+        ([1, "GT", 9, 1], "has the side 'GT'"),
+        ([1, ["gt"], 9, 1], r"has the side \['gt'\]"),
+        ([1, "gt", True, 1], "has the value True"),
+        ([1, "gt", "9", 1], "has the value '9'"),
+        ([1, "gt", 2**64, 1], "has the value"),
+        ([1, "gt", 9, True], "holds 'True'"),
+        ([1, "gt", 9, -1], "holds '-1'"),
+        ([1, "gt", 9, 0], "holds a count of 0"),
+        ([1, "gt", 9], r"is \"\[1, 'gt', 9\]\""),
+        ([1, "gt", 9, 1, 0], "expected \\[image, side, value, count\\]"),
+    ],
+)
+def test_odd_per_image_unexpected_entries_are_refused_naming_the_field(entry, says):
+    d = _odd_state()
+    d["image_rows"]["unexpected"] = [entry]
+    with pytest.raises(CheckpointError, match=r"field 'image_rows\.unexpected\[0\]' .*" + says):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_a_repeated_per_image_unexpected_entry_is_refused():
+    d = _odd_state()
+    d["image_rows"]["unexpected"] = [[1, "gt", 9, 1], [1, "gt", 9, 1]]
+    d["unexpected"]["gt"]["9"] = 2
+    d["image_rows"]["entries"]["count"][-1] += 1  # the (K+1, K+1) cell of image 1
+    d["pixels"] += 1
+    with pytest.raises(CheckpointError, match=r"unexpected\[1\]' holds the same image"):
+        ConfusionMatrix.from_dict(d)
+
+
+@pytest.mark.parametrize("column", ["image", "gt", "pred", "count"])
+def test_a_bool_in_a_per_image_entry_column_is_refused(column):
+    d = _odd_state()
+    e = d["image_rows"]["entries"]
+    assert e[column][0] in (0, 1, 9)
+    e[column][0] = True  # numpy read [true, 0, ...] as integers: true was 1
+    with pytest.raises(CheckpointError, match=rf"image_rows\.entries\.{column}' holds 'True'"):
+        ConfusionMatrix.from_dict(d)
+
+
+@pytest.mark.parametrize(("key", "says"), [("09", "'09'"), (" 9", "' 9'"), ("True", "'True'")])
+def test_an_unexpected_value_not_written_as_an_integer_is_refused(key, says):
+    d = _odd_state()
+    d["unexpected"]["gt"] = {key: 1}
+    with pytest.raises(CheckpointError, match=rf"'unexpected\.gt' has the value {says}"):
+        ConfusionMatrix.from_dict(d)
+    d["unexpected"]["gt"] = {"9": 1}
+    assert ConfusionMatrix.from_dict(d).unexpected_gt == {9: 1}
