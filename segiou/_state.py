@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from segiou._extras import Extras, InstanceRecords
-from segiou._state_fields import INT64_MAX, RESTORE, check_extra_fields, check_width
+from segiou._state_fields import (
+    INT64_MAX,
+    RESTORE,
+    check_extra_fields,
+    check_spec_fields,
+    check_values,
+    check_width,
+)
 from segiou._state_fields import count as _count
 from segiou._state_fields import counts as _counts
 from segiou._state_fields import fail as _fail
@@ -444,6 +451,7 @@ def _load(d: Any) -> StateParts:
         if d[f] not in ("class", "raw"):
             msg = f"field {f!r} is {d[f]!r}, expected the id space 'class' or 'raw'"
             raise _fail(msg)
+    check_spec_fields(d["labels"])
     try:
         spec = _spec(json.dumps(d["labels"], sort_keys=True))
     except Exception as err:  # any malformed spec: name the field
@@ -482,6 +490,8 @@ def _load(d: Any) -> StateParts:
             "was altered or truncated"
         )
         raise _fail(msg)
+    check_values(p.spec, p.gt_ids, p.pred_ids, ignored=p.ignored, void=int(p.void.sum()),
+                 unexpected_gt=p.unexpected_gt, unexpected_pred=p.unexpected_pred)  # fmt: skip
     check_width(p.extras)
     _check_extra_bounds(p)
     r = d["image_rows"]

@@ -15,11 +15,23 @@ from typing import Any
 
 import numpy as np
 
+from segiou._count import IGNORE
 from segiou._extras import Extras
 from segiou._typing import IntArray
-from segiou.errors import CheckpointError
+from segiou.errors import CheckpointError, LabelSpecError
+from segiou.labels import IdSpace, LabelSpec
 
-__all__ = ["INT64_MAX", "check_extra_fields", "check_width", "count", "counts", "fail"]
+__all__ = [
+    "INT64_MAX",
+    "RESTORE",
+    "check_extra_fields",
+    "check_spec_fields",
+    "check_values",
+    "check_width",
+    "count",
+    "counts",
+    "fail",
+]
 
 INT64_MAX = 2**63 - 1
 #: What to do about a field that cannot be right (every message of an altered file ends so).
@@ -223,3 +235,61 @@ def check_width(e: Extras | None) -> None:
             f"counted with, and one of the two fields was edited; {RESTORE}"
         )
         raise fail(msg)
+
+
+#: The fields :meth:`segiou.labels.LabelSpec.to_dict` always writes (a state's spec has them).
+_SPEC_FIELDS = ("name", "classes", "ignore")
+
+
+def check_spec_fields(x: object) -> None:
+    """Refuse a state's spec without a field every written spec has.
+
+    A spec file may leave out its name (named after the file) and its ignore values (none);
+    a state's spec never does: one cut would read back as another spec.
+
+    Raises
+    ------
+    CheckpointError
+        The missing field.
+    """
+    if isinstance(x, Mapping) and (missing := [f for f in _SPEC_FIELDS if f not in x]):
+        msg = f"field 'labels' misses {missing}, which a state's label spec always has; {RESTORE}"
+        raise fail(msg)
+
+
+def check_values(spec: LabelSpec, gt_ids: IdSpace, pred_ids: IdSpace, *, ignored: int,
+                 void: int, unexpected_gt: Mapping[int, int],
+                 unexpected_pred: Mapping[int, int]) -> None:  # fmt: skip
+    """Refuse counts the spec could not have made.
+
+    A value it maps (a class, ignored or void) counted as unexpected, ignored pixels without an
+    ignored value, void predictions without a void value.
+
+    Raises
+    ------
+    CheckpointError
+        The counts and the spec disagree: one was edited (a spec's ignore values or raw ids, or
+        the counts).
+    """
+    try:
+        maps = {"gt": spec.gt_map(gt_ids), "pred": spec.pred_map(pred_ids)}
+    except LabelSpecError as err:  # e.g. raw ids without a raw table
+        msg = f"the state's settings are invalid ({err})"
+        raise fail(msg) from err
+    for side, values in (("gt", unexpected_gt), ("pred", unexpected_pred)):
+        if mapped := sorted(v for v in values if v in maps[side]):
+            msg = (
+                f"field 'unexpected.{side}' counts the value(s) {mapped[:5]} as unexpected, but "
+                f"the spec maps them (a class, ignored or void): the spec or the counts were "
+                f"edited; {RESTORE}"
+            )
+            raise fail(msg)
+    for what, n, side, none in (("ignored", ignored, "gt", "ignored ground-truth value"),
+                                ("void", void, "pred", "void prediction value")):  # fmt: skip
+        if n and IGNORE not in maps[side].values():
+            msg = (
+                f"field {what!r} holds {n:,} pixels, but the spec has no {none} (no ignore "
+                f"value{', no raw id of no class' if spec.has_raw else ''}): the spec or the "
+                f"counts were edited; {RESTORE}"
+            )
+            raise fail(msg)

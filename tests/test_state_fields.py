@@ -167,3 +167,56 @@ def test_an_unexpected_value_not_written_as_an_integer_is_refused(key, says):
         ConfusionMatrix.from_dict(d)
     d["unexpected"]["gt"] = {"9": 1}
     assert ConfusionMatrix.from_dict(d).unexpected_gt == {9: 1}
+
+
+def _ignore_state() -> dict:
+    """Ignored pixels (255), a void prediction (255 at valid ground truth), an unexpected 9."""
+    g = np.array([[0, 1], [255, 9]], np.uint8)
+    p = np.array([[255, 1], [0, 9]], np.uint8)
+    cm = ConfusionMatrix(2, ignore_index=255, on_unexpected="count").update(g, p, key="a")
+    d = _js(cm)
+    assert (d["ignored"], sum(d["void"]), d["unexpected"]["gt"]) == (1, 1, {"9": 1})
+    return d
+
+
+def test_ignored_and_void_pixels_without_an_ignore_value_in_the_spec_are_refused():
+    d = _ignore_state()
+    d["labels"]["ignore"] = []  # an edit; ignore values edited to others cannot be told
+    with pytest.raises(CheckpointError, match="field 'ignored' holds 1 pixels, but the spec has"):
+        ConfusionMatrix.from_dict(d)
+    g = np.array([[0, 1]], np.uint8)
+    only_void = _js(ConfusionMatrix(2, ignore_index=255).update(g, g * 255, key="a"))
+    assert (only_void["ignored"], only_void["void"]) == (0, [0, 1])
+    only_void["labels"]["ignore"] = []
+    with pytest.raises(CheckpointError, match="field 'void' holds 1 pixels, but the spec has"):
+        ConfusionMatrix.from_dict(only_void)
+
+
+def test_a_value_the_spec_maps_counted_as_unexpected_is_refused():
+    d = _ignore_state()
+    d["labels"]["ignore"] = [255, 9]  # 9 was counted as unexpected: the spec was edited
+    with pytest.raises(CheckpointError, match=r"'unexpected\.gt' counts the value\(s\) \[9\]"):
+        ConfusionMatrix.from_dict(d)
+    d = _ignore_state()
+    d["unexpected"]["gt"] = {"1": 1}  # class 1 counted as unexpected: the counts were edited
+    with pytest.raises(CheckpointError, match=r"'unexpected\.gt' counts the value\(s\) \[1\]"):
+        ConfusionMatrix.from_dict(d)
+
+
+@pytest.mark.parametrize("field", ["name", "classes", "ignore"])
+def test_a_state_spec_missing_a_field_every_written_spec_has_is_refused(field):
+    d = _ignore_state()
+    del d["labels"][field]
+    with pytest.raises(CheckpointError, match=rf"field 'labels' misses \['{field}'\]"):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_raw_ids_of_no_class_are_void_and_ignored_values():
+    from segiou.labels import builtin_spec
+
+    cm = ConfusionMatrix(builtin_spec("cityscapes"), gt_ids="raw", pred_ids="raw")
+    g = np.array([[7, 0]], np.uint8)  # 0: "unlabeled", a raw id of no class
+    cm.update(g, g[:, ::-1], key="a")
+    d = _js(cm)
+    d["labels"]["ignore"] = []
+    assert ConfusionMatrix.from_dict(d).n_ignored == 1
