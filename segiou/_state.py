@@ -31,6 +31,7 @@ from segiou._state_fields import (
     INT64_MAX,
     RESTORE,
     check_extra_fields,
+    check_instances,
     check_spec_fields,
     check_values,
     check_width,
@@ -493,6 +494,7 @@ def _load(d: Any) -> StateParts:
     check_values(p.spec, p.gt_ids, p.pred_ids, ignored=p.ignored, void=int(p.void.sum()),
                  unexpected_gt=p.unexpected_gt, unexpected_pred=p.unexpected_pred)  # fmt: skip
     check_width(p.extras)
+    check_instances(p.spec, p.extras)
     _check_extra_bounds(p)
     r = d["image_rows"]
     if not p.per_image:

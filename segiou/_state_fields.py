@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from segiou._count import IGNORE
-from segiou._extras import Extras
+from segiou._extras import Extras, InstanceRecords
+from segiou._instance_kernels import FIRST as _FIRST
+from segiou._instances import instance_categories
 from segiou._typing import IntArray
 from segiou.errors import CheckpointError, LabelSpecError
 from segiou.labels import IdSpace, LabelSpec
@@ -25,6 +27,7 @@ __all__ = [
     "INT64_MAX",
     "RESTORE",
     "check_extra_fields",
+    "check_instances",
     "check_spec_fields",
     "check_values",
     "check_width",
@@ -293,3 +296,68 @@ def check_values(spec: LabelSpec, gt_ids: IdSpace, pred_ids: IdSpace, *, ignored
                 f"counts were edited; {RESTORE}"
             )
             raise fail(msg)
+
+
+def check_instances(spec: LabelSpec, e: Extras | None) -> None:
+    """Refuse instance records and category false positives the counting could not have made.
+
+    An instance value is ``label * 1000 + k`` of a label the spec maps to a class with an
+    average instance size (its raw ids, or class ids without them): the record's class is that
+    one. A pixel predicted as its class is also predicted in its instance category (``tp <=
+    category_tp``), and an instance of a class outside any instance category has no category
+    true positive; category false positives are kept for instance categories only.
+
+    Raises
+    ------
+    CheckpointError
+        The record or count, named.
+    """
+    if e is None or not e.instances:
+        return
+    inst_cats = set(instance_categories(spec))
+    if (r := e.instance_records()).n:
+        _check_records(spec, r, inst_cats)
+    outside = [g for g in range(len(spec.categories)) if g not in inst_cats]
+    for name, row in (("instances.category_fp", e.category_fp),
+                      *((f"instances.images[{n!r}]", v) for n, v in
+                        e.category_fp_images.items())):  # fmt: skip
+        if outside and row[outside].any():
+            g = outside[int(np.flatnonzero(row[outside])[0])]
+            msg = (
+                f"field {name!r} counts false positives of category {spec.categories[g]!r}, "
+                f"which has no instances (only instance categories count them); {RESTORE}"
+            )
+            raise fail(msg)
+
+
+def _check_records(spec: LabelSpec, r: InstanceRecords, inst_cats: set[int]) -> None:
+    """Each record's class from its instance value; its category true positives."""
+    labels = spec.gt_map("raw" if spec.has_raw else "class")
+    sized = {c for c, _ in spec.instance_sizes}
+    icat = [g if g in inst_cats else -1 for g in spec.class_categories or [-1] * spec.num_classes]
+    # vectorised (a state can hold millions of records): each record's class from its value
+    uniq, inverse = np.unique(r.id // _FIRST, return_inverse=True)
+    expected = np.array([labels.get(int(u), -9) for u in uniq], dtype=np.int64)[inverse]
+    in_cat = np.array(icat, dtype=np.int64)[r.cls] >= 0  # (classes are below K: checked)
+    wrong = (r.id < _FIRST) | (expected != r.cls) | ~np.isin(r.cls, sorted(sized))
+    if (bad := np.flatnonzero(wrong)).size:
+        i = int(bad[0])
+        v, c, want = int(r.id[i]), int(r.cls[i]), int(expected[i])
+        msg = (
+            f"field 'instances.records' holds instance {v} as class {c}, but instance values "
+            f"are label * 1000 + k and {v} is "
+            + ("below 1000 (no instance)" if v < _FIRST else f"of label {v // _FIRST}, ")
+            + ("" if v < _FIRST else "no label of the spec" if want == -9 else
+               f"which is class {want}" + ("" if want in sized else " (no instance size)"))
+            + f"; {RESTORE}"
+        )  # fmt: skip
+        raise fail(msg)
+    if (bad := np.flatnonzero(np.where(in_cat, r.tp > r.cat_tp, r.cat_tp > 0))).size:
+        i = int(bad[0])
+        msg = (
+            f"field 'instances.records' gives instance {int(r.id[i])} {int(r.tp[i])} pixels "
+            f"predicted as its class and {int(r.cat_tp[i])} in its instance category"
+            + (" (those include the first)" if in_cat[i] else " (its class is in none)")
+            + f"; {RESTORE}"
+        )
+        raise fail(msg)

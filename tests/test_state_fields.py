@@ -220,3 +220,63 @@ def test_raw_ids_of_no_class_are_void_and_ignored_values():
     d = _js(cm)
     d["labels"]["ignore"] = []
     assert ConfusionMatrix.from_dict(d).n_ignored == 1
+
+
+def _instances_state(per_image: bool = False) -> dict:
+    """Cityscapes raw ids: two cars (26001, 26002) and a person (24000), one image."""
+    from segiou.labels import builtin_spec
+
+    cm = ConfusionMatrix(builtin_spec("cityscapes"), gt_ids="raw", pred_ids="raw",
+                         instances=True, per_image=per_image)  # fmt: skip
+    g = np.full((1, 4, 4), 26, np.uint8)
+    g[0, 3] = 24
+    inst = np.full((1, 4, 4), 26001, np.int32)
+    inst[0, 2] = 26002
+    inst[0, 3] = 24000
+    p = g.copy()
+    p[0, 0, :2] = 27  # truck: a vehicle, not a car
+    cm.update(g, p, key="k", instances=inst, **({"names": ["a"]} if per_image else {}))
+    d = _js(cm)
+    rec = d["instances"]["records"]
+    assert (rec["id"], rec["class"]) == ([24000, 26001, 26002], [11, 13, 13])
+    assert (rec["tp"], rec["category_tp"]) == ([4, 6, 4], [4, 8, 4])
+    return d
+
+
+@pytest.mark.parametrize(
+    ("field", "index", "value", "says"),
+    [
+        ("class", 1, 14, "holds instance 26001 as class 14, .* of label 26, which is class 13"),
+        ("id", 1, 27001, "holds instance 27001 as class 13, .* which is class 14"),
+        ("id", 1, 999, "holds instance 999 as class 13, .* below 1000"),
+        ("id", 1, 99001, "of label 99, no label of the spec"),
+        ("category_tp", 1, 5, "gives instance 26001 6 pixels predicted as its class and 5"),
+        ("category_tp", 0, 3, "gives instance 24000 4 pixels .* and 3"),
+    ],
+)
+def test_instance_records_the_counting_could_not_have_made_are_refused(field, index, value, says):
+    d = _instances_state()
+    d["instances"]["records"][field][index] = value
+    with pytest.raises(CheckpointError, match=says):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_category_false_positives_outside_the_instance_categories_are_refused():
+    from segiou.labels import builtin_spec
+
+    cm = ConfusionMatrix(builtin_spec("cityscapes"), gt_ids="raw", pred_ids="raw",
+                         instances=True, per_image=True)  # fmt: skip
+    g = np.full((1, 2, 2), 7, np.uint8)  # road
+    p = g.copy()
+    p[0, 0, 0] = 29  # caravan: void, of the category vehicle, predicted at road
+    cm.update(g, p, key="k", names=["a"], instances=np.zeros((1, 2, 2), np.int32))
+    d = _js(cm)
+    cats = d["labels"]["categories"]
+    vehicle, flat = cats.index("vehicle"), cats.index("flat")
+    assert d["instances"]["category_fp"][vehicle] == 1
+    e = copy.deepcopy(d)
+    for row in (e["instances"]["category_fp"], e["instances"]["images"]["a"]):
+        row[vehicle], row[flat] = 0, 1  # moved to a category without instances: sums agree
+    with pytest.raises(CheckpointError, match="false positives of category 'flat'"):
+        ConfusionMatrix.from_dict(e)
+    assert ConfusionMatrix.from_dict(d).extras.category_fp[vehicle] == 1
