@@ -31,6 +31,7 @@ from segiou._state_fields import (
     INT64_MAX,
     RESTORE,
     check_extra_fields,
+    check_image_bounds,
     check_instances,
     check_spec_fields,
     check_values,
@@ -522,6 +523,7 @@ def _load(d: Any) -> StateParts:
         p.extras.keep_named(named, set(rows.names) - named if rows.legacy is None else set())
         if all(rows.given) and rows.legacy is None:
             p.extras.check_exact("")
+        check_image_bounds(rows, p.extras, p.spec.classes)
     _check_records(p)
     return p
 

@@ -10,7 +10,7 @@ the widths its images were counted with contradict.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,12 +21,14 @@ from segiou._instance_kernels import FIRST as _FIRST
 from segiou._instances import instance_categories
 from segiou._typing import IntArray
 from segiou.errors import CheckpointError, LabelSpecError
+from segiou.images import ImageRows
 from segiou.labels import IdSpace, LabelSpec
 
 __all__ = [
     "INT64_MAX",
     "RESTORE",
     "check_extra_fields",
+    "check_image_bounds",
     "check_instances",
     "check_spec_fields",
     "check_values",
@@ -361,3 +363,81 @@ def _check_records(spec: LabelSpec, r: InstanceRecords, inst_cats: set[int]) -> 
             + f"; {RESTORE}"
         )
         raise fail(msg)
+
+
+def check_image_bounds(rows: ImageRows, e: Extras | None, classes: Sequence[str]) -> None:
+    """Refuse per-image Boundary IoU counts and category false positives beyond their image.
+
+    Per image with entries (a named one), as the state's totals are bounded by its counts: per
+    class ``|G_d & P_d|`` at most the image's true positives, ``|G_d|`` its ground-truth pixels,
+    ``|P_d|`` its pixels predicted so at valid ground truth; its category false positives at
+    most its void predictions at valid ground truth. What the totals hold beyond the entries
+    belongs to the images without entries: bounded by their pixels the same way. (Version-1
+    rows hold no per-image matrix, and never come with Boundary IoU or instances.)
+
+    Raises
+    ------
+    CheckpointError
+        The image (or the rest of the totals), the class and the count, named.
+    """
+    if e is None or rows.legacy is not None or (e.boundary is None and not e.instances):
+        return
+    k, n = rows.k, rows.n
+    row_of = {name: i for i, (name, g) in enumerate(zip(rows.names, rows.given, strict=True)) if g}
+    kinds = [("boundary", e.boundary_images)] if e.boundary is not None else []
+    kinds += [("instances", e.category_fp_images)] if e.instances else []
+    for kind, entries in kinds:
+        named = [name for name in entries if name in row_of]  # (keep_named left only these)
+        m = len(named)
+        slot = np.full(n, m, dtype=np.int64)  # row m: the images without entries
+        slot[[row_of[name] for name in named]] = np.arange(m, dtype=np.int64)
+        s, g, p, c = slot[rows.image], rows.gt, rows.pred, rows.count
+        valid = g < k
+        limits: list[Any] = []
+        if kind == "boundary":
+            for sel, col in ((valid & (g == p), g), (valid, g), (valid & (p < k), p)):
+                a = np.zeros((m + 1, k), dtype=np.int64)
+                np.add.at(a, (s[sel], col[sel]), c[sel])
+                limits.append(a)
+            have = [*(entries[name] for name in named), e.boundary_total]
+        else:
+            void = np.zeros(m + 1, dtype=np.int64)
+            np.add.at(void, s[valid & (p == k)], c[valid & (p == k)])
+            limits.append(void)
+            have = [*(entries[name].sum(keepdims=True) for name in named),
+                    e.category_fp.sum(keepdims=True)]  # fmt: skip
+        rest = have[-1] - sum(have[:-1], np.zeros_like(have[-1]))  # the totals' own share
+        for j, got in enumerate([*have[:-1], rest]):
+            _within(kind, named[j] if j < m else None, got, [a[j] for a in limits], classes)
+
+
+_BOUNDS = (("intersections |G_d & P_d|", "true positives"),
+           ("ground-truth boundaries |G_d|", "ground-truth pixels"),
+           ("predicted boundaries |P_d|", "pixels predicted so at valid ground truth"))  # fmt: skip
+
+
+def _within(kind: str, image: str | None, got: IntArray, limits: list[IntArray],
+            classes: Sequence[str]) -> None:  # fmt: skip
+    """Refuse one image's (or the rest's) counts beyond its limits."""
+    where = (
+        f"field '{kind}.images' gives image {image!r}"
+        if image is not None
+        else f"field '{kind}{'.counts' if kind == 'boundary' else '.category_fp'}' leaves the "
+        "images without per-image entries"
+    )
+    if kind == "instances":
+        if int(got[0]) > int(limits[0]):
+            msg = (
+                f"{where} {int(got[0]):,} category false positives, more than their "
+                f"{int(limits[0]):,} void predictions at valid ground truth; {RESTORE}"
+            )
+            raise fail(msg)
+        return
+    for row, ((what, of), limit) in enumerate(zip(_BOUNDS, limits, strict=True)):
+        if (over := np.flatnonzero(got[row] > limit)).size:
+            c = int(over[0])
+            msg = (
+                f"{where} {int(got[row, c]):,} {what} of class {classes[c]!r}, more than "
+                f"their {int(limit[c]):,} {of}; {RESTORE}"
+            )
+            raise fail(msg)

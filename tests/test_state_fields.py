@@ -280,3 +280,52 @@ def test_category_false_positives_outside_the_instance_categories_are_refused():
     with pytest.raises(CheckpointError, match="false positives of category 'flat'"):
         ConfusionMatrix.from_dict(e)
     assert ConfusionMatrix.from_dict(d).extras.category_fp[vehicle] == 1
+
+
+def _two_images_and_a_label() -> dict:
+    """Boundary IoU per image: 'x' (class 0 only), 'y' (a square of class 1), a labelled one."""
+    blank = np.zeros((8, 8), np.uint8)
+    cm = ConfusionMatrix(2, ignore_index=255, boundary="1px", per_image=True)
+    cm.update(np.stack([blank, _square()]), np.stack([blank, _square()]), key="a",
+              names=["x", "y"])  # fmt: skip
+    cm.update(blank, blank, key="b")  # no names: the label 'b', no per-image entries
+    d = _js(cm)
+    assert sorted(d["boundary"]["images"]) == ["x", "y"]
+    assert d["boundary"]["images"]["x"][1][1] == 0 < d["boundary"]["images"]["y"][1][1]
+    return d
+
+
+def test_per_image_boundary_counts_moved_to_an_image_without_those_pixels_are_refused():
+    d = _two_images_and_a_label()
+    x, y = d["boundary"]["images"]["x"], d["boundary"]["images"]["y"]
+    x[1][1], y[1][1] = y[1][1], 0  # |G_d| of class 1 moved from y to x: the sums agree
+    x[0][1], y[0][1] = y[0][1], 0  # (the intersection too: within both boundaries)
+    x[2][1], y[2][1] = y[2][1], 0
+    with pytest.raises(CheckpointError, match=r"image 'x' 12 intersections .* class '1', more"):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_boundary_totals_beyond_the_pixels_of_the_images_without_entries_are_refused():
+    d = _two_images_and_a_label()
+    d["boundary"]["counts"][1][1] += 1  # the labelled image has no pixel of class 1
+    with pytest.raises(CheckpointError, match=r"leaves the images without per-image entries 1 "):
+        ConfusionMatrix.from_dict(d)
+    assert ConfusionMatrix.from_dict(_two_images_and_a_label()).n_images == 3
+
+
+def test_category_false_positives_moved_to_an_image_without_void_predictions_are_refused():
+    from segiou.labels import builtin_spec
+
+    cm = ConfusionMatrix(builtin_spec("cityscapes"), gt_ids="raw", pred_ids="raw",
+                         instances=True, per_image=True)  # fmt: skip
+    g = np.full((2, 2, 2), 7, np.uint8)  # road
+    p = g.copy()
+    p[0, 0, 0] = 29  # caravan (void, vehicle) at road in image 'a' only
+    cm.update(g, p, key="k", names=["a", "b"], instances=np.zeros((2, 2, 2), np.int32))
+    d = _js(cm)
+    rows = d["instances"]["images"]
+    vehicle = d["labels"]["categories"].index("vehicle")
+    assert (rows["a"][vehicle], rows["b"][vehicle]) == (1, 0)
+    rows["a"][vehicle], rows["b"][vehicle] = 0, 1  # 'b' predicted nothing void
+    with pytest.raises(CheckpointError, match=r"image 'b' 1 category false positives, more"):
+        ConfusionMatrix.from_dict(d)
