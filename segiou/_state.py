@@ -187,11 +187,17 @@ def _keys(x: object) -> set[str]:
     return set(x)
 
 
-def _names(x: object, given: object) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+def _names(
+    x: object, given: object, *, infer: bool = False
+) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """Read the names of per-image rows and which were given (``infer``: version 1 without)."""
     if isinstance(x, str) or not isinstance(x, list) or not all(isinstance(n, str) for n in x):
         msg = f"field 'image_rows.names' is {str(x)[:40]!r}; expected a list of image names"
         raise _fail(msg)
-    if given is None:  # version 1: a name is given unless it is an automatic #<row> label
+    if "" in x:  # (an instance record of no named image has the image "")
+        msg = f"field 'image_rows.names' holds an empty name (row {x.index('')}); {RESTORE}"
+        raise _fail(msg)
+    if infer:  # version 1: a name is given unless it is an automatic #<row> label
         given = [not _AUTO_NAME.fullmatch(n) for n in x]
     if (not isinstance(given, list) or len(given) != len(x)
             or not all(isinstance(g, bool) for g in given)):  # fmt: skip
@@ -290,7 +296,7 @@ def _rows_v1(r: Any, k: int, n: int) -> ImageRows:
             "'given', since segiou 0.3)"
         )
         raise _fail(msg)
-    names, given = _names(r["names"], r.get("given"))
+    names, given = _names(r["names"], r.get("given"), infer="given" not in r)
     if len(names) != n:
         msg = (
             f"field 'images' is {n} but 'image_rows' holds {len(names)} row(s), one per counted "

@@ -329,3 +329,18 @@ def test_category_false_positives_moved_to_an_image_without_void_predictions_are
     rows["a"][vehicle], rows["b"][vehicle] = 0, 1  # 'b' predicted nothing void
     with pytest.raises(CheckpointError, match=r"image 'b' 1 category false positives, more"):
         ConfusionMatrix.from_dict(d)
+
+
+def test_per_image_rows_without_their_given_flags_or_with_an_empty_name_are_refused():
+    g = np.zeros((2, 2, 2), np.uint8)
+    d = _js(ConfusionMatrix(2, per_image=True).update(g, g, key="k", names=["#0", "b"]))
+    assert d["image_rows"]["given"] == [True, True]
+    e = copy.deepcopy(d)
+    e["image_rows"]["given"] = None  # was read as version 1's guess: '#0' no longer a name
+    with pytest.raises(CheckpointError, match=r"field 'image_rows\.given' is 'None'"):
+        ConfusionMatrix.from_dict(e)
+    e = copy.deepcopy(d)
+    e["image_rows"]["names"][1] = ""  # "" is what instance records of no named image carry
+    with pytest.raises(CheckpointError, match=r"'image_rows\.names' holds an empty name \(row 1"):
+        ConfusionMatrix.from_dict(e)
+    assert ConfusionMatrix.from_dict(d).n_images == 2
