@@ -368,12 +368,13 @@ def _check_records(spec: LabelSpec, r: InstanceRecords, inst_cats: set[int]) -> 
 def check_image_bounds(rows: ImageRows, e: Extras | None, classes: Sequence[str]) -> None:
     """Refuse per-image Boundary IoU counts and category false positives beyond their image.
 
-    Per image with entries (a named one), as the state's totals are bounded by its counts: per
-    class ``|G_d & P_d|`` at most the image's true positives, ``|G_d|`` its ground-truth pixels,
-    ``|P_d|`` its pixels predicted so at valid ground truth; its category false positives at
-    most its void predictions at valid ground truth. What the totals hold beyond the entries
-    belongs to the images without entries: bounded by their pixels the same way. (Version-1
-    rows hold no per-image matrix, and never come with Boundary IoU or instances.)
+    Every named image has entries (counting keeps them). Per named image, as the state's totals
+    are bounded by its counts: per class ``|G_d & P_d|`` at most the image's true positives,
+    ``|G_d|`` its ground-truth pixels, ``|P_d|`` its pixels predicted so at valid ground truth;
+    its category false positives at most its void predictions at valid ground truth. What the
+    totals hold beyond the entries belongs to the labelled images: bounded by their pixels the
+    same way. (Version-1 rows hold no per-image matrix, and never come with Boundary IoU or
+    instances.)
 
     Raises
     ------
@@ -387,6 +388,11 @@ def check_image_bounds(rows: ImageRows, e: Extras | None, classes: Sequence[str]
     kinds = [("boundary", e.boundary_images)] if e.boundary is not None else []
     kinds += [("instances", e.category_fp_images)] if e.instances else []
     for kind, entries in kinds:
+        # counting keeps an entry for every named image (a merge takes a shared image's off
+        # the totals by it): one cut would leave its counts in the totals twice after a merge
+        if cut := [name for name in row_of if name not in entries][:3]:
+            msg = f"field '{kind}.images' has no entry for the named image(s) {cut}; {RESTORE}"
+            raise fail(msg)
         named = [name for name in entries if name in row_of]  # (keep_named left only these)
         m = len(named)
         slot = np.full(n, m, dtype=np.int64)  # row m: the images without entries

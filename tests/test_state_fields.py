@@ -344,3 +344,14 @@ def test_per_image_rows_without_their_given_flags_or_with_an_empty_name_are_refu
     with pytest.raises(CheckpointError, match=r"'image_rows\.names' holds an empty name \(row 1"):
         ConfusionMatrix.from_dict(e)
     assert ConfusionMatrix.from_dict(d).n_images == 2
+
+
+@pytest.mark.parametrize("cut", ["x", "all"])
+def test_per_image_boundary_entries_of_a_named_image_cut_are_refused(cut):
+    d = _two_images_and_a_label()
+    if cut == "all":
+        d["boundary"]["images"] = {}  # loaded: the totals were within the images' pixels
+    else:
+        del d["boundary"]["images"]["x"]
+    with pytest.raises(CheckpointError, match=r"'boundary\.images' has no entry for the named"):
+        ConfusionMatrix.from_dict(d)
