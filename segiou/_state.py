@@ -262,17 +262,17 @@ def _odd_values(x: object, n: int) -> list[UnexpectedValue]:
     for j, u in enumerate(x):
         where = f"image_rows.unexpected[{j}]"
         if not isinstance(u, list) or len(u) != 4:
-            msg = f"field {where!r} is {str(u)[:40]!r}; expected [image, side, value, count]"
+            msg = f"field {where!r} is {str(u)[:40]!r}; expected [image, side, value, count]; {RESTORE}"
             raise _fail(msg)
         image, side, value, count = u
         if _bad_int(image) or not 0 <= image < n:
-            msg = f"field {where!r} has the image {image!r}; expected a row index 0..{n - 1}"
+            msg = f"field {where!r} has the image {image!r}, not a row index 0..{n - 1}; {RESTORE}"
             raise _fail(msg)
         if not isinstance(side, str) or side not in ("gt", "pred"):
-            msg = f"field {where!r} has the side {side!r}; expected 'gt' or 'pred'"
+            msg = f"field {where!r} has the side {side!r}, not 'gt' or 'pred'; {RESTORE}"
             raise _fail(msg)
         if _bad_int(value) or not -(2**63) <= value < 2**64:
-            msg = f"field {where!r} has the value {value!r}; expected an integer mask value"
+            msg = f"field {where!r} has the value {value!r}, not an integer mask value; {RESTORE}"
             raise _fail(msg)
         if _count(count, where) == 0 or (image, side, value) in seen:
             what = "a count of 0" if count == 0 else "the same image, side and value again"
