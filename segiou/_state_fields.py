@@ -91,11 +91,13 @@ def counts(x: object, shape: tuple[int, ...], name: str) -> IntArray:
 
 
 def _has_bool(x: object) -> bool:
-    """Whether nested lists hold a bool (Python's or numpy's)."""
-    if isinstance(x, list | tuple):
-        return any(_has_bool(v) if isinstance(v, list | tuple) else isinstance(v, bool | np.bool_)
-                   for v in x)  # fmt: skip
-    return False
+    """Whether nested lists hold a bool (Python's or numpy's); C-speed on flat lists."""
+    if not isinstance(x, list | tuple):
+        return False
+    types = set(map(type, x))
+    if bool in types or np.bool_ in types:
+        return True
+    return bool(types & {list, tuple}) and any(_has_bool(v) for v in x)
 
 
 def flat(x: object) -> list[object]:
@@ -106,15 +108,26 @@ def flat(x: object) -> list[object]:
 
 
 def _extra_counts(x: object, shape: tuple[int, ...], name: str) -> None:
-    """Check the counts of a version-3 field, refused in the words :mod:`segiou._extras` uses."""
-    try:
-        counts(x, shape, name)
-    except CheckpointError as err:
+    """Refuse counts of a version-3 field not nested as ``shape``, as :mod:`segiou._extras` words it.
+
+    Only the nesting: :mod:`segiou._extras` checks every value, but numpy raised its own error
+    on ragged lists before it could.
+    """
+    if not _nested(x, shape):
         msg = (
             f"field {name!r} must hold non-negative integer counts of shape {shape}, got "
             f"{str(x)[:60]!r}"
         )
-        raise fail(msg) from err
+        raise fail(msg)
+
+
+def _nested(x: object, shape: tuple[int, ...]) -> bool:
+    """Whether ``x`` is lists nested as ``shape`` (values not checked)."""
+    if not isinstance(x, list | tuple) or len(x) != shape[0]:
+        return False
+    if len(shape) == 1:  # scalars only (C-speed: a state can hold millions of records)
+        return not set(map(type, x)) & {list, tuple}
+    return all(_nested(v, shape[1:]) for v in x)
 
 
 def _fields(x: object, name: str, fields: tuple[str, ...]) -> Mapping[str, Any]:
@@ -399,22 +412,26 @@ def check_image_bounds(rows: ImageRows, e: Extras | None, classes: Sequence[str]
         slot[[row_of[name] for name in named]] = np.arange(m, dtype=np.int64)
         s, g, p, c = slot[rows.image], rows.gt, rows.pred, rows.count
         valid = g < k
-        limits: list[Any] = []
-        if kind == "boundary":
-            for sel, col in ((valid & (g == p), g), (valid, g), (valid & (p < k), p)):
-                a = np.zeros((m + 1, k), dtype=np.int64)
-                np.add.at(a, (s[sel], col[sel]), c[sel])
-                limits.append(a)
-            have = [*(entries[name] for name in named), e.boundary_total]
-        else:
-            void = np.zeros(m + 1, dtype=np.int64)
-            np.add.at(void, s[valid & (p == k)], c[valid & (p == k)])
-            limits.append(void)
-            have = [*(entries[name].sum(keepdims=True) for name in named),
-                    e.category_fp.sum(keepdims=True)]  # fmt: skip
-        rest = have[-1] - sum(have[:-1], np.zeros_like(have[-1]))  # the totals' own share
-        for j, got in enumerate([*have[:-1], rest]):
-            _within(kind, named[j] if j < m else None, got, [a[j] for a in limits], classes)
+        if kind == "boundary":  # (m + 1, 3, K): per image, per bound, per class
+            limit = np.zeros((m + 1, 3, k), dtype=np.int64)
+            for row, (sel, col) in enumerate(((valid & (g == p), g), (valid, g),
+                                              (valid & (p < k), p))):  # fmt: skip
+                np.add.at(limit, (s[sel], row, col[sel]), c[sel])
+            total = e.boundary_total
+            named_rows = np.stack([entries[name] for name in named]) if m else limit[:0]
+        else:  # (m + 1, 1, 1): category false positives within void predictions
+            limit = np.zeros((m + 1, 1, 1), dtype=np.int64)
+            sel = valid & (p == k)
+            np.add.at(limit, (s[sel], 0, 0), c[sel])
+            total = e.category_fp.sum(keepdims=True)[:, None]
+            named_rows = (np.stack([entries[name].sum(keepdims=True)[:, None] for name in named])
+                          if m else limit[:0])  # fmt: skip
+        # the totals' share beyond the entries (exact: the entries add up to at most the totals)
+        have = np.concatenate([named_rows, (total - named_rows.sum(axis=0))[None]])
+        if (over := np.argwhere(have > limit)).size:
+            j, row, cls = (int(v) for v in over[0])
+            _refuse(kind, named[j] if j < m else None, int(have[j, row, cls]),
+                    int(limit[j, row, cls]), row, classes[cls])  # fmt: skip
 
 
 _BOUNDS = (("intersections |G_d & P_d|", "true positives"),
@@ -422,9 +439,8 @@ _BOUNDS = (("intersections |G_d & P_d|", "true positives"),
            ("predicted boundaries |P_d|", "pixels predicted so at valid ground truth"))  # fmt: skip
 
 
-def _within(kind: str, image: str | None, got: IntArray, limits: list[IntArray],
-            classes: Sequence[str]) -> None:  # fmt: skip
-    """Refuse one image's (or the rest's) counts beyond its limits."""
+def _refuse(kind: str, image: str | None, got: int, limit: int, row: int, cls: str) -> None:
+    """Refuse one image's (or the rest's) count beyond its limit."""
     where = (
         f"field '{kind}.images' gives image {image!r}"
         if image is not None
@@ -432,18 +448,11 @@ def _within(kind: str, image: str | None, got: IntArray, limits: list[IntArray],
         "images without per-image entries"
     )
     if kind == "instances":
-        if int(got[0]) > int(limits[0]):
-            msg = (
-                f"{where} {int(got[0]):,} category false positives, more than their "
-                f"{int(limits[0]):,} void predictions at valid ground truth; {RESTORE}"
-            )
-            raise fail(msg)
-        return
-    for row, ((what, of), limit) in enumerate(zip(_BOUNDS, limits, strict=True)):
-        if (over := np.flatnonzero(got[row] > limit)).size:
-            c = int(over[0])
-            msg = (
-                f"{where} {int(got[row, c]):,} {what} of class {classes[c]!r}, more than "
-                f"their {int(limit[c]):,} {of}; {RESTORE}"
-            )
-            raise fail(msg)
+        msg = (
+            f"{where} {got:,} category false positives, more than their {limit:,} void "
+            f"predictions at valid ground truth; {RESTORE}"
+        )
+    else:
+        what, of = _BOUNDS[row]
+        msg = f"{where} {got:,} {what} of class {cls!r}, more than their {limit:,} {of}; {RESTORE}"
+    raise fail(msg)
