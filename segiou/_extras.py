@@ -164,16 +164,34 @@ class Extras:
         instances: InstanceTally | None = None,
         absent: Sequence[int] | None = None,
         where: str = "update",
+        given: bool = False,
     ) -> None:
         """Refuse what :meth:`add` could not take, before anything of the batch is counted.
+
+        ``given``: the images are named (their per-image entries are kept, when ``per_image``).
 
         Raises
         ------
         UsageError
             Boundary IoU counts, instances or absent chunks of the wrong shape for ``n_images``
-            images, ``K`` classes and ``G`` categories.
+            images, ``K`` classes and ``G`` categories; Boundary IoU counts or category false
+            positives summed over several named images of an accumulator with per-image rows
+            (a merge matches such images by name and counts a shared one once: summed counts
+            could not follow, and were counted twice).
         """
         bad = []
+        if given and self.per_image and n_images > 1:
+            fp_rows = None if instances is None else np.shape(instances.fp)
+            if (
+                boundary is not None
+                and np.ndim(boundary) == 3
+                and np.shape(boundary)[0] != n_images
+            ):
+                bad.append(f"Boundary IoU counts summed over {n_images} named images (shape "
+                           f"{np.shape(boundary)}; per-image rows need one row per image)")  # fmt: skip
+            if fp_rows is not None and len(fp_rows) == 2 and fp_rows[0] != n_images:
+                bad.append(f"category false positives summed over {n_images} named images (shape "
+                           f"{fp_rows}; per-image rows need one row per image)")  # fmt: skip
         if boundary is not None and (np.size(boundary) % (3 * self.k)
                                      or np.ndim(boundary) not in (2, 3)):  # fmt: skip
             bad.append(

@@ -412,7 +412,7 @@ class ConfusionMatrix(Totals):
             if total > _state.INT64_MAX:
                 raise overflow_error(self._pixels, tally.n_pixels)
             self.extras.check_add(n_images, boundary=boundary, instances=instances, absent=absent,
-                                  where=key or "update")  # fmt: skip
+                                  where=key or "update", given=given)  # fmt: skip
             with held_interrupts():  # all of it or nothing, also under Ctrl-C
                 self.counts += tally.counts
                 self.void += tally.void
