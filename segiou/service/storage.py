@@ -8,7 +8,10 @@ returns only when they are on disk) and reads them back at start-up.
 
 :class:`SQLiteStorage`, the embedded default, is one SQLite file in WAL mode with
 ``synchronous=FULL`` (every commit is fsynced), checked at start-up: a file that is not a
-segiou database, is truncated or fails ``PRAGMA integrity_check`` is refused, never reset.
+segiou database, is truncated or fails ``PRAGMA integrity_check`` is refused, never reset. A file
+left with its write-ahead log by a crash (``kill -9`` during a checkpoint leaves the main file
+shorter than its header says, the missing pages being in the log) is not truncated: SQLite
+recovers it from the log, checked first on a read-only connection (which changes neither file).
 Primary keys make a second row for a batch key, an inner batch key or an image name of one run
 impossible, whatever the service above them does.
 """
@@ -206,8 +209,26 @@ def _refuse(path: Path, what: str) -> ServiceStorageError:
     return ServiceStorageError(msg)
 
 
-def _check_header(path: Path) -> None:
-    """Refuse a file that is not SQLite or is shorter than its header says (truncated)."""
+def _wal_of(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
+
+
+def _has_wal(path: Path) -> bool:
+    """Whether ``path`` has a write-ahead log holding frames (a crash left it; SQLite recovers)."""
+    try:
+        return _wal_of(path).stat().st_size > 32  # its 32-byte header, then frames
+    except OSError:
+        return False
+
+
+def _check_header(path: Path, *, wal: bool = False) -> None:
+    """Refuse a file that is not SQLite or is shorter than its header says (truncated).
+
+    With ``wal`` (a write-ahead log with frames beside it) the size is not compared: the header
+    of page 1 may have been copied from the log by a checkpoint a crash cut short, before the
+    pages after it; the log holds them and SQLite reads them from there. The integrity check
+    that follows, on what SQLite recovers, refuses a file whose pages are really missing.
+    """
     size = path.stat().st_size
     if size == 0:
         raise _refuse(path, "exists but is empty (0 bytes: truncated?)")
@@ -219,10 +240,28 @@ def _check_header(path: Path) -> None:
     page = 65536 if page == 1 else page
     changes, pages, valid_for = struct.unpack(">I", head[24:28])[0], *struct.unpack(
         ">I", head[28:32]), struct.unpack(">I", head[92:96])[0]  # fmt: skip
-    if pages and changes == valid_for and size < pages * page:
+    if pages and changes == valid_for and size < pages * page and not wal:
         raise _refuse(
             path, f"is truncated: its header says {pages} pages of {page} bytes, the file has "
             f"{size} bytes"
+        )  # fmt: skip
+
+
+def _check(path: Path, db: sqlite3.Connection) -> None:
+    """Refuse a database that fails its integrity check or holds no segiou schema of this version."""
+    problems = [r[0] for r in db.execute("PRAGMA integrity_check").fetchall()]
+    if problems != ["ok"]:
+        said = "; ".join(problems[:3]).replace("\n", "; ")  # one line, however many pages
+        raise _refuse(path, f"fails its integrity check ({said[:400]})")
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" not in tables:
+        raise _refuse(path, f"is not a segiou database (tables: {sorted(tables)[:6]})")
+    row = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+    if row is None or row[0] != str(SCHEMA_VERSION):
+        found = None if row is None else row[0]
+        raise _refuse(
+            path, f"has schema version {found!r}; segiou {__version__} reads "
+            f"{SCHEMA_VERSION} (upgrade segiou)"
         )  # fmt: skip
 
 
@@ -245,10 +284,19 @@ class SQLiteStorage:
         self.path = Path(path)
         if not self.path.exists():
             self._create()
-        _check_header(self.path)
+        wal = _has_wal(self.path)
+        _check_header(self.path, wal=wal)
         try:
+            if wal:  # recovered and checked read-only first: a refused file stays as it is
+                ro = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                     isolation_level=None)  # fmt: skip
+                try:
+                    _check(self.path, ro)
+                finally:
+                    ro.close()  # read-only: no checkpoint, the log stays
             self._db = self._connect()
-            self._check()
+            if not wal:
+                _check(self.path, self._db)
         except sqlite3.DatabaseError as err:
             raise _refuse(self.path, f"cannot be read ({err})") from err
         self._lock = threading.Lock()
@@ -286,22 +334,6 @@ class SQLiteStorage:
             db.close()
             raise _refuse(self.path, f"cannot be put in WAL mode with synchronous=FULL ({mode})")
         return db
-
-    def _check(self) -> None:
-        db = self._db
-        problems = [r[0] for r in db.execute("PRAGMA integrity_check").fetchall()]
-        if problems != ["ok"]:
-            raise _refuse(self.path, f"fails its integrity check ({'; '.join(problems[:3])})")
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "meta" not in tables:
-            raise _refuse(self.path, f"is not a segiou database (tables: {sorted(tables)[:6]})")
-        row = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-        if row is None or row[0] != str(SCHEMA_VERSION):
-            found = None if row is None else row[0]
-            raise _refuse(
-                self.path, f"has schema version {found!r}; segiou {__version__} reads "
-                f"{SCHEMA_VERSION} (upgrade segiou)"
-            )  # fmt: skip
 
     # -- the interface ------------------------------------------------------------------------
     def load(self) -> list[RunIndex]:

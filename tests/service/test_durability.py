@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 
 from segiou import ConfusionMatrix
 from segiou.client import Client
-from segiou.errors import RefusedError, ServiceUnavailableError
+from segiou.errors import RefusedError, ServiceStorageError, ServiceUnavailableError
 from segiou.service._ledger import FAULT_ENV
 from segiou.testing.service import ServerProcess
 from segiou.testing.synthetic import cityscapes_like
@@ -235,3 +236,72 @@ def test_a_batch_stored_by_an_older_server_is_a_duplicate_when_sent_again(tmp_pa
         other.update(g, g, key="c", names=["x", "y"])
         with pytest.raises(RefusedError, match="other content"):  # still a conflict
             c.put_counts(other, "p.000001")
+
+
+def _wal_page_1(wal: bytes) -> bytes:
+    """The last copy of page 1 in a write-ahead log (what a checkpoint writes first)."""
+    size = int.from_bytes(wal[8:12], "big")
+    salts, off, page = wal[16:24], 32, b""
+    while off + 24 + size <= len(wal):
+        if wal[off + 8 : off + 16] == salts and int.from_bytes(wal[off : off + 4], "big") == 1:
+            page = wal[off + 24 : off + 24 + size]
+        off += 24 + size
+    assert page, "no page 1 in the log"
+    return page
+
+
+def _crash_copy(src: Path, dst: Path) -> None:
+    """The files a kill -9 leaves: the database and its log, copied while the writer is open."""
+    dst.mkdir()
+    for suffix in ("", "-wal"):
+        (dst / f"x.db{suffix}").write_bytes((src / f"x.db{suffix}").read_bytes())
+
+
+def test_a_checkpoint_cut_short_by_a_crash_is_recovered_not_refused(tmp_path: Path) -> None:
+    """kill -9 during SQLite's checkpoint: page 1 (the header, with the new page count) is
+    copied from the log into the main file first, the pages after it not yet. The main file is
+    then shorter than its header says, but the log holds every page: segiou serve refused to
+    start ("truncated ... restore it from a backup") although SQLite recovers it in full."""
+    from segiou.service.storage import AddBatch, BatchRecord, PutRun, RunRecord, SQLiteStorage
+
+    live = tmp_path / "live"
+    live.mkdir()
+    st = SQLiteStorage(live / "x.db")
+    rec = RunRecord("r", "{}", "{}", "open", 0.0)
+    for i in range(40):
+        rec = replace(rec, batches=i + 1, seq=i + 1)
+        st.commit([AddBatch(BatchRecord("r", f"k{i}", i + 1, "d", "state", 1, 1, b"{}" * 2000,
+                                        names=(f"img-{i}",))), PutRun(rec)])  # fmt: skip
+    crashed = tmp_path / "crashed"
+    _crash_copy(live, crashed)
+    db, wal = crashed / "x.db", crashed / "x.db-wal"
+    page_1 = _wal_page_1(wal.read_bytes())
+    header_pages = int.from_bytes(page_1[28:32], "big")
+    assert db.stat().st_size < header_pages * len(page_1)  # looks truncated by its header
+    with db.open("r+b") as f:
+        f.write(page_1)  # the checkpoint's first write; killed before the rest
+    recovered = SQLiteStorage(db)  # starts, with every batch
+    try:
+        (run,) = recovered.load()
+        assert run.record.batches == 40
+        assert len(run.batches) == len(run.images) == 40
+        assert len(recovered.batch_states("r", 40)) == 40
+    finally:
+        recovered.close()
+    # a database really missing pages is still refused, log or not, and left as it is
+    st.commit([PutRun(replace(rec, status="closed"))])
+    st._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
+    st.commit([PutRun(rec)])  # the log holds a frame again
+    cut = tmp_path / "cut"
+    _crash_copy(live, cut)
+    st.close()
+    whole = (cut / "x.db").read_bytes()
+    assert len(whole) > 16 * 4096
+    assert (cut / "x.db-wal").stat().st_size > 32
+    (cut / "x.db").write_bytes(whole[: len(whole) // 2])
+    before = {f.name: f.read_bytes() for f in cut.iterdir()}
+    with pytest.raises(ServiceStorageError, match="has not changed it") as refused:
+        SQLiteStorage(cut / "x.db")
+    assert "integrity check" in str(refused.value) or "cannot be read" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert {f.name: f.read_bytes() for f in cut.iterdir() if f.name in before} == before
