@@ -9,8 +9,9 @@ commit, and the database's primary keys would refuse a double row even if it wer
 
 A run's total is the merge of its batches' states, through the public accumulator API only
 (:meth:`~segiou.confusion.ConfusionMatrix.from_dict` and
-:meth:`~segiou.confusion.ConfusionMatrix.merge`): kept in memory, folded lazily, rebuilt from
-the stored states on its first read after a start.
+:meth:`~segiou.confusion.ConfusionMatrix.merge`): kept in memory, folded lazily within a memory
+budget, rebuilt from the stored states, a few at a time, on its first read after a start
+(:mod:`segiou.service._totals`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import os
 import queue
 import threading
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
@@ -44,6 +44,7 @@ from segiou.errors import (
     UsageError,
 )
 from segiou.service._settings import run_settings
+from segiou.service._totals import RunTotal, empty_like, footprint, pack_blob
 from segiou.service.storage import (
     AddBatch,
     BatchRecord,
@@ -80,8 +81,6 @@ __all__ = [
 #: reply. Read once at start-up; never set it outside tests.
 FAULT_ENV = "SEGIOU_SERVICE_FAULT"
 _GROUP = 256  # batches per commit at most
-_COMPRESS_ABOVE = 64 << 10  # canonical states larger than this are stored compressed
-_FOLD_AT = 256  # fold pending batch states into the run's total when this many wait
 _INT64_MAX = 2**63 - 1  # a run's pixel total (SQLite INTEGER, the state's counts)
 _incarnations = itertools.count(1)
 #: Who waits for an operation: a thread (a concurrent future) or an event loop and its future.
@@ -103,6 +102,7 @@ class Prepared:
     images: int
     keys: tuple[str, ...]
     names: tuple[str, ...]
+    size: int = 0  # estimated bytes of ``cm`` (see segiou.service._totals.footprint)
 
 
 @dataclass
@@ -116,15 +116,16 @@ class Run:
     images: dict[str, str] = field(default_factory=dict)  # image name -> batch key
     incarnation: int = field(default_factory=lambda: next(_incarnations))
     lock: threading.Lock = field(default_factory=threading.Lock)
-    total: ConfusionMatrix | None = None
-    total_seq: int = 0
-    pending: list[tuple[int, ConfusionMatrix]] = field(default_factory=list)
-    folding: bool = False
+    #: the running total and the committed states not folded into it yet (guarded by lock)
+    sums: RunTotal = field(init=False)
     #: per prefix, the highest n of the keys <prefix>.<n> and inner keys <prefix>/<n> (kept as
     #: batches are committed: a read of the run info never walks every key)
     numbered: dict[str, dict[str, int]] = field(
         default_factory=lambda: {"batches": {}, "inner": {}}
     )
+
+    def __post_init__(self) -> None:
+        self.sums = RunTotal(self.lock)
 
     @property
     def name(self) -> str:
@@ -198,19 +199,6 @@ def _effective(cm: ConfusionMatrix) -> dict[str, Any]:
             "per_image": cm.per_image, "on_unexpected": cm.on_unexpected}  # fmt: skip
 
 
-def _empty_like(t: ConfusionMatrix) -> ConfusionMatrix:
-    return ConfusionMatrix(t.spec, gt_ids=t.gt_ids, pred_ids=t.pred_ids,
-                           on_unexpected=t.on_unexpected, per_image=t.per_image)  # fmt: skip
-
-
-def _merge_all(cms: list[ConfusionMatrix]) -> ConfusionMatrix:
-    """Merge states pairwise, as a tree: each merge copies its inputs, so a chain would not."""
-    while len(cms) > 1:
-        cms = [cms[i].merge(cms[i + 1]) if i + 1 < len(cms) else cms[i]
-               for i in range(0, len(cms), 2)]  # fmt: skip
-    return cms[0]
-
-
 def _names_fit(t: ConfusionMatrix, n: int, shape: tuple[int, ...], where: str) -> None:
     """Refuse image names the run's rules cannot take (HTTP 422, not a malformed body's 400)."""
     if not t.per_image:
@@ -226,19 +214,6 @@ def _names_fit(t: ConfusionMatrix, n: int, shape: tuple[int, ...], where: str) -
             f"(masks of shape {shape}); give one name per image"
         )
         raise ShapeMismatchError(msg)
-
-
-def _pack_blob(canonical: bytes) -> bytes:
-    """Store a canonical state as it is (JSON, starts with ``{``), or zlib-compressed if large.
-
-    Small states are not worth a compressor's set-up time on the request path.
-    """
-    return zlib.compress(canonical, 1) if len(canonical) > _COMPRESS_ABOVE else canonical
-
-
-def _state(blob: bytes, where: str) -> ConfusionMatrix:
-    text = blob if blob[:1] == b"{" else zlib.decompress(blob)
-    return ConfusionMatrix.from_dict(json.loads(text), source=where)
 
 
 class Ledger:
@@ -301,26 +276,19 @@ class Ledger:
     def total(self, name: str) -> ConfusionMatrix:
         """Return the run's total state (never mutated afterwards: safe to read unlocked).
 
-        The first call after a start merges the stored batch states; later calls fold the
-        batches committed since.
+        The first call after a start merges the stored batch states, a few at a time; later
+        calls fold the batches committed since.
         """
-        run = self.run(name)
-        with run.lock:
-            if run.total is None:
-                upto = run.record.seq
-                states = [_state(b, f"stored batch of run {name!r}")
-                          for b in self.storage.batch_states(name, upto)]  # fmt: skip
-                run.total = _merge_all([_empty_like(run.template), *states])
-                run.total_seq, run.pending = upto, []
-            if run.pending:
-                run.total = run.total.merge(_merge_all([cm for _, cm in run.pending]))
-                run.total_seq, run.pending = run.pending[-1][0], []
-            run.folding = False
-            return run.total
+        return self._total(self.run(name))
 
-    def _fold(self, name: str) -> None:
-        with contextlib.suppress(SegiouError):  # deleted meanwhile, or unreadable: a read says so
-            self.total(name)
+    def _total(self, run: Run) -> ConfusionMatrix:
+        return run.sums.read(lambda: run.record.seq,
+                             lambda upto: self.storage.batch_states(run.name, upto),
+                             run.template, f"stored batch of run {run.name!r}")  # fmt: skip
+
+    def _fold(self, run: Run) -> None:
+        with contextlib.suppress(SegiouError):  # unreadable: a read says so
+            self._total(run)
 
     # -- preparing a batch (any thread) ---------------------------------------------------------
     def prepare(
@@ -354,7 +322,7 @@ class Ledger:
             gt, pred, names = decode_masks(body, content_type, where=where, limit=limit)
             if names is not None:  # 422, as for masks of a wrong shape or a state of other rows
                 _names_fit(t, len(names), gt.shape, where)
-            cm, kind = _empty_like(t), "masks"
+            cm, kind = empty_like(t), "masks"
             cm.update(gt, pred, key=key, names=names)
         images: tuple[str, ...] = ()
         if cm.per_image:  # names identify images; labels (#0, key/0, 000000) never do
@@ -368,8 +336,9 @@ class Ledger:
             raise UsageError(msg)
         canonical = canonical_state(cm)
         return Prepared(run.name, key, run.incarnation, cm, state_digest(canonical),
-                        _pack_blob(canonical), kind, cm.n_pixels, cm.n_images,
-                        tuple(sorted(cm.keys)), images)  # fmt: skip
+                        pack_blob(canonical), kind, cm.n_pixels, cm.n_images,
+                        tuple(sorted(cm.keys)), images,
+                        footprint(cm.num_classes, len(canonical)))  # fmt: skip
 
     # -- writes (through the writer) ------------------------------------------------------------
     def submit(self, op: object) -> Future[dict[str, Any]]:
@@ -471,12 +440,9 @@ class Ledger:
                 run.keys.update(st["keys"])
                 run.number(st["batches"], st["keys"])
                 run.images.update(st["images"])
-                if run.total is not None:
-                    run.pending.extend(st["states"])
-                fold = len(run.pending) >= _FOLD_AT and not run.folding
-                run.folding = run.folding or fold
+                fold = run.sums.committed(st["states"])
             if fold:
-                threading.Thread(target=self._fold, args=(name,), daemon=True).start()
+                threading.Thread(target=self._fold, args=(run,), daemon=True).start()
         if self._crash_after is not None and any(
             p.key == self._crash_after for p, _ in items
         ) and staged:  # fmt: skip
@@ -550,7 +516,7 @@ class Ledger:
         st["batches"][prep.key] = (prep.digest, seq)
         st["keys"].update(dict.fromkeys(prep.keys, prep.key))
         st["images"].update(dict.fromkeys(prep.names, prep.key))
-        st["states"].append((seq, prep.cm))
+        st["states"].append((prep.cm, prep.size))
         change = AddBatch(BatchRecord(run.name, prep.key, seq, prep.digest, prep.kind, prep.pixels,
                                       prep.images, prep.blob, prep.keys, prep.names))  # fmt: skip
         return answer | {"outcome": "counted", "batches": r.batches + 1}, change

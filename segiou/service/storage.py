@@ -22,7 +22,7 @@ import os
 import sqlite3
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -192,8 +192,13 @@ class Storage(Protocol):
         """
         ...
 
-    def batch_states(self, run: str, upto: int) -> list[bytes]:
-        """Return the stored states of the run's batches with ``seq <= upto``, in seq order."""
+    def batch_states(self, run: str, upto: int) -> Iterator[bytes]:
+        """Yield the stored states of the run's batches with ``seq <= upto``, in seq order.
+
+        One at a time: a run's states may not fit in memory together (a state of 4,096
+        classes reads into 128 MiB). Every state committed up to ``upto`` is yielded, however
+        many batches are committed meanwhile.
+        """
         ...
 
     def close(self) -> None:
@@ -399,26 +404,31 @@ class SQLiteStorage:
                                   ("runs", "name")):  # fmt: skip
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (c.name,))
 
-    def batch_states(self, run: str, upto: int) -> list[bytes]:
-        """Return the stored states of ``run``'s batches numbered up to ``upto``, in order.
+    def batch_states(self, run: str, upto: int) -> Iterator[bytes]:
+        """Yield the stored states of ``run``'s batches numbered up to ``upto``, in order.
+
+        Read one at a time in one read transaction (its own connection: a WAL reader sees the
+        database as it was when the transaction began, whatever is committed meanwhile).
 
         Parameters
         ----------
         run : str
         upto : int
 
-        Returns
-        -------
-        list of bytes
-            Compressed canonical states.
+        Yields
+        ------
+        bytes
+            Canonical states, compressed when large.
         """
         db = sqlite3.connect(self.path, isolation_level=None)  # a reader of its own (WAL)
         try:
+            db.execute("BEGIN")  # one snapshot for every row
             rows = db.execute("SELECT state FROM batches WHERE run = ? AND seq <= ? ORDER BY seq",
-                              (run, upto)).fetchall()  # fmt: skip
+                              (run, upto))  # fmt: skip
+            for (state,) in rows:
+                yield state
         finally:
             db.close()
-        return [r[0] for r in rows]
 
     def close(self) -> None:
         """Close the database (SQLite checkpoints the WAL into the main file)."""

@@ -285,7 +285,7 @@ def test_a_checkpoint_cut_short_by_a_crash_is_recovered_not_refused(tmp_path: Pa
         (run,) = recovered.load()
         assert run.record.batches == 40
         assert len(run.batches) == len(run.images) == 40
-        assert len(recovered.batch_states("r", 40)) == 40
+        assert len(list(recovered.batch_states("r", 40))) == 40
     finally:
         recovered.close()
     # a database really missing pages is still refused, log or not, and left as it is
