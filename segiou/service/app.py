@@ -3,7 +3,10 @@
 Every refusal is a 4xx JSON reply ``{"error": <class>, "message": <the library's message>,
 "status": <code>}`` and changes nothing. Bodies are read up to a limit (413), with a content
 type the route takes (415). Batch bodies larger than 64 KiB, and every raw-mask body, are read
-and counted on a worker thread, never on the event loop.
+and counted on a worker thread, never on the event loop. A batch whose body is the one counted
+under its key (a client's retry) is answered as a duplicate without being counted again, and a
+batch put under a key whose batch is being counted waits for it instead of being counted beside
+it.
 """
 
 from __future__ import annotations
@@ -41,7 +44,16 @@ from segiou.errors import (
     ServiceStorageError,
     ShapeMismatchError,
 )
-from segiou.service._ledger import CloseRun, CreateRun, DeleteRunOp, Ledger, run_settings
+from segiou.service._ledger import (
+    CloseRun,
+    CreateRun,
+    DeleteRunOp,
+    Ledger,
+    Prepared,
+    Run,
+    body_digest,
+    run_settings,
+)
 from segiou.service._metrics import Metrics
 from segiou.service.wire import (
     BATCH_CONTENT_TYPES,
@@ -215,6 +227,8 @@ class _Batches:
         self, ledger: Ledger, metrics: Metrics, max_body: int, pool: ThreadPoolExecutor
     ) -> None:
         self.ledger, self.metrics, self.max_body, self.pool = ledger, metrics, max_body, pool
+        #: (run incarnation, key) -> set once the batch being prepared under it is answered
+        self._busy: dict[tuple[int, str], asyncio.Event] = {}
 
     async def handle(
         self, name: str, key: str, headers: Mapping[bytes, bytes], receive: Any
@@ -225,14 +239,24 @@ class _Batches:
             run = self.ledger.run(name)
             check_key(key)
             media, body = await _read_body(headers, receive, self.max_body, BATCH_CONTENT_TYPES)
-            if media in (CONTENT_MASKS_NPZ, CONTENT_MASKS_NPY) or len(body) > _INLINE:
-                loop = asyncio.get_running_loop()
-                prep = await loop.run_in_executor(self.pool, self.ledger.prepare, run, key, media,
-                                                  body, self.max_body)  # fmt: skip
-            else:  # npz members inflate to at most the body limit
-                prep = self.ledger.prepare(run, key, media, body, self.max_body)
-            del body
-            answer = await self.ledger.submit_async(prep)
+            inline = media not in (CONTENT_MASKS_NPZ, CONTENT_MASKS_NPY) and len(body) <= _INLINE
+            tag = body_digest(media, body) if len(body) <= _INLINE else await asyncio.to_thread(
+                body_digest, media, body)  # fmt: skip
+            slot = (run.incarnation, key)
+            while (busy := self._busy.get(slot)) is not None:  # one attempt per key at a time:
+                await busy.wait()  # a retry waits for the first, never counted beside it
+            answer = self.ledger.known(run, key, tag)  # the same bytes again: not counted again
+            if answer is not None:
+                self.metrics.batch("duplicate")
+            else:
+                self._busy[slot] = done = asyncio.Event()
+                try:
+                    prep = await self._prepare(run, key, media, body, tag, inline=inline)
+                    del body
+                    answer = await self.ledger.submit_async(prep)
+                finally:
+                    del self._busy[slot]
+                    done.set()
         except SegiouError as err:
             self.metrics.batch("refused")
             status = status_of(err)
@@ -253,6 +277,15 @@ class _Batches:
         _log(event="batch", run=name, key=key, outcome=answer["outcome"], pixels=answer["pixels"],
              images=answer["images"], ms=round((time.perf_counter() - t0) * 1e3, 2))  # fmt: skip
         return (201 if answer["outcome"] == "counted" else 200), answer
+
+    async def _prepare(
+        self, run: Run, key: str, media: str, body: bytearray, tag: bytes, *, inline: bool
+    ) -> Prepared:
+        if inline:  # npz members inflate to at most the body limit
+            return self.ledger.prepare(run, key, media, body, self.max_body, tag)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, self.ledger.prepare, run, key, media, body,
+                                          self.max_body, tag)  # fmt: skip
 
     async def asgi(self, scope: _Scope, receive: Any, send: Any, name: str, key: str) -> None:
         """Serve the route without the framework's routing and middleware (it is timed)."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -88,3 +91,75 @@ def test_waiting_states_and_a_first_read_stay_within_a_byte_budget(
     finally:
         again.stop()
         again.storage.close()
+
+
+async def asgi(app: object, method: str, path: str, body: bytes, ctype: str) -> tuple[int, Any]:
+    """One request straight into the ASGI app: status and parsed JSON reply."""
+    sent: list[dict[str, Any]] = []
+    chunks = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return chunks.pop() if chunks else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(),
+             "query_string": b"", "headers": headers, "http_version": "1.1", "scheme": "http",
+             "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1), "root_path": ""}  # fmt: skip
+    await app(scope, receive, send)  # type: ignore[operator]
+    return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+
+def test_a_retry_is_not_counted_again_nor_beside_its_first_attempt(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client whose batch takes long to count (per-image rows of 4,096 classes: 0.3 s an
+    image) times out and sends it again: each attempt was counted in full, in parallel on the
+    worker threads, before the writer found it a duplicate."""
+    from segiou.service._metrics import Metrics
+    from segiou.service.app import create_app
+
+    run = create(ledger, "slow", 3, per_image=True)
+    app = create_app(ledger, metrics=Metrics(ledger.open_runs), workers=2)
+    counted: list[str] = []
+    prepare = ledger.prepare
+
+    def slow_prepare(*args: Any) -> Any:
+        counted.append(args[1])
+        time.sleep(0.5)  # a long count: the retries arrive meanwhile
+        return prepare(*args)
+
+    monkeypatch.setattr(ledger, "prepare", slow_prepare)
+    g = np.array([[[0, 1], [2, 1]]], np.uint8)
+    chunks, _, ctype = encode_masks(g, g)
+    body = b"".join(bytes(c) for c in chunks)
+    path = "/v1/runs/slow/batches/k"
+
+    async def attempts() -> list[tuple[int, Any]]:
+        first = asyncio.ensure_future(asgi(app, "PUT", path, body, ctype))
+        await asyncio.sleep(0.1)  # being counted
+        retries = [asgi(app, "PUT", path, body, ctype) for _ in range(3)]
+        return [await first, *await asyncio.gather(*retries)]
+
+    replies = asyncio.run(attempts())
+    assert counted == ["k"]  # counted once; the retries waited for it
+    assert [s for s, _ in replies] == [201, 200, 200, 200]
+    assert [r["outcome"] for _, r in replies] == ["counted"] + ["duplicate"] * 3
+    assert all(r["pixels"] == 4 and r["images"] == 1 and r["batches"] == 1 for _, r in replies)
+    status, reply = asyncio.run(asgi(app, "PUT", path, body, ctype))  # later: known at once
+    assert (status, reply["outcome"], counted) == (200, "duplicate", ["k"])
+    # other bytes under the key are counted and compared by content: 409 for other content ...
+    other, _, _ = encode_masks(g[:, ::-1], g)
+    status, reply = asyncio.run(asgi(app, "PUT", path, b"".join(bytes(c) for c in other), ctype))
+    assert (status, reply["error"]) == (409, "ConflictError")
+    # ... and a duplicate for the same content in another form (then known by its bytes too)
+    state = ConfusionMatrix(3, per_image=True).update(g, g, key="k")
+    as_json = json.dumps(state.to_dict()).encode()
+    for _ in range(2):
+        status, reply = asyncio.run(asgi(app, "PUT", path, as_json, "application/json"))
+        assert (status, reply["outcome"]) == (200, "duplicate")
+    assert counted == ["k", "k", "k"]
+    assert ledger.total("slow") == state
+    assert run.record.batches == 1

@@ -613,14 +613,18 @@ def test_a_server_failure_on_a_batch_is_a_500_in_the_refusal_form_counted_and_lo
 ) -> None:
     """Any exception other than segiou's own was a bare 500 (plain text), in no metric."""
     import asyncio
+    import types
     from concurrent.futures import ThreadPoolExecutor
 
     from segiou.service._metrics import Metrics
     from segiou.service.app import _Batches
 
     class Broken:
-        def run(self, name: str) -> str:
-            return name
+        def run(self, name: str) -> object:
+            return types.SimpleNamespace(name=name, incarnation=1)
+
+        def known(self, *args: object) -> None:
+            return None  # not a known retry: prepared (and failing)
 
         def prepare(self, *args: object) -> None:
             msg = "a bug"
