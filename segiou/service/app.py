@@ -2,8 +2,9 @@
 
 Every refusal is a 4xx JSON reply ``{"error": <class>, "message": <the library's message>,
 "status": <code>}`` and changes nothing. Bodies are read up to a limit (413), with a content
-type the route takes (415). Batch bodies larger than 64 KiB, and every raw-mask body, are read
-and counted on a worker thread, never on the event loop. A batch whose body is the one counted
+type the route takes (415). Batch bodies larger than 64 KiB, npz states whose members inflate to
+more than that, and every raw-mask body, are read and counted on a worker thread, never on the
+event loop. A batch whose body is the one counted
 under its key (a client's retry) is answered as a duplicate without being counted again, and a
 batch put under a key whose batch is being counted waits for it instead of being counted beside
 it.
@@ -55,6 +56,7 @@ from segiou.service._ledger import (
     run_settings,
 )
 from segiou.service._metrics import Metrics
+from segiou.service._npyio import npz_inflated
 from segiou.service.wire import (
     BATCH_CONTENT_TYPES,
     CONTENT_JSON,
@@ -71,7 +73,7 @@ __all__ = ["LOGGER", "create_app", "status_of"]
 
 #: Structured log lines (one JSON object per line): one per batch, plus start and stop.
 LOGGER = logging.getLogger("segiou.service")
-_INLINE = 64 << 10  # state bodies up to this size are read on the event loop
+_INLINE = 64 << 10  # state bodies up to this size (npz: inflated) are read on the event loop
 #: Most bootstrap resamples a result request may ask for (1,000 take ~0.1 s for 5,000 images).
 MAX_RESAMPLES = 100_000
 _OPEN_PATHS = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
@@ -239,7 +241,7 @@ class _Batches:
             run = self.ledger.run(name)
             check_key(key)
             media, body = await _read_body(headers, receive, self.max_body, BATCH_CONTENT_TYPES)
-            inline = media not in (CONTENT_MASKS_NPZ, CONTENT_MASKS_NPY) and len(body) <= _INLINE
+            inline = _inline(media, body)
             tag = body_digest(media, body) if len(body) <= _INLINE else await asyncio.to_thread(
                 body_digest, media, body)  # fmt: skip
             slot = (run.incarnation, key)
@@ -291,6 +293,22 @@ class _Batches:
         """Serve the route without the framework's routing and middleware (it is timed)."""
         status, doc = await self.handle(name, key, dict(scope["headers"]), receive)
         await _send_json(send, status, doc)
+
+
+def _inline(media: str, body: bytearray) -> bool:
+    """Whether a batch body is light enough to read on the event loop, by the work it needs.
+
+    A JSON state of at most :data:`_INLINE` bytes (its matrix is written out in full, so its
+    classes are few); an npz state whose members, as its zip directory says, inflate to at
+    most that (a deflated npz of 38 KB may hold 33 MB: decoding, checking and serialising it
+    again took seconds, during which no other request was answered). Never raw masks.
+    """
+    if len(body) > _INLINE or media in (CONTENT_MASKS_NPZ, CONTENT_MASKS_NPY):
+        return False
+    if media == CONTENT_STATE_NPZ:
+        inflated = npz_inflated(body)
+        return inflated is not None and inflated <= _INLINE
+    return True
 
 
 def _json(body: bytes | bytearray) -> Any:

@@ -163,3 +163,53 @@ def test_a_retry_is_not_counted_again_nor_beside_its_first_attempt(
     assert counted == ["k", "k", "k"]
     assert ledger.total("slow") == state
     assert run.record.batches == 1
+
+
+def test_a_small_body_that_inflates_to_much_is_read_off_the_event_loop(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """State bodies of up to 64 KiB were decoded on the event loop; a deflated npz
+    (np.savez_compressed, accepted) of 38 KB inflates to 33 MB at 2,048 classes: decoding,
+    checking and serialising it again held every other request (/healthz) for 3.4 s."""
+    import io
+    import threading
+
+    from segiou.service._metrics import Metrics
+    from segiou.service.app import create_app
+    from segiou.service.wire import CONTENT_STATE_NPZ, _pack, encode_state
+
+    k = 256
+    create(ledger, "wide", k)
+    app = create_app(ledger, metrics=Metrics(ledger.open_runs), workers=1)
+    where: dict[str, str] = {}
+    prepare = ledger.prepare
+
+    def watched(*args: Any) -> Any:
+        where[args[1]] = threading.current_thread().name
+        return prepare(*args)
+
+    monkeypatch.setattr(ledger, "prepare", watched)
+    loop_thread = threading.current_thread().name  # asyncio.run runs the loop here
+
+    def state(key: str) -> ConfusionMatrix:
+        return ConfusionMatrix(k).update(*tiny(k, 1), key=key)
+
+    arrays: dict[str, np.ndarray] = {}
+    skeleton = json.dumps(_pack(state("bomb").to_dict(), arrays)).encode()
+    buf = io.BytesIO()
+    np.savez_compressed(buf, __state__=np.frombuffer(skeleton, np.uint8), **arrays)
+    bomb = buf.getvalue()
+    assert len(bomb) < 64 << 10 < sum(a.nbytes for a in arrays.values())
+    small, _ = encode_state(ConfusionMatrix(3).to_dict(), binary=True)  # a run of 3 classes
+    create(ledger, "narrow", 3)
+
+    async def puts() -> list[int]:
+        return [
+            (await asgi(app, "PUT", "/v1/runs/wide/batches/bomb", bomb, CONTENT_STATE_NPZ))[0],
+            (await asgi(app, "PUT", "/v1/runs/narrow/batches/small", small, CONTENT_STATE_NPZ))[0],
+        ]
+
+    assert asyncio.run(puts()) == [201, 201]
+    assert where["bomb"] != loop_thread  # on a worker: the loop answered others meanwhile
+    assert where["small"] == loop_thread  # a light body stays on the loop (no thread hop)
+    assert ledger.total("wide") == state("bomb")
