@@ -135,7 +135,8 @@ class StreamingEvaluator:
         self._outbox: deque[tuple[str, ConfusionMatrix]] = deque()
         self.failed: list[tuple[str, ConfusionMatrix, RefusedError]] = []
         self.sent = 0
-        self._closing = False
+        self._closing = False  # the sender stops once the outbox is empty
+        self._closed = False  # close() was called: update() refuses batches
         if self._spool is not None:
             self._spool.mkdir(parents=True, exist_ok=True)
             for f in sorted(self._spool.glob("*.json")):
@@ -191,6 +192,9 @@ class StreamingEvaluator:
         ------
         DuplicateBatchError
             ``key`` was given before to this evaluator.
+        UsageError
+            :meth:`close` was called: its sender has stopped, so the batch could not be sent
+            (nothing of it is counted); count it with another evaluator.
         RefusedError
             The server refused an earlier partial state (see :attr:`failed`).
         ShapeMismatchError, LabelDtypeError, LabelRangeError
@@ -206,6 +210,13 @@ class StreamingEvaluator:
         """
         self._raise_refusal()
         with self._cond:
+            if self._closed and (key is None or str(key) not in self._seen):
+                msg = (
+                    f"batch {'(no key)' if key is None else repr(str(key))}: this evaluator is "
+                    "closed (close() was called, its sender has stopped); the batch is not "
+                    "counted. Count it with another evaluator (client.stream(...))"
+                )
+                raise UsageError(msg)
             if key is None:
                 k, self._auto = f"{self.prefix}/{self._auto}", self._auto + 1
             else:
@@ -332,7 +343,15 @@ class StreamingEvaluator:
         self._raise_refusal()
 
     def close(self, timeout: float | None = None) -> None:
-        """Send what is left, wait until it is acknowledged (as :meth:`flush`), then stop."""
+        """Send what is left, wait until it is acknowledged (as :meth:`flush`), then stop.
+
+        From the call on, :meth:`update` refuses batches. If the wait times out
+        (:class:`~segiou.errors.ServiceUnavailableError`), the partials stay queued and are
+        retried: call :meth:`close` (or :meth:`flush`) again. Once closed, :meth:`close` and
+        :meth:`flush` return at once.
+        """
+        with self._cond:
+            self._closed = True  # first: a batch counted after the flush would never be sent
         self.flush(timeout)
         with self._cond:
             self._closing = True

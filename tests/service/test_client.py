@@ -610,3 +610,23 @@ def test_result_from_dict_round_trips(preset: str, beta: float | None) -> None:
     assert back.miou == pytest.approx(r.miou, nan_ok=True)
     with pytest.raises(UsageError, match=r"not a segiou\.result"):
         result_from_dict({"format": "segiou.confusion"})
+
+
+def test_a_batch_after_close_is_refused_and_close_again_returns() -> None:
+    """update() after close() was taken into a partial that the stopped sender never sent
+    (without a spool the batch was lost silently), and flush()/close() then waited for ever."""
+    srv = _FakeServer(lambda key: None)
+    ev = StreamingEvaluator(srv, every=1, prefix="p")  # type: ignore[arg-type]
+    ev.update(*batch(0), key="a")
+    ev.close(timeout=30)
+    for key in ("b", None):
+        with pytest.raises(UsageError, match=r"this evaluator is closed .* not counted"):
+            ev.update(*batch(1), key=key)
+    with pytest.raises(DuplicateBatchError):  # a key given before is still named so
+        ev.update(*batch(0), key="a")
+    again = threading.Thread(target=lambda: (ev.flush(timeout=5), ev.close(timeout=5)))
+    again.start()
+    again.join(10)
+    assert not again.is_alive()  # both return at once
+    assert list(srv.got) == ["p.000001"]
+    assert (ev.pending, ev.sent, ev.failed) == (0, 1, [])
