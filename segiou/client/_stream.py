@@ -17,6 +17,7 @@ from typing import Any, Protocol, Self
 
 from segiou.confusion import ConfusionMatrix
 from segiou.errors import (
+    CheckpointError,
     DuplicateBatchError,
     RefusedError,
     SegiouWarning,
@@ -140,7 +141,13 @@ class StreamingEvaluator:
         if self._spool is not None:
             self._spool.mkdir(parents=True, exist_ok=True)
             for f in sorted(self._spool.glob("*.json")):
-                self._outbox.append((f.stem, ConfusionMatrix.load(f)))
+                try:
+                    left = ConfusionMatrix.load(f)
+                except CheckpointError:
+                    if not f.exists():  # another evaluator on the spool had it acknowledged
+                        continue  # (or refused) between the listing and the reading
+                    raise
+                self._outbox.append((f.stem, left))
             self._seq = max(self._seq, _last_seq(self._spool, self.prefix))
             # the leftovers' own batch keys are not on the server yet: number after them too
             for _, left in self._outbox:

@@ -22,6 +22,7 @@ import pytest
 from segiou import ConfusionMatrix, evaluate
 from segiou.client import Client, StreamingEvaluator, result_from_dict
 from segiou.errors import (
+    CheckpointError,
     DuplicateBatchError,
     OutputError,
     RefusedError,
@@ -630,3 +631,32 @@ def test_a_batch_after_close_is_refused_and_close_again_returns() -> None:
     assert not again.is_alive()  # both return at once
     assert list(srv.got) == ["p.000001"]
     assert (ev.pending, ev.sent, ev.failed) == (0, 1, [])
+
+
+def test_a_leftover_another_evaluator_takes_while_this_one_starts_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two live evaluators on one spool: the second lists the leftovers, then reads each; one
+    the first had acknowledged (and unlinked) in between made the constructor raise
+    CheckpointError (1 start in 60)."""
+    folder = tmp_path / "-" / "r"
+    folder.mkdir(parents=True)
+    for i, name in enumerate(("A.000001", "A.000002")):
+        ConfusionMatrix(K, **settings()).update(*batch(i), key=f"a{i}").save(  # type: ignore[arg-type]
+            folder / f"{name}.json"
+        )
+    load = ConfusionMatrix.load
+
+    def taken_first(path: Path) -> ConfusionMatrix:
+        if Path(path).name == "A.000001.json":
+            Path(path).unlink()  # acknowledged by the other evaluator just now
+        return load(path)
+
+    monkeypatch.setattr(ConfusionMatrix, "load", taken_first)
+    srv = _FakeServer(lambda key: None)
+    ev = StreamingEvaluator(srv, every=1, prefix="B", spool=tmp_path)  # type: ignore[arg-type]
+    ev.close(timeout=30)
+    assert list(srv.got) == ["A.000002"]  # the other leftover is sent, the taken one is not
+    (folder / "A.000003.json").write_text("{not a state")  # a damaged one still raises
+    with pytest.raises(CheckpointError, match=r"A\.000003"):
+        StreamingEvaluator(srv, every=1, prefix="B", spool=tmp_path)  # type: ignore[arg-type]
