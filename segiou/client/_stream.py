@@ -30,9 +30,8 @@ __all__ = ["StreamingEvaluator"]
 
 _LOG = logging.getLogger("segiou.client")
 
-#: Most digits of a partial's number. A run's ``numbered`` holds numbers of up to 18 digits
-#: (what int64 holds), so an evaluator starts below 10**18, and would need 9 * 10**18 partials
-#: to pass 19 digits.
+#: Most digits of a partial's number (a run's ``numbered`` holds numbers of every width). An
+#: evaluator refuses to start, or a batch, rather than number a partial past it.
 _SEQ_DIGITS = 19
 #: Longest ``prefix``: its partials' keys (``<prefix>.<number>``) must be valid batch keys.
 _MAX_PREFIX = 200 - len(".") - _SEQ_DIGITS
@@ -157,15 +156,17 @@ class StreamingEvaluator:
                     if head == self.prefix and tail.isascii() and tail.isdigit():
                         self._auto = max(self._auto, int(tail) + 1)
             _warn_stray(self._spool.parent.parent)
-        if len(str(self._seq + 1)) > _SEQ_DIGITS:  # only from the spool (numbered: 18 digits)
-            msg = (
-                f"partials of prefix {self.prefix[:24]!r}... are numbered up to {self._seq} (the "
-                f"run's numbered, or the spool); the next would have more than {_SEQ_DIGITS} "
-                "digits, too long for a batch key: use another prefix"
-            )
-            raise UsageError(msg)
+        if len(str(self._seq + 1)) > _SEQ_DIGITS:
+            raise UsageError(self._too_far())
         self._thread = threading.Thread(target=self._send_loop, name="segiou-stream", daemon=True)
         self._thread.start()
+
+    def _too_far(self) -> str:
+        return (
+            f"partials of prefix {self.prefix[:24]!r}... are numbered up to {self._seq} (the "
+            f"run's numbered, the spool, or this evaluator); the next would have more than "
+            f"{_SEQ_DIGITS} digits, too long for a batch key: use another prefix"
+        )
 
     def _empty(self) -> ConfusionMatrix:
         return ConfusionMatrix.from_dict(self._template, source=f"settings of run {self.run!r}")
@@ -201,7 +202,9 @@ class StreamingEvaluator:
             ``key`` was given before to this evaluator.
         UsageError
             :meth:`close` was called: its sender has stopped, so the batch could not be sent
-            (nothing of it is counted); count it with another evaluator.
+            (nothing of it is counted); count it with another evaluator. Or the partial the
+            batch would go into would be numbered past 19 digits (see ``prefix``): nothing of
+            it is counted either.
         RefusedError
             The server refused an earlier partial state (see :attr:`failed`).
         ShapeMismatchError, LabelDtypeError, LabelRangeError
@@ -224,6 +227,8 @@ class StreamingEvaluator:
                     "counted. Count it with another evaluator (client.stream(...))"
                 )
                 raise UsageError(msg)
+            if len(str(self._seq + 1)) > _SEQ_DIGITS:  # before it is counted, never after
+                raise UsageError(self._too_far())
             if key is None:
                 k, self._auto = f"{self.prefix}/{self._auto}", self._auto + 1
             else:

@@ -183,10 +183,12 @@ def _number_into(out: dict[str, int], keys: Iterable[str], sep: str) -> None:
 
     What a restarted :class:`~segiou.client.StreamingEvaluator` numbers its partial states
     (``<prefix>.000001``) and its own batch keys (``<prefix>/0``) after: a key is never reused.
+    Numbers of every width count (an evaluator numbers partials up to 19 digits; a number this
+    ignored was numbered again, and refused with 409).
     """
     for k in keys:
         head, found, tail = k.rpartition(sep)
-        if found and head and tail.isascii() and tail.isdigit() and len(tail) <= 18:
+        if found and head and tail.isascii() and tail.isdigit():
             out[head] = max(out.get(head, -1), int(tail))
 
 

@@ -660,3 +660,21 @@ def test_a_leftover_another_evaluator_takes_while_this_one_starts_is_skipped(
     (folder / "A.000003.json").write_text("{not a state")  # a damaged one still raises
     with pytest.raises(CheckpointError, match=r"A\.000003"):
         StreamingEvaluator(srv, every=1, prefix="B", spool=tmp_path)  # type: ignore[arg-type]
+
+
+def test_an_evaluator_refuses_a_batch_before_numbering_a_partial_past_19_digits() -> None:
+    """Started just below the largest number, the evaluator sealed a partial numbered past it
+    (a key the server refuses with a 180-character prefix, or numbered again by a restart)."""
+
+    class Near(_FakeServer):
+        def run_info(self, run: str | None = None) -> dict[str, object]:
+            return super().run_info(run) | {"numbered": {"batches": {"p": 10**19 - 2}}}
+
+    srv = Near(lambda key: None)
+    ev = StreamingEvaluator(srv, every=1, prefix="p")  # type: ignore[arg-type]
+    ev.update(*batch(0), key="a")  # the partial p.9999999999999999999: the last one
+    with pytest.raises(UsageError, match=r"numbered up to 9999999999999999999 .* another prefix"):
+        ev.update(*batch(1), key="b")
+    ev.close(timeout=30)
+    assert list(srv.got) == [f"p.{10**19 - 1}"]
+    assert ev.sent == 1  # nothing of "b" was counted, nor sent

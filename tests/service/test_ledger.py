@@ -213,3 +213,24 @@ def test_a_small_body_that_inflates_to_much_is_read_off_the_event_loop(
     assert where["bomb"] != loop_thread  # on a worker: the loop answered others meanwhile
     assert where["small"] == loop_thread  # a light body stays on the loop (no thread hop)
     assert ledger.total("wide") == state("bomb")
+
+
+def test_numbered_sees_every_width_an_evaluator_numbers(db: Path, ledger: Ledger) -> None:
+    """A run's numbered held numbers of up to 18 digits, an evaluator numbers partials up to 19:
+    one that started at 10**18 - 1 sealed p.1000000000000000000, which numbered ignored, so the
+    same evaluator restarted numbered it again and was refused (409)."""
+    from segiou.service.wire import CONTENT_JSON
+
+    run = create(ledger, "r", 3)
+    keys = {"p": 10**18, "q": 10**19 - 1, "wide": 10**25}
+    for i, (prefix, n) in enumerate(keys.items()):
+        state = ConfusionMatrix(3).update(*tiny(3, i), key=f"{prefix}/{n}")
+        body = json.dumps(state.to_dict()).encode()
+        ledger.submit(ledger.prepare(run, f"{prefix}.{n}", CONTENT_JSON, body)).result(timeout=60)
+    assert run.summary()["numbered"] == {"batches": keys, "inner": keys}
+    again = Ledger(SQLiteStorage(db))  # rebuilt from the database alike
+    try:
+        assert again.runs["r"].summary()["numbered"] == {"batches": keys, "inner": keys}
+    finally:
+        again.stop()
+        again.storage.close()
