@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 __all__ = ["Client", "result_from_dict"]
 
 _BUILTINS = ("cityscapes", "pascal_voc", "ade20k")
-_BINARY_ABOVE = 64  # images in a state above which put_counts sends the npz form
+#: A state whose count matrix alone takes more JSON than this travels in the npz form
+#: (deflated) without its JSON being written to compare.
+_JSON_AT_MOST = 64 << 10
 
 
 class Client:
@@ -326,7 +328,9 @@ class Client:
         run : str, optional
             Default: the client's run.
         binary : bool, optional
-            Send the npz form (default: when the state holds more than 64 per-image rows).
+            Send the npz form, deflated (``True``) or JSON (``False``); default: whichever is
+            smaller (JSON for the smallest states; at 4,096 classes the npz form, 0.6 MB
+            against 33.6 MB of JSON).
 
         Returns
         -------
@@ -343,9 +347,7 @@ class Client:
             No answer after every retry (the same call may be repeated).
         """
         path = f"{self._run_path(run)}/batches/{check_key(key)}"
-        if binary is None:
-            binary = cm.n_images > _BINARY_ABOVE
-        body, ctype = encode_state(cm.to_dict(), binary=binary)
+        body, ctype = _smaller_form(cm.to_dict(), cm.num_classes, binary)
         status, _, data = self.request("PUT", path, body=[body], content_type=ctype)
         out: dict[str, Any] = _reply_json("PUT", path, status, data, needs="outcome")
         return out
@@ -452,7 +454,11 @@ class Client:
         return result_from_dict(doc)
 
     def state(self, run: str | None = None) -> ConfusionMatrix:
-        """Return the run's state (every batch merged), as a :class:`ConfusionMatrix`."""
+        """Return the run's state (every batch merged), as a :class:`ConfusionMatrix`.
+
+        Asks for the npz form, which this server deflates (at 4,096 classes 0.6 MB against
+        33.6 MB of JSON), and reads either form.
+        """
         _, ctype, data = self.request("GET", self._run_path(run) + "/state",
                                       accept=f"{CONTENT_STATE_NPZ}, {CONTENT_JSON}")  # fmt: skip
         media = ctype.split(";")[0].strip()
@@ -483,6 +489,22 @@ class Client:
         from segiou.client._stream import StreamingEvaluator
 
         return StreamingEvaluator(self, run=run, **options)
+
+
+def _smaller_form(state: dict[str, Any], k: int, binary: bool | None) -> tuple[bytes, str]:
+    """Encode a state as asked, or (``binary=None``) in whichever form is smaller.
+
+    JSON holds at least 2 bytes a count (``0,``): past 64 KiB for the matrix alone (182 classes
+    or more) the deflated npz form is far smaller (its 8-byte counts deflate to a fraction of a
+    byte each when most are 0) and JSON is not written to compare; below, both are written (a
+    few milliseconds) and the smaller is sent.
+    """
+    if binary is not None:
+        return encode_state(state, binary=binary)
+    if 2 * k * k > _JSON_AT_MOST:
+        return encode_state(state, binary=True)
+    plain, packed = encode_state(state), encode_state(state, binary=True)
+    return packed if len(packed[0]) < len(plain[0]) else plain
 
 
 def _message(data: bytes) -> str:

@@ -491,3 +491,21 @@ def test_pack_escapes_what_would_read_as_a_reference_and_reads_older_bodies() ->
         assert wire._unpack(wire._pack(doc, arrays), arrays, set(), "x") == doc
     # what older writers sent (no such dicts escaped): a reference reads as before
     assert wire._unpack({"m": {"__npz__": "a0"}}, {"a0": np.arange(2)}, set(), "x") == {"m": [0, 1]}
+
+
+@pytest.mark.parametrize(("k", "images"), [(1024, 0), (150, 200)])
+def test_the_npz_form_is_deflated_and_smaller_than_json(k: int, images: int) -> None:
+    """The npz form was documented as the smaller one, but its int64 members were stored: 8
+    bytes a count where JSON takes 2 for a 0 (4,096 classes: 134 MB against 33.6 MB)."""
+    cm = ConfusionMatrix(k, per_image=True)
+    if images:
+        g = np.random.default_rng(0).integers(0, k, (images, 16, 16)).astype(np.uint16)
+        cm.update(g, np.roll(g, 1), key="b", names=[f"img-{i}" for i in range(images)])
+    as_json, _ = encode_state(cm.to_dict())
+    body, ctype = encode_state(cm.to_dict(), binary=True)
+    with zipfile.ZipFile(io.BytesIO(body)) as z:  # what np.savez_compressed writes
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_DEFLATED}
+    assert len(body) < len(as_json) / 3
+    assert decode_state(body, ctype) == cm
+    with np.load(io.BytesIO(body)) as z:  # numpy reads it too
+        assert "__state__" in z.files
