@@ -145,18 +145,18 @@ class RunTotal:
                 total, self._folding = self.total, False
                 if total is None:
                     last, self._loading = upto(), True  # later batches wait in _pending
-            if total is None:
-                blobs = stored(last)
-                try:
-                    total = self._load(blobs, template, where)
-                except BaseException:
-                    with self._lock:  # the next read reads every stored state again
-                        self._loading, self._pending, self._pending_bytes = False, [], 0
-                    raise
-                finally:
-                    with contextlib.suppress(Exception):  # a generator: its connection closes
-                        blobs.close()  # type: ignore[attr-defined]
-            return self._fold(total, install=True)
+            if total is not None:  # a merge that fails (no memory) leaves everything as it was
+                return self._fold(total, install=True)
+            blobs = stored(last)
+            try:
+                return self._fold(self._load(blobs, template, where), install=True)
+            except BaseException:
+                with self._lock:  # the next read reads every stored state again, these too
+                    self._loading, self._pending, self._pending_bytes = False, [], 0
+                raise
+            finally:
+                with contextlib.suppress(Exception):  # a generator: its connection closes
+                    blobs.close()  # type: ignore[attr-defined]
 
     def _load(
         self, blobs: Iterable[bytes], template: ConfusionMatrix, where: str

@@ -234,3 +234,50 @@ def test_numbered_sees_every_width_an_evaluator_numbers(db: Path, ledger: Ledger
     finally:
         again.stop()
         again.storage.close()
+
+
+@pytest.mark.parametrize("fails", ["never", "reading", "folding"])
+def test_batches_committed_during_a_first_read_count_once(
+    db: Path, ledger: Ledger, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    """The first read after a restart merges the stored states outside the run's lock: a batch
+    committed meanwhile is in the total once, and once too after a first read that failed (no
+    memory) while reading the stored states or folding that batch in, and is read again."""
+    run = create(ledger, "r", 3)
+    local = ConfusionMatrix(3)
+    for i in range(3):
+        put_masks(ledger, run, f"k{i}", *tiny(3, i))
+        local.update(*tiny(3, i), key=f"k{i}")
+    ledger.stop()
+    ledger.storage.close()
+    again = Ledger(SQLiteStorage(db))
+    try:
+        late = again.runs["r"]
+        stored, merge_all = _totals._stored, _totals.merge_all
+        calls: list[str] = []
+
+        def reading(blob: bytes, where: str) -> tuple[ConfusionMatrix, int]:
+            if not calls:  # a batch committed while the first read merges
+                calls.append("late")
+                put_masks(again, late, "late", *tiny(3, 1))
+                if fails == "reading":
+                    raise MemoryError
+            return stored(blob, where)
+
+        def folding(cms: list[ConfusionMatrix]) -> ConfusionMatrix:
+            if fails == "folding" and "late" in cms[0].keys and "folded" not in calls:
+                calls.append("folded")
+                raise MemoryError
+            return merge_all(cms)
+
+        monkeypatch.setattr(_totals, "_stored", reading)
+        monkeypatch.setattr(_totals, "merge_all", folding)
+        local.update(*tiny(3, 1), key="late")
+        if fails != "never":
+            with pytest.raises(MemoryError):
+                again.total("r")
+        assert again.total("r") == local
+        assert again.total("r") == local  # and later reads too
+    finally:
+        again.stop()
+        again.storage.close()
