@@ -694,3 +694,18 @@ def test_put_counts_sends_the_smaller_form(stub) -> None:
     assert sent_wide[:2] == b"PK"  # the npz form: 2 KiB against 131 KiB of JSON
     assert len(sent_wide) < len(plain) / 10
     assert sent_tiny[:1] == b"{"  # JSON, smaller than any npz for 3 classes
+
+
+def test_put_counts_falls_back_to_json_when_the_npz_form_inflates_past_the_limit(stub) -> None:
+    """A server bounds what npz members inflate to by its body limit: at 4,096 classes the
+    deflated npz form (0.6 MB) inflates to 134 MB, over a --max-body-mb of 64 under which the
+    33.6 MB of JSON that put_counts used to send passed. A 413 for the npz form sends JSON."""
+    url, handler = stub
+    handler.script = [413]
+    wide = ConfusionMatrix(256).update(np.zeros(4, np.uint8), np.ones(4, np.uint8), key="a")
+    with Client(url, run="r", retries=0) as c:
+        assert c.put_counts(wide, "k")["outcome"] == "counted"
+        handler.script = [413]
+        with pytest.raises(RefusedError, match="413"):  # asked for: no other form
+            c.put_counts(wide, "k", binary=True)
+    assert [body[:1] for _, _, body in handler.seen] == [b"P", b"{", b"P"]
