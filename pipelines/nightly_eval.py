@@ -15,9 +15,10 @@ self-contained page with the tables and plots; needs ``segiou[report]``), ``repo
 with a baseline, ``comparison.json`` (fixed tolerances) and, with a baseline state, ``gate.json``
 and ``gate.md`` (the paired bootstrap gate, ready for a pull request). The fixed tolerances
 compare whole reports of one test set: a baseline report of other ground truth (a test set
-that grew) is refused (exit 2), unless ``[gate] shared_images = true`` gates the images both
-runs share, when the whole-report comparison is skipped (a line says so; no
-``comparison.json``). A regression is a drop
+that grew) is refused (exit 2), unless ``[gate] shared_images = true``: then both the fixed
+tolerances and the gate compare the images both runs share (``comparison.json`` says so in its
+``scope``; the baseline's side comes from its state; a shared image whose ground truth changed
+is refused, exit 2). A regression is a drop
 beyond a fixed tolerance, or a drop the gate finds both significant and beyond its threshold;
 in both comparisons also a score the baseline had that is undefined now (a class whose every
 pixel was predicted as an unexpected value under ``on_unexpected = "count"``), more
@@ -64,7 +65,7 @@ from segiou.report import (
     write_report,
 )
 from segiou.report.gate import render_comparison_markdown
-from segiou.stats import compare_states, evaluate_with_intervals
+from segiou.stats import compare_states, evaluate_with_intervals, shared_image_reports
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
 
@@ -295,29 +296,29 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     # the configuration later must not let a regressed run through (or become its baseline)
     missing = {p for p in (base_path, state_path) if p is not None and not p.is_file()}
     gated = state_path is not None and state_path not in missing
+    base_state = load_state(str(state_path), "baseline state") if gated else None
     if baseline is not None and base_path is not None:
         check_comparable(report, baseline)  # another spec, counting or convention: exit 2
         other = ground_truth_difference(report, baseline)
         if other is None:
             comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
                                    max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
-            write_atomic(out / "comparison.json", json.dumps(comp.to_dict(), indent=2) + "\n",
-                         what="comparison")  # fmt: skip
+            _write_comparison(out, comp.to_dict() | {"scope": {"images": "all"}})
             miou = comp.summary.get("miou")
             if miou:
                 print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f})")
             regressions += comp.regressions
-        elif gate_cfg["shared_images"] and gated:
+        elif gate_cfg["shared_images"] and base_state is not None:
             # whole-report scores of two test sets differ without the model changing: the
-            # fixed tolerances are not applied; the gate compares the images both runs share
-            print(f"nightly: the test set changed since the baseline report ({other}): the "
-                  "fixed-tolerance comparison of whole reports is skipped (no comparison.json); "
-                  "the gate compares the images both runs share ([gate] shared_images = true)")  # fmt: skip
+            # fixed tolerances compare both runs on the images they share (a shared image
+            # whose ground truth changed is refused: exit 2)
+            regressions += _compare_shared(base_state, cm, out, other, preset=preset,
+                                           beta=ev.get("beta"), base_cfg=base_cfg)  # fmt: skip
         else:
             raise UsageError(_other_ground_truth(other, base_path, gate_cfg["shared_images"]))
-    if gated:  # the paired bootstrap gate
+    if base_state is not None:  # the paired bootstrap gate
         gate = compare_states(
-            load_state(str(state_path), "baseline state"), cm, preset=preset,
+            base_state, cm, preset=preset,
             resamples=gate_cfg["resamples"], seed=gate_cfg["seed"], alpha=gate_cfg["alpha"],
             max_miou_drop=gate_cfg["max_miou_drop"], max_class_drop=gate_cfg["max_class_drop"],
             shared_images=gate_cfg["shared_images"], correction=gate_cfg["correction"],
@@ -348,6 +349,37 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
                 done = "created from this run (none yet)" if path in missing else "updated"
                 print(f"nightly: {what} {path} {done}")
     return EXIT_OK
+
+
+def _write_comparison(out: Path, doc: dict[str, Any]) -> None:
+    write_atomic(out / "comparison.json", json.dumps(doc, indent=2) + "\n", what="comparison")
+
+
+def _compare_shared(
+    base_state: Any, cm: Any, out: Path, other: str, *, preset: str, beta: float | None,
+    base_cfg: dict[str, Any],
+) -> list[str]:  # fmt: skip
+    """The fixed tolerances on the images both runs share (the test set changed), as lines.
+
+    Both runs are scored from their per-image counts of the shared images (the baseline's from
+    its state) and compared on that one ground truth with :func:`compare_reports`; the
+    comparison is written to ``comparison.json`` with a ``scope`` saying what it covers.
+    """
+    shared = shared_image_reports(base_state, cm, preset=preset, beta=beta)
+    comp = compare_reports(shared.current, shared.baseline, max_drop=base_cfg.get("max_drop"),
+                           max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
+    n = shared.images["shared"]
+    scope = {"images": "shared", "test_set_change": other,
+             "baseline": "the baseline state's counts of the shared images"} | shared.images  # fmt: skip
+    _write_comparison(out, comp.to_dict() | {"scope": scope})
+    print(f"nightly: the test set changed since the baseline report ({other}): the fixed "
+          f"tolerances compare the {n} images both runs share ([gate] shared_images = true; "
+          f"{shared.images['current_only']} new, {shared.images['baseline_only']} gone)")  # fmt: skip
+    miou = comp.summary.get("miou")
+    if miou:
+        print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f}) on the "
+              f"{n} shared images")  # fmt: skip
+    return [f"on the {n} shared images: {r}" for r in comp.regressions]
 
 
 def _other_ground_truth(detail: str, base_path: Path, shared_images: bool) -> str:

@@ -6,6 +6,8 @@
 * :func:`read_metadata` and :func:`slice_results`: every metric per metadata value.
 * :func:`compare_states`: the comparison gate between a baseline and a candidate run: a paired
   randomization (swap) test decides, paired bootstrap intervals show the differences.
+* :func:`shared_image_reports`: both runs scored on the images they share (result reports of
+  one ground truth, for :func:`segiou.compare.compare_reports` after the test set changed).
 
 Everything here needs the per-image confusion entries of a state (``per_image=True``,
 format 2), which :func:`segiou.parallel.count_stores` and ``segiou eval --state`` keep.
@@ -31,6 +33,7 @@ from segiou.stats._paired import (
     holm,
     two_sided_p,
 )
+from segiou.stats._shared import SharedReports, shared_image_reports
 from segiou.stats._slices import Metadata, read_metadata, slice_results
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "Features",
     "Metadata",
     "PairedComparison",
+    "SharedReports",
     "bootstrap",
     "compare_states",
     "evaluate_with_intervals",
@@ -49,6 +53,7 @@ __all__ = [
     "percentile_interval",
     "read_metadata",
     "resample_weights",
+    "shared_image_reports",
     "slice_results",
     "two_sided_p",
 ]

@@ -11,18 +11,16 @@ and hard scenes) cancels in the difference.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from segiou._batch import same_counting
 from segiou._typing import FloatArray, IntArray
 from segiou.confusion import ConfusionMatrix
 from segiou.conventions import Convention, get_convention
-from segiou.errors import IncompatibleMatrixError, UsageError
+from segiou.errors import UsageError
 from segiou.images import ImageRows
 from segiou.stats._bootstrap import (
     check_resamples,
@@ -34,6 +32,7 @@ from segiou.stats._bootstrap import (
     percentile_interval,
     sum_resamples,
 )
+from segiou.stats._pairing import align_images, check_pair, check_same_gt
 from segiou.stats._swap import METHOD, SwapTest, attainable_p, auto_permutations, swap_test
 
 __all__ = ["COMPARISON_FORMAT", "COMPARISON_VERSION", "Correction", "PairedComparison",
@@ -42,10 +41,6 @@ __all__ = ["COMPARISON_FORMAT", "COMPARISON_VERSION", "Correction", "PairedCompa
 COMPARISON_FORMAT = "segiou.comparison"
 COMPARISON_VERSION = 1
 Correction = Literal["holm", "none"]
-#: Image names listed (then "and N more") where the image sets differ.
-_LISTED = 20
-#: The label of an image counted with neither a name nor a key (its row): ``#0``, ``#1``, ...
-_ROW_LABEL = re.compile(r"#[0-9]+")
 
 
 def two_sided_p(diffs: FloatArray, delta: float, units: int | None = None) -> float:
@@ -188,96 +183,6 @@ class PairedComparison:
         return self.document
 
 
-def _check_pair(base: ConfusionMatrix, cand: ConfusionMatrix) -> None:
-    # ignore values act as a set: specs that differ only in their order count alike
-    if same_counting(base.spec.to_dict()) != same_counting(cand.spec.to_dict()):
-        a, b = base.spec, cand.spec
-        diffs = [f"{f}: {getattr(a, f)!r:.80} vs {getattr(b, f)!r:.80}"
-                 for f in ("name", "classes", "ignore", "categories", "raw")
-                 if (getattr(a, f) != getattr(b, f) if f != "ignore"
-                     else set(a.ignore) != set(b.ignore))]  # fmt: skip
-        msg = (
-            f"cannot compare runs with different label specs ({a.num_classes} classes "
-            f"{a.name!r} vs {b.num_classes} classes {b.name!r}); differences: "
-            + "; ".join(diffs or ["colours or category membership"])
-        )
-        raise IncompatibleMatrixError(msg)
-
-
-def _align(
-    base: ImageRows, cand: ImageRows, shared_images: bool
-) -> tuple[IntArray, IntArray, dict[str, Any]]:
-    base_names, cand_names = base.names, cand.names
-    for who, rows in (("baseline", base), ("candidate", cand)):
-        # a row label (#0, #1, ...: an image counted with neither a name nor a key) says where
-        # the image arrived, not which image it is: pairing two runs by it pairs whatever came
-        # in at the same place (threads, workers and shards change that order)
-        unnamed = [n for n, g in zip(rows.names, rows.given, strict=True)
-                   if not g and _ROW_LABEL.fullmatch(n)]  # fmt: skip
-        if unnamed:
-            msg = (
-                f"the {who} holds {len(unnamed)} image(s) counted without a name or a batch key "
-                f"(labelled by their row: {unnamed[:3]}); images are paired by name, and a row "
-                "label does not say which image it is: count with names= (or a key per batch), "
-                "or evaluate stores, whose images are named"
-            )
-            raise UsageError(msg)
-    for who, names in (("baseline", base_names), ("candidate", cand_names)):
-        if len(set(names)) != len(names):
-            dup = sorted({n for n in names if names.count(n) > 1})[:3]
-            msg = (
-                f"the {who} repeats image names {dup} (labels of merged keyless updates); "
-                "images are paired by name: count with names="
-            )
-            raise UsageError(msg)
-    where = {n: j for j, n in enumerate(cand_names)}
-    in_base = set(base_names)
-    only_base = [n for n in base_names if n not in where]
-    only_cand = [n for n in cand_names if n not in in_base]
-    shared = sorted(n for n in base_names if n in where)  # (name order: arrival order of the
-    if (only_base or only_cand) and not shared_images:  # batches must not move the resamples)
-        msg = (
-            f"the runs scored different images: {len(only_base)} only in the baseline "
-            f"(e.g. {only_base[:3]}), {len(only_cand)} only in the candidate (e.g. "
-            f"{only_cand[:3]}); {len(shared)} are shared. Compare the same images, or pass "
-            "--shared-images (shared_images=True) to compare on the shared ones"
-        )
-        raise UsageError(msg)
-    if not shared:
-        msg = "the runs share no image name; nothing to compare (are the names the same?)"
-        raise UsageError(msg)
-    at = {n: j for j, n in enumerate(base_names)}
-    bi = np.fromiter((at[n] for n in shared), dtype=np.int64, count=len(shared))
-    ci = np.fromiter((where[n] for n in shared), dtype=np.int64, count=len(shared))
-    info = {
-        "shared": len(shared),
-        "baseline_only": len(only_base),
-        "candidate_only": len(only_cand),
-        "baseline_only_names": only_base[:_LISTED],
-        "candidate_only_names": only_cand[:_LISTED],
-    }
-    return bi, ci, info
-
-
-def _check_same_gt(
-    names: Sequence[str], gt_a: IntArray, gt_b: IntArray, spec_classes: Sequence[str]
-) -> None:
-    """Refuse pairs whose ground truth differs: a paired test needs the same ground truth."""
-    differ = np.flatnonzero((gt_a != gt_b).any(axis=1))
-    if differ.size == 0:
-        return
-    i = int(differ[0])
-    c = int(np.flatnonzero(gt_a[i] != gt_b[i])[0])
-    labels = [*spec_classes, "ignored", "unexpected"]
-    msg = (
-        f"{differ.size} shared image(s) have different ground truth in the two runs, e.g. "
-        f"{names[i]!r}: {int(gt_a[i, c]):,} vs {int(gt_b[i, c]):,} ground-truth pixels of "
-        f"{labels[c]!r}; a paired comparison needs both runs scored against the same ground "
-        "truth (and the same ignore values)"
-    )
-    raise UsageError(msg)
-
-
 def compare_states(
     baseline: ConfusionMatrix,
     candidate: ConfusionMatrix,
@@ -380,14 +285,14 @@ def compare_states(
     if correction not in ("holm", "none"):
         msg = f"correction={correction!r} is unknown; expected 'holm' or 'none'"
         raise UsageError(msg)
-    _check_pair(baseline, candidate)
+    check_pair(baseline, candidate)
     conv = get_convention(preset)
     ra, rb = image_rows(baseline, "baseline"), image_rows(candidate, "candidate")
-    bi, ci, info = _align(ra, rb, shared_images)
+    bi, ci, info = align_images(ra, rb, shared_images)
     spec = baseline.spec
     fa, fb = features(ra, spec), features(rb, spec)
     names = [ra.names[int(i)] for i in bi]
-    _check_same_gt(names, fa.gt[bi], fb.gt[ci], spec.classes)
+    check_same_gt(names, fa.gt[bi], fb.gt[ci], spec.classes)
     va, vb = fa.values[bi], fb.values[ci]
     labels = None
     if groups is not None:

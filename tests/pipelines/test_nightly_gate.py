@@ -202,7 +202,7 @@ def _stores(tmp_path: Path, n: int, *, worse: int = 0) -> None:
     gt[:, :, 15:30] = 1
     gt[:, :, 30:] = 2
     pred = gt.copy()
-    wrong = np.random.default_rng(1).random((10, 40, 40))[:n] < 0.05
+    wrong = np.random.default_rng(1).random((12, 40, 40))[:n] < 0.05
     pred[wrong] = (gt[wrong] + 1) % 3
     pred[:worse][gt[:worse] == 1] = 2
     names = [f"im{i}" for i in range(n)]
@@ -215,29 +215,123 @@ def test_shared_images_gate_runs_when_the_test_set_grew(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     # [gate] shared_images = true never took effect with [baseline] path: the whole-report
     # comparison refused the grown test set first (exit 2, "... pass same_ground_truth=False",
-    # an option the nightly job does not have)
+    # an option the nightly job does not have). Then the fixed tolerances were skipped on a
+    # grown test set (no comparison.json); now they compare the images both runs share
     job = _load_pipeline()
     cfg = _grown_config(tmp_path, "[gate]\nshared_images = true\nresamples = 200\n")
     _stores(tmp_path, 8)
     assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
     assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 0  # same images: both compare
-    assert (tmp_path / "reports" / "d2" / "comparison.json").is_file()
+    d2 = json.loads((tmp_path / "reports" / "d2" / "comparison.json").read_text())
+    assert d2["scope"] == {"images": "all"}
     _stores(tmp_path, 10)
     capsys.readouterr()
     assert job.main([str(cfg), "--date", "d3", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert ("nightly: the test set changed since the baseline report (images: 10 now, 8 in the "
-            "baseline): the fixed-tolerance comparison of whole reports is skipped") in out  # fmt: skip
+            "baseline): the fixed tolerances compare the 8 images both runs share") in out  # fmt: skip
+    assert "nightly: mIoU " in out
+    assert "(+0.0000) on the 8 shared images" in out
     assert "nightly: gate pass" in out
     d3 = tmp_path / "reports" / "d3"
-    assert not (d3 / "comparison.json").exists()
+    comparison = json.loads((d3 / "comparison.json").read_text())
+    assert not comparison["regressed"]
+    assert comparison["summary"]["miou"]["delta"] == 0
+    assert comparison["scope"] == {
+        "images": "shared", "test_set_change": "images: 10 now, 8 in the baseline",
+        "baseline": "the baseline state's counts of the shared images", "shared": 8,
+        "baseline_only": 0, "current_only": 2, "baseline_only_names": [],
+        "current_only_names": ["im8", "im9"],
+    }  # fmt: skip
     assert json.loads((d3 / "gate.json").read_text())["images"]["shared"] == 8
-    # a regression on the shared images is caught by the gate (exit 1), not hidden
+    # a regression on the shared images is caught by both comparisons (exit 1), not hidden
     _stores(tmp_path, 10, worse=8)
     assert job.main([str(cfg), "--date", "d4", "--quiet"]) == 1
     captured = capsys.readouterr()
     assert "nightly: gate FAIL" in captured.out
     assert "gate: class '1' IoU dropped" in captured.err
+    assert "\n  on the 8 shared images: class '1' IoU dropped by " in captured.err
+    assert json.loads((tmp_path / "reports" / "d4" / "comparison.json").read_text())["regressed"]
+
+
+def test_a_test_set_grown_by_one_image_keeps_the_fixed_tolerances(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """The reviewer's scenario: class 1 lost on 5 of 10 images. On the same test set the fixed
+    tolerance fails it (exit 1) while the swap test cannot (5 differing images: p >= 0.0625);
+    a test set grown by one image passed (exit 0: the fixed tolerances were skipped)."""
+    job = _load_pipeline()
+    cfg = _grown_config(tmp_path, "[gate]\nshared_images = true\nresamples = 200\n")
+    _stores(tmp_path, 10)
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    _stores(tmp_path, 10, worse=5)
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "same", "--quiet"]) == 1
+    same = capsys.readouterr()
+    assert "nightly: gate NO VERDICT" in same.out
+    _stores(tmp_path, 11, worse=5)
+    assert job.main([str(cfg), "--date", "grown", "--quiet"]) == 1
+    grown = capsys.readouterr()
+    assert "nightly: gate NO VERDICT" in grown.out
+    assert "on the 10 shared images" in grown.out
+    assert "\n  on the 10 shared images: miou dropped by 0.2702 (0.9016 -> 0.6315)" in grown.err
+    reports = tmp_path / "reports"
+    a, b = (json.loads((reports / d / "comparison.json").read_text()) for d in ("same", "grown"))
+    assert a["regressions"] == b["regressions"]  # the same drop, the same verdict
+    assert a["summary"] == b["summary"]
+    assert b["scope"]["shared"] == 10
+    assert b["scope"]["current_only_names"] == ["im10"]
+
+
+def test_shared_images_with_changed_ground_truth_are_refused(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    # an annotation edited in a shared image: no fixed tolerance compares such scores (exit 2)
+    import zarr
+
+    job = _load_pipeline()
+    cfg = _grown_config(tmp_path, "[gate]\nshared_images = true\nresamples = 200\n")
+    _stores(tmp_path, 8)
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    _stores(tmp_path, 9)
+    gt = zarr.open_array(tmp_path / "gt.zarr", mode="r+")
+    edited = gt[:]
+    edited[3, :5, :5] = 2
+    gt[:] = edited
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "1 shared image(s) have different ground truth in the two runs, e.g. 'im3'" in err
+    assert not (tmp_path / "reports" / "d2" / "comparison.json").exists()
+    assert not (tmp_path / "reports" / "d2" / "gate.json").exists()
+
+
+def test_shared_images_keep_the_unexpected_value_rules(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """On a grown test set, class 1 predicted as an unexpected value (77) on every shared image:
+    the class is lost and more pixels are left out, on the shared images' one ground truth."""
+    job = _load_pipeline()
+    cfg = _grown_config(tmp_path, "[gate]\nshared_images = true\nresamples = 200\n")
+    cfg.write_text(cfg.read_text().replace("[eval]\n", '[eval]\non_unexpected = "count"\n'))
+    _stores(tmp_path, 8)
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    _stores(tmp_path, 9)
+    import zarr
+
+    pred = zarr.open_array(tmp_path / "pred.zarr", mode="r+")
+    gt = zarr.open_array(tmp_path / "gt.zarr")[:]
+    odd = pred[:]
+    odd[:8][gt[:8] == 1] = 77
+    odd[:8][odd[:8] == 1] = 0  # and class 1 predicted nowhere else
+    pred[:] = odd
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "\n  on the 8 shared images: class '1' IoU is undefined now (baseline " in err
+    assert (
+        "\n  on the 8 shared images: 4,800 predicted pixels have an unexpected value now, 0 in "
+        in err
+    )
+    comparison = json.loads((tmp_path / "reports" / "d2" / "comparison.json").read_text())
+    assert comparison["unexpected_pred"] == {"baseline": 0, "current": 4800}
 
 
 def test_a_grown_test_set_without_shared_images_is_refused_with_the_nightlys_options(
