@@ -332,11 +332,15 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         m = doc["miou"]
         delta = "undefined" if m["delta"] is None else f"{m['delta']:+.4f}"
         p = "undefined" if m["p_value"] is None else f"{m['p_value']:.3g}"
-        verdict = "FAIL" if gate.failed else "pass" if gate.verdict_possible else "NO VERDICT"
+        verdict = ("FAIL" if gate.failed else "NO VERDICT" if not gate.verdict_possible
+                   else "pass" if gate.class_verdicts_possible
+                   else "pass on mIoU, NO VERDICT on classes")  # fmt: skip
         print(f"nightly: gate {verdict}: mIoU delta {delta}, p = {p} "
               f"({doc['images']['shared']} images)")  # fmt: skip
         if not gate.verdict_possible:
             print(f"nightly: warning: {gate.no_verdict_reason}", file=sys.stderr)
+        elif not gate.class_verdicts_possible:
+            print(f"nightly: warning: {gate.no_class_verdict_reason}", file=sys.stderr)
         regressions += [f"gate: {r}" for r in gate.reasons]
     if regressions:
         print("nightly: REGRESSION\n  " + "\n  ".join(regressions), file=sys.stderr)

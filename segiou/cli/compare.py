@@ -5,7 +5,9 @@ Loads both states, calls :func:`segiou.stats.compare_states`, renders the verdic
 threshold, a score the baseline had is undefined now, or the candidate predicted more pixels
 with an unexpected value (in total, or on any class's ground truth); 0 otherwise, 2 on bad
 input. When too few images (or groups) differ for any p-value to go below alpha, the verdict
-reads ``NO VERDICT`` with a warning instead of ``PASS`` (exit code 0 unless another rule fails).
+reads ``NO VERDICT`` with a warning instead of ``PASS`` (exit code 0 unless another rule fails);
+when mIoU could be decided but no class could (Holm multiplies the classes' smallest p-value
+by the number of classes tested), ``PASS on mIoU, NO VERDICT on classes``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ def register(sub: Any) -> None:
         "with an unexpected value (left out of every score), in total or on any class's ground "
         "truth; 0 otherwise, 2 on bad input. With too few images (or groups) differing for any "
         "drop to be significant the verdict reads NO VERDICT, with a warning (exit code 0 "
-        "unless another rule fails).",
+        "unless another rule fails); when no class could be significant after the correction "
+        "over the classes but mIoU could, PASS on mIoU, NO VERDICT on classes.",
     )
     p.add_argument("baseline", help="saved state of the baseline run (segiou eval --state)")
     p.add_argument("candidate", help="saved state of the candidate run")

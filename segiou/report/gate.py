@@ -53,16 +53,23 @@ def _unexpected(doc: dict[str, Any], mark: str, esc: Any = str) -> tuple[str, li
     return total, classes
 
 
-def _verdict(doc: dict[str, Any]) -> tuple[str, str | None]:
-    """Return the headline word and the no-verdict note (``None`` when the test could decide).
+def _verdict(doc: dict[str, Any]) -> tuple[str, list[str]]:
+    """Return the headline word and the no-verdict notes (empty when the test could decide).
 
     ``NO VERDICT`` instead of ``PASS`` when no p-value could go below alpha (too few units
-    differ); a failure by another rule stays ``FAIL``, with the note.
+    differ); ``PASS on mIoU, NO VERDICT on classes`` when mIoU could be decided but no class
+    could (the correction over the classes keeps every adjusted p-value at or above alpha). A
+    failure by another rule stays ``FAIL``, with the notes.
     """
     note = doc.get("no_verdict_reason")  # (absent from documents written before it)
+    # (the classes' note only when mIoU could be decided: else it says the same, and more)
+    classes = doc.get("no_class_verdict_reason") if note is None else None
+    notes = [n for n in (note, classes) if n is not None]
     if doc["failed"]:
-        return "FAIL", note
-    return ("PASS" if note is None else "NO VERDICT"), note
+        return "FAIL", notes
+    if note is not None:
+        return "NO VERDICT", notes
+    return ("PASS" if classes is None else "PASS on mIoU, NO VERDICT on classes"), notes
 
 
 def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) -> list[str]:
@@ -131,14 +138,14 @@ def render_comparison_text(
     -------
     str
         The verdict (``PASS``, ``FAIL``, or ``NO VERDICT`` with a warning line when too few
-        images or groups differ for any drop to be significant), mIoU, every class, the predicted pixels with an unexpected value (when
+        images or groups differ for any drop to be significant; ``PASS on mIoU, NO VERDICT on
+        classes`` with a warning when no class's adjusted p-value could go below alpha), mIoU,
+        every class, the predicted pixels with an unexpected value (when
         either run has some; those of each class with more in the candidate), and the reasons
         of a failure.
     """
-    word, note = _verdict(doc)
-    lines = [f"segiou compare: {word}"]
-    if note is not None:
-        lines.append(f"warning: {note}")
+    word, notes = _verdict(doc)
+    lines = [f"segiou compare: {word}", *(f"warning: {n}" for n in notes)]
     lines += _header(doc, baseline, candidate)
     head = f"{'':24s} {'baseline':>9s} {'candidate':>9s} {'delta':>8s} {'interval':>18s} {'p':>8s}  change"
     lines += ["", head]
@@ -178,16 +185,17 @@ def render_comparison_markdown(
     Returns
     -------
     str
-        A heading with the verdict (``NO VERDICT`` and a warning, as in the text), the mIoU row, the classes that changed significantly or
-        fail, the predicted pixels with an unexpected value (when either run has some; those of
+        A heading with the verdict (``NO VERDICT``, or ``PASS on mIoU, NO VERDICT on
+        classes``, and a warning, as in the text), the mIoU row, the classes that changed
+        significantly or fail, the predicted pixels with an unexpected value (when either run has some; those of
         each class with more in the candidate), the reasons of a failure, and every class in a
         collapsed ``<details>`` table.
     """
     bs = doc["bootstrap"]
     pct = f"{100 * bs['level']:.0f}%"
-    word, note = _verdict(doc)
+    word, notes = _verdict(doc)
     out = [f"### segiou gate: **{word}**", ""]
-    if note is not None:
+    for note in notes:
         out += [f"> **Warning:** {note}", ""]  # (segiou's own words: numbers, no names)
     for line in _header(doc, baseline, candidate, _md):
         out += [line, ""]

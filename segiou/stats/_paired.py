@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -34,13 +34,13 @@ from segiou.stats._bootstrap import (
 )
 from segiou.stats._pairing import align_images, check_pair, check_same_gt
 from segiou.stats._swap import METHOD, SwapTest, attainable_p, auto_permutations, swap_test
+from segiou.stats._verdict import Correction, change, holm, row_floors, verdict
 
 __all__ = ["COMPARISON_FORMAT", "COMPARISON_VERSION", "Correction", "PairedComparison",
            "compare_states", "holm", "two_sided_p"]  # fmt: skip
 
 COMPARISON_FORMAT = "segiou.comparison"
 COMPARISON_VERSION = 1
-Correction = Literal["holm", "none"]
 
 
 def two_sided_p(diffs: FloatArray, delta: float, units: int | None = None) -> float:
@@ -98,39 +98,6 @@ def two_sided_p(diffs: FloatArray, delta: float, units: int | None = None) -> fl
     return math.erfc(abs(delta) / se / math.sqrt(2))
 
 
-def holm(p: Sequence[float]) -> list[float]:
-    """Holm's step-down adjustment of p-values (``nan`` left out and kept ``nan``).
-
-    Parameters
-    ----------
-    p : sequence of float
-        Raw p-values.
-
-    Returns
-    -------
-    list of float
-        Adjusted p-values: reject where below alpha, family-wise error at most alpha.
-
-    References
-    ----------
-    .. [1] S. Holm, "A simple sequentially rejective multiple test procedure", 1979.
-
-    Examples
-    --------
-    >>> holm([0.01, 0.04, 0.03])
-    [0.03, 0.06, 0.06]
-    """
-    vals = np.asarray(p, dtype=np.float64)
-    out = np.full(vals.shape, np.nan)
-    ok = np.flatnonzero(~np.isnan(vals))
-    m = ok.size
-    running = 0.0
-    for rank, j in enumerate(ok[np.argsort(vals[ok], kind="stable")]):
-        running = max(running, min(1.0, (m - rank) * float(vals[j])))
-        out[j] = running
-    return [float(x) for x in out]
-
-
 @dataclass(frozen=True)
 class PairedComparison:
     """The gate's verdict and everything it is based on (a JSON-safe document).
@@ -141,19 +108,23 @@ class PairedComparison:
         ``format = "segiou.comparison"``, ``version``, ``labels``, ``preset``, ``images``
         (shared count, and the images only one run has), ``bootstrap`` (the intervals: method,
         unit, resamples, seed, alpha, correction), ``test`` (the p-values: method, unit, units,
-        differing_units, permutations, exact, swaps, seed, alpha, correction), ``miou`` and
-        ``classes`` (baseline, candidate,
+        differing_units, permutations, exact, swaps, seed, alpha, correction, smallest_p,
+        smallest_class_p_adjusted), ``miou`` and ``classes`` (baseline, candidate,
         delta, interval, p-value, change, threshold, fails; a class's baseline and candidate
         as :func:`segiou.evaluate` reports them, the preset's fill for a class in neither
         mask, its delta from the scored values (``None`` there); per class ``units`` holding it,
-        in either run, and ``differing_units``; an interval over a single unit is ``None``,
-        ``bootstrap.note`` says so),
+        in either run, ``differing_units``, ``smallest_p`` and ``smallest_p_adjusted``: the
+        smallest raw and adjusted p-values it could get, whatever the other classes' p-values;
+        an interval over a single unit is ``None``, ``bootstrap.note`` says so),
         ``unexpected_pred`` (predicted pixels with an unexpected value in the shared images:
         baseline, candidate, fails, and ``classes``: per class with any, its ground-truth pixels
         predicted so in each run), ``failed``, ``reasons``, ``verdict_possible`` and
         ``no_verdict_reason``: ``False`` and why when too few units differ for any p-value to
-        go below alpha (``test.smallest_p``); a row whose own units are too few says
-        ``change = "no verdict"`` instead of ``"no significant change"``.
+        go below alpha (``test.smallest_p``), ``class_verdicts_possible`` and
+        ``no_class_verdict_reason``: ``False`` and why when no class's adjusted p-value can go
+        below alpha (Holm multiplies the smallest by the classes tested; mIoU, tested alone,
+        may still be decided). A row that cannot go below alpha says ``change = "no verdict"``
+        instead of ``"no significant change"``.
     """
 
     document: dict[str, Any] = field(default_factory=dict)
@@ -172,6 +143,16 @@ class PairedComparison:
     def no_verdict_reason(self) -> str | None:
         """Why no drop could be significant (too few units differ), or ``None``."""
         return self.document.get("no_verdict_reason")
+
+    @property
+    def class_verdicts_possible(self) -> bool:
+        """Whether any class's drop could be significant (see ``no_class_verdict_reason``)."""
+        return bool(self.document.get("class_verdicts_possible", True))
+
+    @property
+    def no_class_verdict_reason(self) -> str | None:
+        """Why no class's drop could be significant after the correction, or ``None``."""
+        return self.document.get("no_class_verdict_reason")
 
     @property
     def reasons(self) -> list[str]:
@@ -342,8 +323,9 @@ def compare_states(
                         "alpha": alpha, "correction": correction}  # fmt: skip
     doc["test"] = {"method": METHOD, "unit": unit, "units": m, "differing_units": test.differing,
                    "permutations": int(asked), "exact": test.exact, "swaps": test.swaps,
-                   "seed": int(seed), "alpha": alpha, "correction": correction}  # fmt: skip
-    _verdict(doc, test, alpha, unit)
+                   "seed": int(seed), "alpha": alpha, "correction": correction,
+                   "smallest_p": attainable_p(test.differing)}  # fmt: skip
+    verdict(doc, test, alpha, unit)
     shown = [_reported(x.sum(axis=0), k, conv) for x in (va, vb)]
     for row in doc["classes"]:
         row["units"] = int(held_c[row["id"]])
@@ -460,7 +442,9 @@ def _document(
     base_m, cand_m = float(pa["miou"][0]), float(pb["miou"][0])
     delta = cand_m - base_m
     p = test.p_miou
-    testable = attainable_p(test.differing) < alpha
+    raw_p = [float(x) for x in test.p_iou]
+    adj = holm(raw_p) if correction == "holm" else raw_p
+    floor_m, floors, bounds = row_floors(test, raw_p, correction)
     sig = bool(p < alpha)
     fails = sig and delta < -max_miou_drop
     if fails:
@@ -473,10 +457,8 @@ def _document(
         reasons.append(f"mIoU is undefined now (baseline {base_m:.4f}): no class is scored")
     miou = {"baseline": finite_or_none(base_m), "candidate": finite_or_none(cand_m),
             "delta": finite_or_none(delta), "interval": percentile_interval(dm, level)[0],
-            "p_value": finite_or_none(p), "change": _change(sig, delta, testable),
+            "p_value": finite_or_none(p), "change": change(sig, delta, floor_m < alpha),
             "max_drop": max_miou_drop, "fails": fails}  # fmt: skip
-    raw_p = [float(x) for x in test.p_iou]
-    adj = holm(raw_p) if correction == "holm" else raw_p
     intervals = percentile_interval(di, level)
     classes = []
     for c, name in enumerate(class_names):
@@ -507,7 +489,9 @@ def _document(
             "id": c, "name": name, "baseline": finite_or_none(b), "candidate": finite_or_none(a),
             "delta": finite_or_none(d), "interval": intervals[c],
             "p_value": finite_or_none(raw_p[c]), "p_adjusted": finite_or_none(adj[c]),
-            "change": _change(sig_c, d, attainable_p(int(test.differing_per_class[c])) < alpha),
+            "change": change(sig_c, d, bounds[c] < alpha),  # (nan: False)
+            "smallest_p": finite_or_none(floors[c]),
+            "smallest_p_adjusted": finite_or_none(bounds[c]),
             "differing_units": int(test.differing_per_class[c]), "max_drop": max_class_drop,
             "fails": bool(fails_c),
         })  # fmt: skip
@@ -522,15 +506,6 @@ def _document(
         "failed": bool(reasons),
         "reasons": reasons,
     }
-
-
-def _change(significant: bool, delta: float, testable: bool = True) -> str:
-    """``testable``: the swap test can give a p-value below alpha (enough units differ)."""
-    if np.isnan(delta):
-        return "undefined"
-    if not significant:
-        return "no significant change" if testable or delta == 0 else "no verdict"
-    return "worse" if delta < 0 else "better"
 
 
 def _reported(sums: IntArray, k: int, conv: Convention) -> FloatArray:
@@ -558,24 +533,3 @@ def _interval_note(held_c: IntArray, held_any: int, unit: str) -> str | None:
         f"{lone} {'class' if lone == 1 else 'classes'} held by a single {word}: no interval "
         "(every resample gives the same difference)"
     )
-
-
-def _verdict(doc: dict[str, Any], test: SwapTest, alpha: float, unit: str) -> None:
-    """Say whether the test could reach ``alpha`` at all (a PASS needs one that could).
-
-    With ``d`` units where the runs differ the swap test cannot give a p-value below
-    ``2 / 2**d`` (the observed swap set and its complement): at ``d <= 5`` and ``alpha = 0.05``
-    no drop can be significant, and a bare PASS would read as checked.
-    """
-    smallest = attainable_p(test.differing)
-    doc["test"]["smallest_p"] = smallest
-    possible = test.differing == 0 or smallest < alpha
-    doc["verdict_possible"] = possible
-    doc["no_verdict_reason"] = None
-    if not possible:
-        what = "images" if unit == "image" else "groups"
-        doc["no_verdict_reason"] = (
-            f"no verdict possible: the runs differ in {test.differing} of {doc['test']['units']} "
-            f"shared {what}, so the smallest p-value the swap test can give is {smallest:.3g}, "
-            f"not below alpha {alpha}: no drop can be significant (compare more {what})"
-        )

@@ -369,3 +369,23 @@ def test_a_gate_that_cannot_reach_a_verdict_says_so(tmp_path: Path,
     assert "class '1' IoU dropped by 0.9040 (0.9040 -> 0.0000), tolerance 0.0200" in captured.err
     gate_md = (tmp_path / "reports" / "d2" / "gate.md").read_text()
     assert gate_md.startswith("### segiou gate: **NO VERDICT**")
+
+
+def test_the_gate_line_says_when_no_class_could_be_decided(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    # 6 differing images: mIoU can reach p = 2 / 64 < 0.05, but Holm over the 3 classes makes
+    # every class's smallest adjusted p-value 3 / 32 >= 0.05: the line said "gate pass"
+    job = _load_pipeline()
+    cfg = _grown_config(tmp_path, "[gate]\nresamples = 200\nmax_miou_drop = 0.9\n")
+    _stores(tmp_path, 6)
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    _stores(tmp_path, 6, worse=6)
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 1  # (the fixed tolerances)
+    captured = capsys.readouterr()
+    assert "nightly: gate pass on mIoU, NO VERDICT on classes: mIoU delta -" in captured.out
+    assert "nightly: warning: no class verdict possible: " in captured.err
+    gate = json.loads((tmp_path / "reports" / "d2" / "gate.json").read_text())
+    assert gate["verdict_possible"] is True
+    assert gate["class_verdicts_possible"] is False
+    assert gate["miou"]["change"] == "worse"
