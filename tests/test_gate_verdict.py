@@ -10,6 +10,7 @@ force over every p-value each class can take.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 
 from segiou import ConfusionMatrix
 from segiou.cli import main
+from segiou.errors import UsageError
 from segiou.report.gate import render_comparison_markdown, render_comparison_text
 from segiou.stats import compare_states, holm
 from segiou.stats._swap import attainable_p
@@ -193,3 +195,75 @@ def test_cli_says_no_class_verdict(tmp_path, capsys) -> None:  # type: ignore[no
     assert main(["compare", str(a), str(b), "--bootstrap", "50"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("segiou compare: PASS on mIoU, NO VERDICT on classes\nwarning: no class")
+
+
+def _class_zero_everywhere(n: int = 40) -> tuple[ConfusionMatrix, ConfusionMatrix]:
+    """The reviewer's perms_cli: a candidate predicting class 0 on every pixel of 40 images."""
+    rng = np.random.default_rng(0)
+    gt = rng.integers(0, 3, (n, 6, 6))
+    names = [f"i{j:02d}" for j in range(n)]
+    return (ConfusionMatrix(3, per_image=True).update(gt, gt, names=names),
+            ConfusionMatrix(3, per_image=True).update(gt, np.zeros_like(gt), names=names))  # fmt: skip
+
+
+def test_too_few_random_swaps_to_reach_alpha_are_refused(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """--permutations 10 gave PASS (p = 1/11 = 0.0909 at best) for a model predicting class 0
+    everywhere, and test.smallest_p read 1.8e-12 (the exact floor of 40 images)."""
+    base, cand = _class_zero_everywhere()
+    a, b = base.save(tmp_path / "a.json"), cand.save(tmp_path / "b.json")
+    assert main(["compare", str(a), str(b), "--permutations", "10", "--format", "json"]) == 2
+    err = capsys.readouterr().err
+    assert "permutations=10 (--permutations) can never give a p-value below alpha 0.05" in err
+    assert "(the smallest is 1/(N + 1) = 0.0909): give at least 20" in err
+    assert main(["compare", str(a), str(b), "--permutations", "99", "--alpha", "0.01"]) == 2
+    assert "give at least 100" in capsys.readouterr().err
+    with pytest.raises(UsageError, match=r"permutations=19 .* give at least 20"):
+        compare_states(base, cand, resamples=20, permutations=19)
+    assert main(["compare", str(a), str(b), "--permutations", "20", "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["failed"]
+    assert doc["miou"]["p_value"] == pytest.approx(1 / 21)
+    assert doc["test"]["smallest_p"] == pytest.approx(1 / 21)  # was 2 / 2**40
+    assert main(["compare", str(a), str(b), "--format", "json"]) == 1  # automatic: 1,000
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["test"]["exact"], doc["test"]["swaps"]) == (False, 1000)
+    assert doc["test"]["smallest_p"] == pytest.approx(1 / 1001)
+
+
+def test_random_swaps_too_few_for_holm_give_no_class_verdict() -> None:
+    """100 random swaps: no p-value below 1/101, times 19 classes under Holm: 0.19."""
+    base, cand = _one_pixel_lost(40)
+    doc = compare_states(base, cand, resamples=20, permutations=100).to_dict()
+    c3 = doc["classes"][3]
+    assert not doc["test"]["exact"]
+    assert c3["smallest_p"] == pytest.approx(1 / 101)  # (2 / 2**40 is far smaller)
+    assert c3["smallest_p_adjusted"] == pytest.approx(19 / 101)
+    assert c3["change"] == "no verdict"
+    assert doc["miou"]["change"] == "worse"  # tested alone: 1/101 < 0.05
+    assert doc["class_verdicts_possible"] is False
+    assert doc["no_class_verdict_reason"].startswith(
+        "no class verdict possible: 100 random swaps give no p-value below 1/101, and Holm's "
+        "correction over the 19 classes tested"
+    )
+    assert doc["no_class_verdict_reason"].endswith(
+        "(draw more swaps: leave permutations at its default)"
+    )
+    assert render_comparison_text(doc).startswith(
+        "segiou compare: PASS on mIoU, NO VERDICT on classes\n"
+    )
+    auto = compare_states(base, cand, resamples=20).to_dict()  # 800 swaps: 19/801 < 0.05
+    assert auto["test"]["permutations"] == 800
+    assert auto["classes"][3]["change"] == "worse"
+    assert auto["class_verdicts_possible"] is True
+
+
+def test_the_floor_of_each_mode() -> None:
+    from segiou.stats._swap import min_permutations
+
+    assert attainable_p(5) == 1 / 16  # exact
+    assert attainable_p(40, random_swaps=1000) == 1 / 1001
+    assert attainable_p(5, random_swaps=20) == 1 / 16  # the exact floor is the larger
+    for alpha in (0.5, 0.2, 0.1, 0.0625, 0.05, 0.03, 0.01, 0.001, 1e-4, 0.999):
+        b = min_permutations(alpha)
+        assert 1 / (b + 1) < alpha
+        assert b == 1 or 1 / b >= alpha  # the fewest

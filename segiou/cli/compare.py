@@ -66,9 +66,11 @@ def register(sub: Any) -> None:
     p.add_argument("--bootstrap", type=positive_int, default=1000, metavar="B",
                    help="paired bootstrap resamples of the intervals (default: %(default)s)")  # fmt: skip
     p.add_argument("--permutations", type=positive_int, default=None, metavar="N",
-                   help="random swaps of the randomization test that decides (default: enough "
-                   "for Holm to resolve every class, at least --bootstrap; every swap is "
-                   "enumerated when there are at most N)")  # fmt: skip
+                   help="random swaps of the randomization test that decides (default: at "
+                   "least --bootstrap, and enough that their p-values' floor, 1/(N+1), does not "
+                   "keep Holm's correction over the classes from --alpha; every swap is "
+                   "enumerated when there are at most N; a count that can never reach --alpha, "
+                   "19 or fewer at 0.05, is refused)")  # fmt: skip
     p.add_argument("--bootstrap-seed", type=nonnegative_int, default=0, metavar="S",
                    help="seed of the resamples and swaps (default: %(default)s)")  # fmt: skip
     p.add_argument("--correction", choices=["holm", "none"], default="holm",

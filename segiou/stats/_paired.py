@@ -33,7 +33,14 @@ from segiou.stats._bootstrap import (
     sum_resamples,
 )
 from segiou.stats._pairing import align_images, check_pair, check_same_gt
-from segiou.stats._swap import METHOD, SwapTest, attainable_p, auto_permutations, swap_test
+from segiou.stats._swap import (
+    METHOD,
+    SwapTest,
+    attainable_p,
+    auto_permutations,
+    min_permutations,
+    swap_test,
+)
 from segiou.stats._verdict import Correction, change, holm, row_floors, verdict
 
 __all__ = ["COMPARISON_FORMAT", "COMPARISON_VERSION", "Correction", "PairedComparison",
@@ -218,8 +225,12 @@ def compare_states(
     permutations : int, optional
         Random swaps of the randomization test. ``None`` (default): ``max(resamples,
         ceil(2 * (T + 1) / alpha))`` with ``T`` the classes with a defined difference, so that
-        Holm can resolve them. When ``2**d`` is at most this (``d``: the units where the runs
-        differ), every swap is enumerated and the p-values are exact.
+        the random swaps' floor, ``1 / (B + 1)``, does not keep Holm from reaching alpha. When
+        ``2**d`` is at most this (``d``: the units where the runs differ), every swap is
+        enumerated and the p-values are exact; their floor, ``2 / 2**d``, is set by the units
+        (``class_verdicts_possible`` says when Holm cannot reach alpha then). Fewer swaps than
+        can ever give a p-value below alpha (``1 / (B + 1) >= alpha``: 19 or fewer at 0.05)
+        are refused.
 
     Returns
     -------
@@ -230,7 +241,7 @@ def compare_states(
     UsageError
         States without per-image entries, different image sets (without ``shared_images``),
         no shared image, repeated image names, different ground truth for a shared image, an
-        image without a group, or bad options.
+        image without a group, or bad options (``permutations`` too few to reach ``alpha``).
     IncompatibleMatrixError
         Different label specs.
 
@@ -258,6 +269,13 @@ def compare_states(
         raise UsageError(msg)
     if not 0 < alpha < 1:
         msg = f"alpha={alpha!r} must be in (0, 1), e.g. 0.05"
+        raise UsageError(msg)
+    if permutations is not None and permutations < (least := min_permutations(alpha)):
+        msg = (
+            f"permutations={permutations} (--permutations) can never give a p-value below "
+            f"alpha {alpha} (the smallest is 1/(N + 1) = {1 / (permutations + 1):.3g}): give "
+            f"at least {least}, or leave it out (automatic: enough for Holm over the classes)"
+        )
         raise UsageError(msg)
     for name, value in (("max_miou_drop", max_miou_drop), ("max_class_drop", max_class_drop)):
         if value is not None and not (0 <= value < float("inf")):
@@ -324,7 +342,8 @@ def compare_states(
     doc["test"] = {"method": METHOD, "unit": unit, "units": m, "differing_units": test.differing,
                    "permutations": int(asked), "exact": test.exact, "swaps": test.swaps,
                    "seed": int(seed), "alpha": alpha, "correction": correction,
-                   "smallest_p": attainable_p(test.differing)}  # fmt: skip
+                   "smallest_p": attainable_p(test.differing,
+                                              None if test.exact else test.swaps)}  # fmt: skip
     verdict(doc, test, alpha, unit)
     shown = [_reported(x.sum(axis=0), k, conv) for x in (va, vb)]
     for row in doc["classes"]:

@@ -27,7 +27,14 @@ from segiou._typing import FloatArray, IntArray
 from segiou.conventions import Convention
 from segiou.stats._bootstrap import metric_replicates
 
-__all__ = ["METHOD", "SwapTest", "attainable_p", "auto_permutations", "swap_test"]
+__all__ = [
+    "METHOD",
+    "SwapTest",
+    "attainable_p",
+    "auto_permutations",
+    "min_permutations",
+    "swap_test",
+]
 
 #: The method's name, as the gate's document gives it.
 METHOD = "paired randomization (swap) test"
@@ -76,26 +83,63 @@ class SwapTest:
     differing_per_class: IntArray
 
 
-def attainable_p(differing: int) -> float:
+def attainable_p(differing: int, random_swaps: int | None = None) -> float:
     """Smallest p-value the swap test can give when the runs differ in ``differing`` units.
 
     Parameters
     ----------
     differing : int
-        Units where the runs' counts differ.
+        Units where the runs' counts differ (for a class: where its TP, FP or FN differ; the
+        other units change nothing of it when swapped).
+    random_swaps : int, optional
+        The random swaps drawn, when the test drew them (Monte-Carlo mode); ``None``: every
+        swap was enumerated (exact mode).
 
     Returns
     -------
     float
-        ``2 / 2**differing`` (the observed swap set and its complement both reach the observed
-        difference), ``1`` when no unit differs.
+        Exact: ``2 / 2**differing`` (the observed swap set and its complement both reach the
+        observed difference), ``1`` when at most one unit differs. Monte-Carlo: also at least
+        ``1 / (random_swaps + 1)`` (``p = (1 + hits) / (1 + swaps)``), so the larger of the two:
+        the random p-value estimates the exact one, and cannot go below ``1 / (B + 1)``.
 
     Examples
     --------
     >>> attainable_p(3), attainable_p(0)
     (0.25, 1.0)
+    >>> attainable_p(40, random_swaps=10)  # 1 / 11
+    0.09090909090909091
     """
-    return 1.0 if differing <= 1 else 2.0 ** (1 - differing)
+    exact = 1.0 if differing <= 1 else 2.0 ** (1 - differing)
+    return exact if random_swaps is None else max(exact, 1.0 / (random_swaps + 1))
+
+
+def min_permutations(alpha: float) -> int:
+    """Return the fewest random swaps whose smallest p-value, ``1 / (B + 1)``, is below ``alpha``.
+
+    Fewer can never give a p-value below ``alpha``, in either mode: exact enumeration needs
+    ``2**d <= B`` swaps and gives at least ``2 / 2**d >= 2 / B``.
+
+    Parameters
+    ----------
+    alpha : float
+        Significance level, in (0, 1).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> min_permutations(0.05), min_permutations(0.01), min_permutations(0.03)
+    (20, 100, 33)
+    """
+    b = max(1, math.floor(1 / alpha) - 1)
+    while 1.0 / (b + 1) >= alpha:
+        b += 1
+    while b > 1 and 1.0 / b < alpha:
+        b -= 1
+    return b
 
 
 def _exact_swaps(d: int) -> Iterator[FloatArray]:

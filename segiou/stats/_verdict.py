@@ -1,7 +1,8 @@
 """Whether the gate's swap test could decide: the smallest p-value each row can reach.
 
 The swap test's p-values have a floor (:func:`segiou.stats._swap.attainable_p`): ``2 / 2**d``
-with ``d`` the units where the runs differ (for a class, where its counts differ). A class's
+with ``d`` the units where the runs differ (for a class, where its counts differ) when every
+swap is enumerated, and also at least ``1 / (B + 1)`` with ``B`` random swaps. A class's
 p-value is then adjusted for the number of classes tested (Holm), so a class whose raw p-value
 can reach alpha may still never be significant. A row that is not significant says ``no
 verdict`` when even its smallest adjusted p-value, whatever the other classes' p-values, is not
@@ -91,12 +92,12 @@ def smallest_adjusted(floors: Sequence[float], correction: Correction) -> list[f
 def row_floors(
     test: SwapTest, raw_p: Sequence[float], correction: Correction
 ) -> tuple[float, list[float], list[float]]:
-    """Return the smallest p-values the test can give: mIoU's, each class's raw and adjusted.
+    """Return the smallest p-values of the test's mode: mIoU's, each class's raw and adjusted.
 
     Parameters
     ----------
     test : SwapTest
-        The swap test (its differing units).
+        The swap test (its mode: exact, or ``swaps`` random swaps; its differing units).
     raw_p : sequence of float
         The classes' raw p-values (``nan``: untested, left out of the correction).
     correction : {"holm", "none"}
@@ -110,9 +111,10 @@ def row_floors(
         Per class (``nan`` where untested): :func:`attainable_p` of its differing units, and
         :func:`smallest_adjusted` of those.
     """
-    miou = attainable_p(test.differing)
+    swaps = None if test.exact else int(test.swaps)
+    miou = attainable_p(test.differing, swaps)
     raw = [
-        float("nan") if math.isnan(p) else attainable_p(int(d))
+        float("nan") if math.isnan(p) else attainable_p(int(d), swaps)
         for p, d in zip(raw_p, test.differing_per_class, strict=True)
     ]
     return miou, raw, smallest_adjusted(raw, correction)
@@ -175,8 +177,12 @@ def _class_reason(
     by = (f"Holm's correction over the {len(rows)} classes tested multiplies the smallest "
           f"p-value any class can get, {raw:.3g}, by {len(rows)}: {low:.3g}"
           if holm_on else f"the smallest p-value any class can get is {low:.3g}")  # fmt: skip
-    why = f"the runs differ in at most {most} shared {what} for any class"
-    more = f"compare more {what}"
+    if not test.exact and 1.0 / (test.swaps + 1) >= 2.0 ** (1 - most):
+        why = f"{test.swaps:,} random swaps give no p-value below 1/{test.swaps + 1:,}"
+        more = "draw more swaps: leave permutations at its default"
+    else:
+        why = f"the runs differ in at most {most} shared {what} for any class"
+        more = f"compare more {what}"
     return (
         f"no class verdict possible: {why}, and {by}, not below alpha {alpha}: no class drop "
         f"can be significant; mIoU is tested alone ({more})"
