@@ -346,6 +346,10 @@ def _unpack(x: Any, arrays: Mapping[str, np.ndarray], used: set[str], where: str
             if not isinstance(name, str) or name not in arrays:
                 msg = f"{where}: the state refers to npz member {name!r}, which is not there"
                 raise PayloadError(msg)
+            if name in used:  # one member many times: work and memory past what it inflates to
+                msg = (f"{where}: the state refers to npz member {name!r} more than once; each "
+                       "member stands for one list (as encode_state writes them)")  # fmt: skip
+                raise PayloadError(msg)
             used.add(name)
             return arrays[name].tolist()
         return {k: _unpack(v, arrays, used, where) for k, v in x.items()}
