@@ -62,7 +62,10 @@ def open_image(path: str) -> Iterator[Any]:
             load()
             for fmt in list(Image.ID):
                 factory, accept = Image.OPEN[fmt]
-                found = True if accept is None else accept(prefix)
+                try:  # (a 0-4 byte file: Pillow's DIB test unpacks 4 bytes; Image.open catches it)
+                    found = True if accept is None else accept(prefix)
+                except (struct.error, IndexError, TypeError, ValueError):
+                    continue
                 if not found or isinstance(found, str):  # a str: the plugin is not installed
                     continue
                 fp.seek(0)
