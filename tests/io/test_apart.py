@@ -148,3 +148,19 @@ def test_count_stores_checks_opened_sources_too(tmp_path):
     g = _store(tmp_path / "g.zarr")
     with pytest.raises(UsageError, match="same store array or group"):
         count_stores(open_masks(g), g, labels=3, scheduler="synchronous")
+
+
+def test_masks_linked_into_a_content_addressed_cache_are_not_shared(tmp_path):
+    # the Hugging Face hub cache, git-annex and DVC link identical files to one blob: a perfect
+    # prediction links to its ground truth's target, yet the sides share no file (they were
+    # refused as "listed both", scoring refused for a valid dataset)
+    blobs = tmp_path / "blobs"
+    _folder(blobs)
+    for side in ("gt", "pred"):
+        (tmp_path / side).mkdir()
+        for i in range(3):
+            target = blobs / f"{i if side == 'gt' or i == 0 else (i + 1) % 3}.png"
+            (tmp_path / side / f"img{i}.png").symlink_to(target)
+    gt, pred = find_pairs(tmp_path / "gt", tmp_path / "pred")
+    assert gt.names == pred.names == ("img0", "img1", "img2")
+    assert _eval(tmp_path / "gt", tmp_path / "pred") == 0

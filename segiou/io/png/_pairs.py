@@ -538,14 +538,18 @@ def find_pairs(
 
 
 def _real_files(paths: tuple[str, ...]) -> dict[str, str]:
-    """Map each file's resolved path to its path (links followed; each folder resolved once)."""
+    """Map each file's path, its folder resolved, to its path (each folder resolved once).
+
+    Folder links are followed (a folder linked into the other side is the same folder), but
+    not a link that is the file itself: datasets kept as links into a content-addressed cache
+    (the Hugging Face hub cache, git-annex, DVC) link every identical mask to one blob, so a
+    perfect prediction, or an empty mask on both sides, links to its ground truth's target
+    without the two sides sharing a file.
+    """
     dirs: dict[str, str] = {}
     out = {}
     for p in paths:
         folder, name = os.path.split(p)
-        if Path(p).is_symlink():
-            out[os.path.realpath(p)] = p
-            continue
         real = dirs.get(folder)
         if real is None:
             real = dirs[folder] = os.path.realpath(folder)
