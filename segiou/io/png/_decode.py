@@ -37,6 +37,13 @@ class Header:
 
 
 def _decode_failed(path: str, err: BaseException) -> ImageDecodeError:
+    if type(err).__name__ == "DecompressionBombError":  # Pillow's TIFF reader checks it itself
+        msg = (
+            f"{path}: Pillow's TIFF reader refuses an image this large ({err}); the file may "
+            "well be valid. Install tifffile (pip install 'segiou[tiff]'), which segiou then "
+            "reads large TIFF masks with, or save the mask as PNG"
+        )
+        return ImageDecodeError(msg)
     msg = (
         f"{path}: cannot decode the file as a label image ({type(err).__name__}: {err}); "
         "expected a PNG/TIFF image or a .npy array. Replace or remove the file, or narrow "
