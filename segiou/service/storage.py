@@ -12,6 +12,10 @@ segiou database, is truncated or fails ``PRAGMA integrity_check`` is refused, ne
 left with its write-ahead log by a crash (``kill -9`` during a checkpoint leaves the main file
 shorter than its header says, the missing pages being in the log) is not truncated: SQLite
 recovers it from the log, checked first on a read-only connection (which changes neither file).
+Before that the log itself is read (:mod:`segiou.service._wal`): SQLite ends its recovery at the
+first frame whose checksum fails, so one damaged frame would silently drop every acknowledged
+commit after it; a log with commits that verify after a failing frame is refused (a torn tail,
+the last transaction cut short, is not).
 Primary keys make a second row for a batch key, an inner batch key or an image name of one run
 impossible, whatever the service above them does.
 """
@@ -29,6 +33,7 @@ from typing import Protocol
 
 from segiou._version import __version__
 from segiou.errors import ServiceStorageError
+from segiou.service._wal import scan_wal
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -226,6 +231,31 @@ def _has_wal(path: Path) -> bool:
         return False
 
 
+def _check_wal(path: Path) -> None:
+    """Refuse a write-ahead log damaged before commits that still verify (see :mod:`._wal`).
+
+    SQLite's recovery would end the log at the damaged frame and drop every commit after it
+    without a word; the first clean stop would then delete the log. A torn tail starts.
+    """
+    wal = _wal_of(path)
+    try:
+        damage = scan_wal(wal)
+    except OSError as err:
+        raise _refuse(path, f"has a write-ahead log that cannot be read ({err})") from err
+    if damage is None:
+        return
+    where = "its header" if damage.first_bad == 0 else f"frame {damage.first_bad}"
+    msg = (
+        f"write-ahead log {str(wal)!r} of database {str(path)!r} is damaged: {where} of "
+        f"{damage.frames} fails its checksum, yet commits after it verify: SQLite would "
+        f"recover only the commits before it ({damage.kept_commits}) and lose "
+        f"{damage.lost_commits} acknowledged commits ({damage.lost_frames} frames) for good. "
+        "segiou serve does not start on it and has changed neither file: keep both files "
+        "together (copy them before anything opens the database) and restore from a backup"
+    )
+    raise ServiceStorageError(msg)
+
+
 def _check_header(path: Path, *, wal: bool = False) -> None:
     """Refuse a file that is not SQLite or is shorter than its header says (truncated).
 
@@ -282,7 +312,8 @@ class SQLiteStorage:
     ------
     ServiceStorageError
         The file exists but is empty, not SQLite, truncated, fails ``PRAGMA integrity_check``,
-        or holds no segiou schema or another schema version; or WAL mode cannot be set.
+        or holds no segiou schema or another schema version; or WAL mode cannot be set; or its
+        write-ahead log is damaged before commits that still verify (both files left as they are).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -290,6 +321,8 @@ class SQLiteStorage:
         if not self.path.exists():
             self._create()
         wal = _has_wal(self.path)
+        if wal:
+            _check_wal(self.path)  # before SQLite reads it: it would drop what follows damage
         _check_header(self.path, wal=wal)
         try:
             if wal:  # recovered and checked read-only first: a refused file stays as it is

@@ -305,3 +305,102 @@ def test_a_checkpoint_cut_short_by_a_crash_is_recovered_not_refused(tmp_path: Pa
     assert "integrity check" in str(refused.value) or "cannot be read" in str(refused.value)
     assert "\n" not in str(refused.value)
     assert {f.name: f.read_bytes() for f in cut.iterdir() if f.name in before} == before
+
+
+def _wal_frames(wal: bytes) -> int:
+    return (len(wal) - 32) // (24 + int.from_bytes(wal[8:12], "big"))
+
+
+def test_a_damaged_write_ahead_log_is_refused_a_torn_tail_is_not(tmp_path: Path) -> None:
+    """One bit flipped in an early frame of the log (bit rot) ended SQLite's recovery there:
+    every later commit, each fsynced and acknowledged, vanished without a word, and the first
+    clean stop deleted the log. Such a log is refused and both files are left as they are; a
+    log cut short in its last frame (a crash mid-write) or intact still starts."""
+    from segiou.service._wal import scan_wal
+    from segiou.service.storage import AddBatch, BatchRecord, PutRun, RunRecord, SQLiteStorage
+
+    live = tmp_path / "live"
+    live.mkdir()
+    st = SQLiteStorage(live / "x.db")
+    st._db.execute("PRAGMA wal_autocheckpoint=0")  # every commit stays in the log
+    rec = RunRecord("r", "{}", "{}", "open", 0.0)
+    for i in range(40):
+        rec = replace(rec, batches=i + 1, seq=i + 1)
+        st.commit([AddBatch(BatchRecord("r", f"k{i}", i + 1, "d", "state", 1, 1, b"{}" * 2000,
+                                        names=(f"img-{i}",))), PutRun(rec)])  # fmt: skip
+    clean = tmp_path / "clean"
+    _crash_copy(live, clean)
+    st.close()
+    wal = (clean / "x.db-wal").read_bytes()
+    page, n = int.from_bytes(wal[8:12], "big"), _wal_frames(wal)
+    assert n > 40
+
+    def batches_after_start(folder: Path) -> int:
+        s = SQLiteStorage(folder / "x.db")
+        try:
+            (run,) = s.load()
+            assert len(run.batches) == run.record.batches
+            return run.record.batches
+        finally:
+            s.close()
+
+    def variant(name: str, content: bytes) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "x.db").write_bytes((clean / "x.db").read_bytes())
+        (folder / "x.db-wal").write_bytes(content)
+        return folder
+
+    # damaged: a bit inside frame 5's page, then one in frame 5's header (its page number)
+    for at in (32 + 4 * (24 + page) + 24 + 500, 32 + 4 * (24 + page) + 2):
+        bad = bytearray(wal)
+        bad[at] ^= 0x01
+        folder = variant(f"flip{at}", bytes(bad))
+        damage = scan_wal(folder / "x.db-wal")
+        assert damage is not None
+        assert damage.first_bad == 5
+        assert damage.frames == n
+        assert damage.lost_commits >= 39  # every batch but at most the first
+        before = {f.name: f.read_bytes() for f in folder.iterdir()}
+        with pytest.raises(ServiceStorageError, match=r"write-ahead log .* is damaged") as refused:
+            SQLiteStorage(folder / "x.db")
+        said = str(refused.value)
+        assert "\n" not in said
+        assert "frame 5 of" in said
+        assert "keep both files" in said
+        assert f"lose {damage.lost_commits} acknowledged commits" in said
+        assert {f.name: f.read_bytes() for f in folder.iterdir()} == before  # nothing changed
+    # a torn tail: the last frame cut short, or garbage in it: the last commit goes, no more
+    torn_cut = variant("torn_cut", wal[: len(wal) - page // 2])
+    garbled = bytearray(wal)
+    garbled[len(wal) - 100] ^= 0xFF
+    torn_bit = variant("torn_bit", bytes(garbled))
+    for folder in (torn_cut, torn_bit):
+        assert scan_wal(folder / "x.db-wal") is None
+        assert batches_after_start(folder) == 39
+    assert scan_wal(clean / "x.db-wal") is None
+    assert batches_after_start(clean) == 40
+
+
+def test_a_damaged_write_ahead_log_stops_segiou_serve(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    srv = ServerProcess(data).start()
+    with Client(srv.url, retries=0) as c:
+        c.create_run(RUN, K, **settings())  # type: ignore[arg-type]
+        for i in range(20):
+            c.put_masks(*batch(i), f"k{i}")
+    srv.kill()  # kill -9: the log keeps its frames
+    wal = data / "segiou.db-wal"
+    content = bytearray(wal.read_bytes())
+    page = int.from_bytes(content[8:12], "big")
+    assert _wal_frames(bytes(content)) > 20
+    content[32 + 3 * (24 + page) + 24 + 100] ^= 0x10
+    wal.write_bytes(bytes(content))
+    db_before = (data / "segiou.db").read_bytes()
+    done = _serve(data)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "is damaged: frame 4 of" in lines[0], done.stderr
+    assert wal.read_bytes() == bytes(content)  # both files left as they were
+    assert (data / "segiou.db").read_bytes() == db_before
