@@ -78,15 +78,19 @@ def test_push_keeps_the_runs_labels_when_another_option_is_given(
 
 
 def test_push_with_an_option_equal_to_the_runs_keeps_the_rest(
-    server, run_name: str, demo_store: Path, capsys: pytest.CaptureFixture[str]
+    server, run_name: str, demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--gt-ids raw on a run of raw ground truth and class predictions dropped the run's
     pred_ids (refused after the whole count)."""
+    import shutil
+
     with Client(server.url) as c:
         c.create_run(run_name, "cityscapes", gt_ids="raw", pred_ids="raw", per_image=True)
         c.create_run(run_name + "-b", "cityscapes", gt_ids="raw", pred_ids="class", per_image=True)
+    # predictions equal to the ground truth, as a copy (the same array on both sides is refused)
+    shutil.copytree(demo_store / "gt", tmp_path / "pred.zarr")
     base = ["--server", server.url, "--retries", "0", "--gt", f"{demo_store}/gt", "--pred",
-            f"{demo_store}/gt", "--quiet", "--scheduler", "synchronous"]  # fmt: skip
+            str(tmp_path / "pred.zarr"), "--quiet", "--scheduler", "synchronous"]  # fmt: skip
     assert main(["push", *base, "--run", run_name, "--gt-ids", "raw", "--key", "k"]) == 0
     capsys.readouterr()
     # (the ground truth as predictions, read as class ids: unexpected values, refused
