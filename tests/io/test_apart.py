@@ -111,7 +111,8 @@ def _store(path: Path, inner: str = "") -> str:
     root = zarr.open_group(str(path), mode="a")
     group = root.require_group(inner) if inner else root
     for i, m in enumerate(MASKS):
-        group.create_array(f"img{i}", data=m, chunks=m.shape)
+        # (shape and dtype, then the data: the oldest zarr supported takes no data=)
+        group.create_array(f"img{i}", shape=m.shape, dtype=m.dtype, chunks=m.shape)[:] = m
     return str(path) + (f"/{inner}" if inner else "")
 
 
