@@ -543,9 +543,9 @@ def count_pairs(
     k = lookup.num_classes
     if g.size == 0:
         images = None
-        if per_image:
-            n = _as_3d(g).shape[0]
-            images = ImageRows.from_tables(np.zeros((n, k + 2, k + 2), np.int64))
+        if per_image:  # n images without entries (not n dense tables of zeros)
+            n, z = _as_3d(g).shape[0], np.zeros(0, np.int64)
+            images = ImageRows(k, tuple(f"#{i}" for i in range(n)), (False,) * n, z, z, z, z)
         return Tally(np.zeros((k, k), np.int64), np.zeros(k, np.int64), 0, {}, {}, images)
     given = lookup
     g_bool, p_bool = gt.dtype == np.bool_, pred.dtype == np.bool_

@@ -308,6 +308,25 @@ def test_small_images_of_many_classes_cost_their_pixels():
     assert tally.images.names == tuple(f"#{i}" for i in range(256))
 
 
+def test_zero_size_images_of_many_classes_cost_nothing():
+    # 8 images of 0 x 3 pixels and 1,024 classes made 8 dense tables of zeros (8 MiB each, and
+    # a copy) before their empty rows
+    k = 1024
+    gt = np.zeros((8, 0, 3), np.uint16)
+    lk = class_lookup(k)
+    count_pairs(gt, gt, lk, per_image=True)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        tally = count_pairs(gt, gt, lk, per_image=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * (k + 2) ** 2 * 8, peak
+    assert tally.images is not None
+    assert_same_rows(tally.images, ImageRows.from_tables(np.zeros((8, k + 2, k + 2), np.int64)))
+
+
 def test_dense_tables_stay_for_large_images_of_few_classes():
     # Cityscapes (19 classes, 1024 x 2048) and ADE20K (150 classes, 512 x 683) images: entries
     # for ADE20K (measured faster), the dense tables for Cityscapes
