@@ -72,6 +72,8 @@ _PARALLEL_MIN_PIXELS = 1 << 16
 _SPARSE_PIXELS_PER_CELL = 2
 
 _U8 = np.dtype(np.uint8)
+#: The dtypes the per-image entries kernels are compiled for (:func:`_entry_input`).
+_ENTRY_DTYPES = (np.dtype(np.uint8), np.dtype(np.int64), np.dtype(np.uint64))
 #: Per-thread scratch tables of the word path (left zeroed by every kernel that fills them).
 _scratch = threading.local()
 
@@ -443,6 +445,19 @@ def sparse_rows(lk: Lookup, pixels: int) -> bool:
     return pixels <= _SPARSE_PIXELS_PER_CELL * lk.table_size
 
 
+def _entry_input(a: LabelArray) -> LabelArray:
+    """Return ``a`` as one of the few arrays the entries kernels are compiled for.
+
+    ``uint8``, ``int64`` or ``uint64``, C-contiguous: other integer dtypes are widened to
+    ``int64`` (every value kept), strided views copied. The kernels compile per pair of
+    dtypes and layouts (2-3 s each, cold); the images counted into entries are small for
+    their table, so the copy costs little next to counting them.
+    """
+    if a.dtype not in _ENTRY_DTYPES:
+        return a.astype(np.int64, order="C")
+    return np.ascontiguousarray(a)
+
+
 def _entries(
     g3: LabelArray, p3: LabelArray, lk: Lookup, workers: int
 ) -> tuple[IntArray, ImageRows]:
@@ -463,7 +478,7 @@ def _entries(
     group = max(1, min(n, _TABLE_BUDGET_BYTES // (16 * cap)))
     parts: list[ImageRows] = []
     for s in range(0, n, group):
-        gs, ps = g3[s : s + group], p3[s : s + group]
+        gs, ps = _entry_input(g3[s : s + group]), _entry_input(p3[s : s + group])
         m = gs.shape[0]
         cells = np.empty(m * cap, dtype=np.int64)
         counts = np.empty(m * cap, dtype=np.int64)

@@ -341,3 +341,22 @@ def test_hash_bits():
     assert 1 << _entry_kernels.hash_bits(1000, 4098) >= 2000
     assert _entry_kernels.hash_bits(16, 21) == 0  # a small table: every cell at its own slot
     assert _entry_kernels.hash_bits(100_000, 1026) == 0  # not much larger than a hash table
+
+
+def test_the_kernels_compile_for_few_dtypes_and_one_layout():
+    # every dtype pair and view reaches the kernels as uint8, int64 or uint64 in C order: at most
+    # 9 compilations (2-3 s each, cold), not one per pair of dtypes and layouts
+    rng = np.random.default_rng(5)
+    lk = class_lookup(300, (255,))
+    for gd, pd in itertools.product(ALL_DTYPES, ("uint8", "int16", "uint32", ">u2", "bool")):
+        gt = _values(gd, 300, (), rng, (3, 4, 6), False)
+        pred = _values(pd, 300, (), rng, (3, 4, 6), False)
+        for g, p in ((gt, pred), (gt[:, ::-1], pred[:, :, ::2].repeat(2, axis=2))):
+            count(g, p, lk, "auto", 1)  # (what it counts: the tests above)
+    sigs = _entry_kernels.count_entries.signatures
+    assert sigs
+    for sig in sigs:
+        g, p = sig[0], sig[1]
+        assert str(g.dtype) in {"uint8", "int64", "uint64"}, sig
+        assert str(p.dtype) in {"uint8", "int64", "uint64"}, sig
+        assert g.layout == p.layout == "C", sig
