@@ -1,9 +1,11 @@
 """The Zarr + Dask engine on a dask.distributed LocalCluster: exact counts, even when a worker dies.
 
-One cluster (two single-threaded worker processes with nannies) serves the whole module. The
+One cluster (two single-threaded worker processes with nannies) serves the module. The
 fault-tolerance tests kill a worker process with SIGKILL from a scheduler plugin, at a chosen
 moment of the run (a partial in flight, or a partial already computed and held in memory), and
-check that the nanny's restart plus the scheduler's recomputation give exactly the eager counts.
+check that the nanny's restart plus the scheduler's recomputation give exactly the eager counts;
+each on a cluster of its own, so that a restart that fails on a loaded machine (once in a full
+run beside other work, a nanny closed instead of restarting its worker) fails that test alone.
 """
 
 from __future__ import annotations
@@ -69,6 +71,14 @@ def client(cluster):
     with Client(cluster, set_as_default=False) as c:
         c.wait_for_workers(2, timeout=30)
         yield c
+
+
+@pytest.fixture
+def killable():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as c, Client(c, set_as_default=False) as cl:  # fmt: skip
+        cl.wait_for_workers(2, timeout=60)
+        yield c, cl
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +177,8 @@ PLANS = {
     [("processing", "one-image-tasks"), ("memory", "one-image-tasks"),
      ("processing", "1ms-at-100ns"), ("memory", "probe")],
 )  # fmt: skip
-def test_a_worker_killed_mid_run_changes_nothing(cluster, client, stores, when, plan):
+def test_a_worker_killed_mid_run_changes_nothing(killable, stores, when, plan):
+    cluster, client = killable
     g, p, *_, ref = stores
     client.wait_for_workers(2, timeout=30)
     pids = client.run(os.getpid)
@@ -190,7 +201,7 @@ def test_a_worker_killed_mid_run_changes_nothing(cluster, client, stores, when, 
 @pytest.mark.parametrize("seconds", [3e-4, 1e-3, 1e-2, 0.2])
 def test_every_task_size_counts_exactly(client, stores, seconds):
     g, p, *_, ref = stores
-    client.wait_for_workers(2, timeout=60)  # (after a killed worker: its nanny restarted it)
+    client.wait_for_workers(2, timeout=60)
     with get_task_stream(client) as ts:
         cm = evaluate_zarr(g, p, labels=K, ignore_index=255, scheduler=client,
                            task_seconds=seconds, ns_per_px=100.0)  # fmt: skip
