@@ -165,3 +165,50 @@ def test_masks_linked_into_a_content_addressed_cache_are_not_shared(tmp_path):
     gt, pred = find_pairs(tmp_path / "gt", tmp_path / "pred")
     assert gt.names == pred.names == ("img0", "img1", "img2")
     assert _eval(tmp_path / "gt", tmp_path / "pred") == 0
+
+
+def test_prediction_files_linking_to_the_ground_truth_files_are_refused(tmp_path, capsys):
+    # pred/img0.png -> ../gt/img0.png: the prediction *is* the ground-truth file (mIoU 100%,
+    # accepted silently once file links were no longer followed for content-addressed caches)
+    gt = _folder(tmp_path / "gt")
+    (tmp_path / "pred").mkdir()
+    for i in range(3):
+        (tmp_path / "pred" / f"{i}.png").symlink_to(Path("..") / "gt" / f"{i}.png")
+    with pytest.raises(UsageError, match="3 prediction file\\(s\\) are links to the ground-truth"):
+        find_pairs(gt, tmp_path / "pred")
+    assert _eval(gt, tmp_path / "pred") == 2
+    line = _one_error_line(capsys)
+    assert "scored against itself" in line
+    assert f"{tmp_path / 'pred' / '0.png'} -> {gt / '0.png'}" in line
+
+
+def test_one_prediction_linking_to_a_ground_truth_file_through_a_chain_is_refused(tmp_path):
+    # a link to a link to the ground-truth file (absolute target), and the reverse direction
+    gt = _folder(tmp_path / "gt")
+    pred = _folder(tmp_path / "pred", "")
+    hop = tmp_path / "hop.png"
+    hop.symlink_to(gt / "1.png")
+    (pred / "1.png").unlink()
+    (pred / "1.png").symlink_to(hop)
+    with pytest.raises(UsageError, match="1 prediction file\\(s\\) are links"):
+        find_pairs(gt, pred)
+    (pred / "1.png").unlink()
+    Image.fromarray(MASKS[1]).save(pred / "1.png")
+    (gt / "2.png").unlink()
+    (gt / "2.png").symlink_to(pred / "2.png")  # a ground-truth file that is a prediction
+    with pytest.raises(UsageError, match="1 ground-truth file\\(s\\) are links to the prediction"):
+        find_pairs(gt, pred)
+
+
+def test_both_sides_linking_to_one_cache_blob_of_the_other_sides_file_are_fine(tmp_path):
+    # ground truth linked into a cache; a perfect prediction links to the same blob (it does
+    # not link to the ground-truth file): accepted, as any two links to a blob neither lists
+    blobs = _folder(tmp_path / "blobs")
+    for side in ("gt", "pred"):
+        (tmp_path / side).mkdir()
+        for i in range(3):
+            (tmp_path / side / f"img{i}.png").symlink_to(Path("..") / "blobs" / f"{i}.png")
+    gt, pred = find_pairs(tmp_path / "gt", tmp_path / "pred")
+    assert len(gt) == len(pred) == 3
+    assert _eval(tmp_path / "gt", tmp_path / "pred") == 0
+    assert blobs.is_dir()

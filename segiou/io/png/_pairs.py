@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, NoReturn
 
 import numpy as np
 
@@ -537,24 +537,59 @@ def find_pairs(
     return gt, pred
 
 
-def _real_files(paths: tuple[str, ...]) -> dict[str, str]:
-    """Map each file's path, its folder resolved, to its path (each folder resolved once).
+#: Where a file's name is: its folder (resolved path) and its name.
+_Place = tuple[tuple[int, int] | str, str]
+#: Links followed from one file link before giving up (the kernel's own limit is 40).
+_MAX_HOPS = 40
 
-    Folder links are followed (a folder linked into the other side is the same folder), but
-    not a link that is the file itself: datasets kept as links into a content-addressed cache
-    (the Hugging Face hub cache, git-annex, DVC) link every identical mask to one blob, so a
-    perfect prediction, or an empty mask on both sides, links to its ground truth's target
-    without the two sides sharing a file.
+
+def _folder_id(folder: str, seen: dict[str, tuple[int, int] | str]) -> tuple[int, int] | str:
+    """Identity of a folder: its resolved path (links followed). Each folder once."""
+    got = seen.get(folder)
+    if got is None:
+        got = seen[folder] = os.path.realpath(folder)
+    return got
+
+
+def _place(path: str, seen: dict[str, tuple[int, int] | str]) -> _Place:
+    folder, name = os.path.split(path)
+    return _folder_id(folder, seen), name
+
+
+def _link_hops(path: str, seen: dict[str, tuple[int, int] | str]) -> list[_Place]:
+    """Return the places a file link leads through, to its target (``[]``: not a link)."""
+    hops: list[_Place] = []
+    link = Path(path)
+    for _ in range(_MAX_HOPS):
+        try:
+            target = link.readlink()
+        except OSError:  # not a link: the end of the chain (or unreadable: listing said so)
+            break
+        link = link.parent / target  # (an absolute target replaces the folder)
+        hops.append(_place(str(link), seen))
+    return hops
+
+
+def _places(
+    paths: tuple[str, ...], seen: dict[str, tuple[int, int] | str]
+) -> tuple[dict[_Place, str], dict[str, list[_Place]]]:
+    """Each file's own place -> its path; each file link's path -> the places it leads to.
+
+    A file's own place is its folder's identity and its name: folder links are followed (a
+    folder linked into the other side is the same folder) but not a link that is the file
+    itself, whose targets are kept apart. Datasets kept as links into a content-addressed
+    cache (the Hugging Face hub cache, git-annex, DVC) link every identical mask to one blob,
+    so a perfect prediction, or an empty mask on both sides, links to its ground truth's
+    target without the two sides sharing a file; a link to a file the other side lists is
+    that file.
     """
-    dirs: dict[str, str] = {}
-    out = {}
+    own = {}
+    links = {}
     for p in paths:
-        folder, name = os.path.split(p)
-        real = dirs.get(folder)
-        if real is None:
-            real = dirs[folder] = os.path.realpath(folder)
-        out[str(Path(real) / name)] = p
-    return out
+        own[_place(p, seen)] = p
+        if hops := _link_hops(p, seen):
+            links[p] = hops
+    return own, links
 
 
 def check_apart(gt: PngSet, pred: PngSet) -> None:
@@ -562,9 +597,11 @@ def check_apart(gt: PngSet, pred: PngSet) -> None:
 
     The same folder on both sides scores every prediction against itself (100%); a folder
     inside the other (``--gt val --pred val/preds``, or linked into it) is listed with it, so
-    its files are counted on both sides (predictions as extra ground-truth images). Paths are
-    compared resolved (links followed). Sets that share a folder but no file (different file
-    patterns) are fine.
+    its files are counted on both sides (predictions as extra ground-truth images). Folders
+    are compared resolved (links followed). A file that is a link to a file the other side
+    lists is that file; two files linking to one target that neither side lists (a
+    content-addressed cache's blob) are not shared. Sets that share a folder but no file
+    (different file patterns) are fine.
 
     Parameters
     ----------
@@ -576,11 +613,47 @@ def check_apart(gt: PngSet, pred: PngSet) -> None:
     UsageError
         A file is in both sets (the message says how, and what to do).
     """
-    real = _real_files(gt.paths)
-    shared = [p for r, p in _real_files(pred.paths).items() if r in real]
-    if not shared:
+    seen: dict[str, tuple[int, int] | str] = {}
+    gt_own, gt_links = _places(gt.paths, seen)
+    pred_own, pred_links = _places(pred.paths, seen)
+    shared = [p for r, p in pred_own.items() if r in gt_own]
+    if shared:
+        _refuse_shared(gt, pred, shared, seen)
+    linked, side, other = _links_into(pred_links, gt_own), "prediction", "ground-truth"
+    if not linked:
+        linked, side, other = _links_into(gt_links, pred_own), "ground-truth", "prediction"
+    if not linked:
         return
-    if gt.root and pred.root and os.path.realpath(gt.root) == os.path.realpath(pred.root):
+    path, target = linked[0]
+    msg = (
+        f"{len(linked)} {side} file(s) are links to the {other} files themselves, e.g. "
+        f"{path} -> {target}: every such prediction would be scored against itself. Give "
+        "the predictions' own files (--pred); links to one blob of a cache that neither side "
+        "lists (Hugging Face hub, git-annex, DVC) are fine"
+    )
+    raise UsageError(msg)
+
+
+def _links_into(links: dict[str, list[_Place]], other: dict[_Place, str]) -> list[tuple[str, str]]:
+    """File links that lead through a file of ``other``: (link, that file), in order."""
+    found = []
+    for path, hops in links.items():
+        hit = next((other[h] for h in hops if h in other), None)
+        if hit is not None:
+            found.append((path, hit))
+    return found
+
+
+def _refuse_shared(
+    gt: PngSet, pred: PngSet, shared: list[str], seen: dict[str, tuple[int, int] | str]
+) -> NoReturn:
+    same = (
+        gt.root
+        and pred.root
+        and _folder_id(str(Path(gt.root).absolute()), seen)
+        == _folder_id(str(Path(pred.root).absolute()), seen)
+    )
+    if same:
         msg = (
             f"the ground truth and the predictions are the same folder, {gt.root}"
             + (f" and {pred.root}" if pred.root != gt.root else "")
