@@ -1,10 +1,15 @@
 """Ground truth and predictions that share masks are refused: the same folder or store (every
 prediction scored against itself, 100%), or one inside the other where the recursive listing
-picks the other's masks up (predictions counted as extra ground-truth images). Paths are
-compared resolved, links followed; layouts that share a folder but no file still work."""
+picks the other's masks up (predictions counted as extra ground-truth images). Folders are
+compared by identity (links followed, bind mounts seen through), and a file link to a file of
+the other side is that file; layouts that share a folder but no file still work."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -212,3 +217,38 @@ def test_both_sides_linking_to_one_cache_blob_of_the_other_sides_file_are_fine(t
     assert len(gt) == len(pred) == 3
     assert _eval(tmp_path / "gt", tmp_path / "pred") == 0
     assert blobs.is_dir()
+
+
+def _bind_mount_or_skip(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a private mount namespace where ``pred`` is a bind mount of ``gt``."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
+        pytest.skip("a bind mount needs root and unshare/mount (util-linux)")
+    gt, pred = tmp_path / "gt", tmp_path / "pred"
+    pred.mkdir()
+    bind = shlex.join(["mount", "--bind", str(gt), str(pred)])
+    inner = f"{bind} || exit 77; " + shlex.join([sys.executable, "-c", script])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", inner],
+                       check=False, capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    if r.returncode == 77 or (r.returncode != 0 and "unshare:" in r.stderr):
+        pytest.skip(f"cannot bind-mount in a private mount namespace here: {r.stderr.strip()}")
+    return r
+
+
+def test_a_bind_mount_of_the_ground_truth_folder_is_the_same_folder(tmp_path):
+    # a container volume mounted twice (/data and /mnt/data): resolving paths cannot see that
+    # the two folders are one; their device and inode can
+    _folder(tmp_path / "gt")
+    script = (
+        "import sys\n"
+        "from segiou.errors import UsageError\n"
+        "from segiou.io.png import find_pairs\n"
+        f"try: find_pairs({str(tmp_path / 'gt')!r}, {str(tmp_path / 'pred')!r})\n"
+        "except UsageError as e: print('refused:', e); sys.exit(0)\n"
+        "print('accepted'); sys.exit(1)\n"
+    )
+    r = _bind_mount_or_skip(tmp_path, script)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the ground truth and the predictions are the same folder" in r.stdout

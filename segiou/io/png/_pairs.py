@@ -537,17 +537,25 @@ def find_pairs(
     return gt, pred
 
 
-#: Where a file's name is: its folder (resolved path) and its name.
+#: Where a file's name is: its folder (``(st_dev, st_ino)``, else its resolved path) and name.
 _Place = tuple[tuple[int, int] | str, str]
 #: Links followed from one file link before giving up (the kernel's own limit is 40).
 _MAX_HOPS = 40
 
 
 def _folder_id(folder: str, seen: dict[str, tuple[int, int] | str]) -> tuple[int, int] | str:
-    """Identity of a folder: its resolved path (links followed). Each folder once."""
+    """Identity of a folder: ``(st_dev, st_ino)`` (links followed, bind mounts seen through).
+
+    Its resolved path when it cannot be read (the listing reports that). Each folder once.
+    """
     got = seen.get(folder)
     if got is None:
-        got = seen[folder] = os.path.realpath(folder)
+        try:
+            st = Path(folder).stat()  # (a bind mount has the device and inode of what it mounts)
+            got = (st.st_dev, st.st_ino)
+        except OSError:
+            got = os.path.realpath(folder)
+        seen[folder] = got
     return got
 
 
@@ -576,12 +584,12 @@ def _places(
     """Each file's own place -> its path; each file link's path -> the places it leads to.
 
     A file's own place is its folder's identity and its name: folder links are followed (a
-    folder linked into the other side is the same folder) but not a link that is the file
-    itself, whose targets are kept apart. Datasets kept as links into a content-addressed
-    cache (the Hugging Face hub cache, git-annex, DVC) link every identical mask to one blob,
-    so a perfect prediction, or an empty mask on both sides, links to its ground truth's
-    target without the two sides sharing a file; a link to a file the other side lists is
-    that file.
+    folder linked into the other side, or the same folder bind-mounted elsewhere, is the same
+    folder) but not a link that is the file itself, whose targets are kept apart. Datasets
+    kept as links into a content-addressed cache (the Hugging Face hub cache, git-annex, DVC)
+    link every identical mask to one blob, so a perfect prediction, or an empty mask on both
+    sides, links to its ground truth's target without the two sides sharing a file; a link
+    to a file the other side lists is that file.
     """
     own = {}
     links = {}
@@ -598,9 +606,10 @@ def check_apart(gt: PngSet, pred: PngSet) -> None:
     The same folder on both sides scores every prediction against itself (100%); a folder
     inside the other (``--gt val --pred val/preds``, or linked into it) is listed with it, so
     its files are counted on both sides (predictions as extra ground-truth images). Folders
-    are compared resolved (links followed). A file that is a link to a file the other side
-    lists is that file; two files linking to one target that neither side lists (a
-    content-addressed cache's blob) are not shared. Sets that share a folder but no file
+    are compared by identity (device and inode: links followed, and a bind mount is the
+    folder it mounts, which resolving paths cannot see). A file that is a link to a file the
+    other side lists is that file; two files linking to one target that neither side lists
+    (a content-addressed cache's blob) are not shared. Sets that share a folder but no file
     (different file patterns) are fine.
 
     Parameters
