@@ -97,13 +97,24 @@ def open_pair(
                       gt_pattern=gt_pattern, pred_pattern=pred_pattern)  # fmt: skip
 
 
-def _store_key(url: str, path: str) -> tuple[str, str]:
-    """Where an array is: the store resolved (local: links followed; remote: one spelling)."""
+def _store_key(url: str, path: str) -> tuple[str | int, ...]:
+    """Where an array or group is, the same however it is reached.
+
+    Local: the device and inode of its folder in the store, links followed on the whole way
+    (the store root's and any inside the store, ``s.zarr/pred -> gt``), and a bind mount of
+    the store is the store it mounts; its resolved path when it cannot be read. Remote: one
+    spelling of the store's URL, and the path inside it.
+    """
     from segiou.io.zarr import canonical_url
 
     if "://" in url and not url.startswith("file://"):
-        return canonical_url(url), path
-    return os.path.realpath(url.removeprefix("file://")), path
+        return "url", canonical_url(url), path
+    node = Path(url.removeprefix("file://")) / path
+    try:
+        st = node.stat()
+    except OSError:
+        return "path", os.path.realpath(node)
+    return "inode", st.st_dev, st.st_ino
 
 
 def check_apart(gt: Source, pred: Source) -> None:
@@ -112,8 +123,8 @@ def check_apart(gt: Source, pred: Source) -> None:
     The same store array (or group, or folder) on both sides scores every prediction against
     itself (100%); a group or folder that holds the other side's masks (a subgroup, a
     subfolder, or a link to them) lists them as its own images, so they are counted on both
-    sides. Paths are compared resolved (links followed); sources of different kinds share
-    nothing.
+    sides. Store locations are compared by identity (links followed, inside a store too; a
+    bind mount is what it mounts); sources of different kinds share nothing.
 
     Parameters
     ----------

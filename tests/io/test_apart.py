@@ -252,3 +252,36 @@ def test_a_bind_mount_of_the_ground_truth_folder_is_the_same_folder(tmp_path):
     r = _bind_mount_or_skip(tmp_path, script)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "the ground truth and the predictions are the same folder" in r.stdout
+
+
+def test_a_link_inside_a_store_to_the_ground_truth_group_is_the_same_group(tmp_path, capsys):
+    # s.zarr/pred -> gt: only the store root was resolved, not the path inside it
+    g = _store(tmp_path / "s.zarr", "gt")
+    (tmp_path / "s.zarr" / "pred").symlink_to("gt")
+    with pytest.raises(UsageError, match="same store array or group"):
+        open_pair(g, tmp_path / "s.zarr" / "pred")
+    assert _eval(g, tmp_path / "s.zarr" / "pred") == 2
+    assert "scored against itself" in _one_error_line(capsys)
+
+
+def test_a_link_inside_a_group_to_the_prediction_group_is_refused(tmp_path):
+    g = _store(tmp_path / "s.zarr", "gt")
+    p = _store(tmp_path / "s.zarr", "pred")
+    (tmp_path / "s.zarr" / "gt" / "more").symlink_to(Path("..") / "pred")
+    with pytest.raises(UsageError, match="3 array\\(s\\) are read both"):
+        open_pair(g, p)
+
+
+def test_a_bind_mount_of_the_ground_truth_store_is_the_same_store(tmp_path):
+    _store(tmp_path / "gt")
+    script = (
+        "import sys\n"
+        "from segiou.errors import UsageError\n"
+        "from segiou.io.sources import open_pair\n"
+        f"try: open_pair({str(tmp_path / 'gt')!r}, {str(tmp_path / 'pred')!r})\n"
+        "except UsageError as e: print('refused:', e); sys.exit(0)\n"
+        "print('accepted'); sys.exit(1)\n"
+    )
+    r = _bind_mount_or_skip(tmp_path, script)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the ground truth and the predictions are the same store array or group" in r.stdout
