@@ -13,10 +13,11 @@ file                   values
 ``.npy``               a 2-D integer or bool array, memory-mapped (``np.load(mmap_mode="r")``)
 =====================  ========================================================================
 
-TIFF files are read with Pillow, or with ``tifffile`` (when installed) if Pillow cannot. A
-file cut short or damaged is refused by name also while Pillow's process-wide
-``ImageFile.LOAD_TRUNCATED_IMAGES`` is set (Pillow would then leave the missing pixels 0):
-segiou checks PNG and TIFF files itself and never changes the flag. Large masks (an
+TIFF files are read with Pillow, or with ``tifffile`` (when installed; ``segiou[tiff]``, with
+``imagecodecs`` for LZW and deflate) if Pillow cannot; TIFF is told by a file's first bytes,
+not its name. A file cut short or damaged is refused by name also while Pillow's
+process-wide ``ImageFile.LOAD_TRUNCATED_IMAGES`` is set (Pillow would then leave the missing
+pixels 0): segiou checks PNG and TIFF files itself and never changes the flag. Large masks (an
 orthophoto's 13,500 x 13,500) are read whatever Pillow's decompression-bomb limit
 (``Image.MAX_IMAGE_PIXELS``, a guard for images from strangers) says, without changing it;
 a mask whose decoding would need more memory than is available is refused by name

@@ -40,8 +40,17 @@ def _decode_failed(path: str, err: BaseException) -> ImageDecodeError:
     if type(err).__name__ == "DecompressionBombError":  # Pillow's TIFF reader checks it itself
         msg = (
             f"{path}: Pillow's TIFF reader refuses an image this large ({err}); the file may "
-            "well be valid. Install tifffile (pip install 'segiou[tiff]'), which segiou then "
-            "reads large TIFF masks with, or save the mask as PNG"
+            "well be valid. Install tifffile and imagecodecs, which segiou then reads large "
+            "TIFF masks with (pip install 'segiou[tiff]' installs both; imagecodecs decodes "
+            "LZW and deflate), or save the mask as PNG"
+        )
+        return ImageDecodeError(msg)
+    if isinstance(err, ValueError) and _NEEDS_CODECS in str(err):
+        msg = (
+            f"{path}: tifffile cannot decode this TIFF's compression without the imagecodecs "
+            f"package ({err}); the file may well be valid. Install imagecodecs (pip install "
+            "imagecodecs, or pip install 'segiou[tiff]', which installs both), or save the "
+            "mask as PNG"
         )
         return ImageDecodeError(msg)
     msg = (
@@ -50,6 +59,11 @@ def _decode_failed(path: str, err: BaseException) -> ImageDecodeError:
         "the file pattern"
     )
     return ImageDecodeError(msg)
+
+
+#: What tifffile says of a compression it needs imagecodecs for (LZW, deflate, ...):
+#: ``ValueError("<COMPRESSION.LZW: 5> requires the 'imagecodecs' package")``.
+_NEEDS_CODECS = "requires the 'imagecodecs' package"
 
 
 def _not_2d(path: str, found: str) -> ImageDecodeError:
@@ -67,8 +81,17 @@ def _tifffile() -> Any:
         return None
 
 
+#: The first bytes of a TIFF file (little-, big-endian) and of a BigTIFF file.
+_TIFF_MAGIC = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
+
+
 def _is_tiff(path: str) -> bool:
-    return path.lower().endswith((".tif", ".tiff"))
+    """Whether the file holds TIFF data, by its first bytes (not its name, which can lie)."""
+    try:
+        with Path(path).open("rb") as f:
+            return f.read(4) in _TIFF_MAGIC
+    except OSError:
+        return False
 
 
 def _array_kind(path: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Header:

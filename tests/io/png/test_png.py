@@ -155,7 +155,8 @@ def test_missing_file(tmp_path):
 
 def test_tifffile_fallback(tmp_path, monkeypatch):
     path = tmp_path / "x.tif"
-    path.write_bytes(b"a TIFF (by its name) that Pillow cannot read")
+    # a TIFF by its first bytes (its first directory has no entries) that Pillow cannot read
+    path.write_bytes(b"II*\0\x08\0\0\0" + bytes(6))
     want = np.arange(12, dtype=np.uint16).reshape(3, 4)
 
     class _Page:
