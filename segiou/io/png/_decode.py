@@ -118,11 +118,12 @@ def _pil_errors() -> tuple[type[BaseException], ...]:
     """Return what Pillow raises for a file it cannot read.
 
     Also the size guard some of its plugins apply themselves (``DecompressionBombError``, not
-    an ``OSError``).
+    an ``OSError``), and the ``TypeError`` its TIFF reader raises for a damaged directory
+    (``Missing dimensions``, from ``n_frames`` or ``seek``).
     """
     from PIL.Image import DecompressionBombError
 
-    return (OSError, ValueError, SyntaxError, DecompressionBombError)
+    return (OSError, ValueError, SyntaxError, TypeError, DecompressionBombError)
 
 
 #: PNG colour types Pillow reads lossily at 16 bits (it keeps each sample's high byte).

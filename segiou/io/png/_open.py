@@ -71,8 +71,10 @@ def open_image(path: str) -> Iterator[Any]:
                 fp.seek(0)
                 try:
                     im = factory(fp, path)
-                except (SyntaxError, IndexError, TypeError, struct.error):
-                    continue  # as Image.open: not this format after all
+                except (SyntaxError, IndexError, TypeError, struct.error, AttributeError):
+                    # as Image.open: not this format after all (and a header that leaves a
+                    # plugin half set up, as SPIDER's with an image number but no stack)
+                    continue
                 break
             if im is not None:
                 break
