@@ -26,19 +26,35 @@ before it writes the next transaction's frames, and a crash (``kill -9``) keeps 
 the process made, in order, so a crash leaves only a cut-short tail: a failing frame followed
 by a verifying commit frame is damage, never a crash. Frames of an older generation of the log
 (before a checkpoint restarted it) carry other salts and are not counted.
+
+The log's own header. SQLite ignores the whole log when its header fails (an unknown magic
+number, an impossible page size, or a header checksum that does not match: a damaged version,
+checkpoint number or salt), so every commit in it is lost. Such a header says nothing reliable,
+so the frames are read without it: by the database file's page size (the log's is the same),
+in both checksum byte orders, with the salts of the first frame that verifies (the log's current
+generation is written from its first frame on; the salts are not in the checksum, and every
+frame repeats them). Any commit frame that verifies so was written whole and is lost; a header
+that fails with nothing verifying behind it (an empty or garbage log) loses nothing.
+
+The log is read in pieces of a few megabytes: the memory the check needs does not grow with
+the log.
 """
 
 from __future__ import annotations
 
+import io
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["WalDamage", "scan_wal"]
+__all__ = ["WalDamage", "db_page_size", "scan_wal"]
 
 _MAGIC = {0x377F0682: "<u4", 0x377F0683: ">u4"}  # checksum word byte order
 _HEADER, _FRAME_HEADER = 32, 24
+_PAGES = tuple(1 << k for k in range(9, 17))  # the page sizes SQLite allows: 512 .. 65536
+_PIECE = 8 << 20  # bytes of frames read and checked at a time
 
 
 @dataclass(frozen=True)
@@ -57,6 +73,8 @@ class WalDamage:
         Commits after ``first_bad`` whose frames verify: acknowledged, and dropped by SQLite.
     lost_frames : int
         Frames from ``first_bad`` up to the last of those commits.
+    header : str
+        Why the header fails, when ``first_bad`` is 0 (else empty).
     """
 
     frames: int
@@ -64,6 +82,7 @@ class WalDamage:
     kept_commits: int
     lost_commits: int
     lost_frames: int
+    header: str = ""
 
 
 def _checksums(words: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -72,7 +91,7 @@ def _checksums(words: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> tuple[np.nd
     ``s0 += x[i] + s1; s1 += x[i + 1] + s0`` over the pairs of 32-bit words, modulo 2**32; one
     row per frame, all frames at once (rows are independent given their starting values).
     """
-    cols = np.ascontiguousarray(words.T)  # one contiguous row per word position
+    cols = np.ascontiguousarray(words.T, dtype=np.uint32)  # one row per word position, native
     s0, s1 = s0.astype(np.uint32), s1.astype(np.uint32)
     for i in range(0, cols.shape[0], 2):
         s0 += cols[i]
@@ -82,56 +101,147 @@ def _checksums(words: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> tuple[np.nd
     return s0, s1
 
 
-def scan_wal(path: str | Path) -> WalDamage | None:
+def _read_frames(
+    f: io.BufferedReader, page: int, orders: tuple[str, ...], start: tuple[int, int]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Frame headers and, per checksum byte order, which frames verify (salts not compared).
+
+    A frame verifies when its page number is not 0 and its stored checksum is the one computed
+    from the checksum stored in the frame before it (``start`` for the first frame). Reads the
+    frames from the log's 33rd byte to its end in pieces of about ``_PIECE`` bytes.
+    """
+    stride = _FRAME_HEADER + page
+    per = max(1, _PIECE // stride)
+    buf = bytearray(per * stride)
+    arr = np.frombuffer(buf, np.uint8)
+    heads: list[np.ndarray] = []
+    oks: dict[str, list[np.ndarray]] = {o: [] for o in orders}
+    prev = np.array(start, np.uint32)
+    f.seek(_HEADER)
+    while True:
+        m = f.readinto(buf) // stride
+        if m == 0:
+            break
+        body = arr[: m * stride].reshape(m, stride)
+        fh = body[:, :_FRAME_HEADER].copy().view(">u4").astype(np.uint32)  # (m, 6)
+        start0 = np.concatenate([prev[:1], fh[:-1, 4]])
+        start1 = np.concatenate([prev[1:], fh[:-1, 5]])
+        for order in orders:
+            c0, c1 = _checksums(body[:, :8].copy().view(order), start0, start1)
+            c0, c1 = _checksums(body[:, _FRAME_HEADER:].view(order), c0, c1)
+            oks[order].append((c0 == fh[:, 4]) & (c1 == fh[:, 5]) & (fh[:, 0] != 0))
+        heads.append(fh)
+        prev = fh[-1, 4:6].copy()
+        if m < per:
+            break
+    if not heads:
+        return np.zeros((0, 6), np.uint32), {o: np.zeros(0, bool) for o in orders}
+    return np.concatenate(heads), {o: np.concatenate(v) for o, v in oks.items()}
+
+
+def _header_problem(head: np.ndarray, raw: bytes) -> str:
+    """Why SQLite ignores the log with the 32-byte header ``raw`` (``head``: its words), or ``""``."""
+    magic, page = int(head[0]), int(head[2])
+    order = _MAGIC.get(magic)
+    if order is None:
+        return f"an unknown magic number (0x{magic:08x})"
+    if page not in _PAGES:
+        return f"an impossible page size ({page})"
+    h0, h1 = _checksums(np.frombuffer(raw, dtype=order, count=6).reshape(1, 6),
+                        np.zeros(1, np.uint32), np.zeros(1, np.uint32))  # fmt: skip
+    if int(h0[0]) != int(head[6]) or int(h1[0]) != int(head[7]):
+        return "a checksum that does not match its first 24 bytes (one of them, or it, is damaged)"
+    return ""
+
+
+def db_page_size(path: str | Path) -> int | None:
+    """Return the page size in the header of the SQLite database at ``path`` (``None``: unreadable).
+
+    Parameters
+    ----------
+    path : str or Path
+        The database file (not its log).
+
+    Returns
+    -------
+    int or None
+    """
+    try:
+        with Path(path).open("rb") as f:
+            head = f.read(18)
+    except OSError:
+        return None
+    if len(head) < 18 or not head.startswith(b"SQLite format 3\0"):
+        return None
+    page = struct.unpack(">H", head[16:18])[0]
+    page = 65536 if page == 1 else page
+    return page if page in _PAGES else None
+
+
+def scan_wal(path: str | Path, *, page_size: int | None = None) -> WalDamage | None:
     """Return what SQLite's recovery of the log at ``path`` would drop, or ``None`` if nothing.
 
-    ``None`` also for a log SQLite would ignore anyway with nothing verifying in it (too short,
-    no known magic, an impossible page size) and for a log whose only failing frames are at its
-    end (a torn tail). Reads the file; never writes it.
+    ``None`` also for a log too short to hold a frame, for a log whose only failing frames are
+    at its end (a torn tail), and for a log whose header fails with no commit verifying behind
+    it (empty, or garbage). A failing header loses every commit that verifies without it (see
+    the module's notes). Reads the file, a few megabytes at a time; never writes it.
 
     Parameters
     ----------
     path : str or Path
         The ``-wal`` file.
+    page_size : int, optional
+        The database's page size (:func:`db_page_size`), to read the frames by when the log's
+        header fails. Without it, the header's if possible, else each size SQLite allows.
 
     Returns
     -------
     WalDamage or None
     """
-    raw = Path(path).read_bytes()
-    if len(raw) < _HEADER:
-        return None
-    head = np.frombuffer(raw, dtype=">u4", count=8)
-    magic, page = int(head[0]), int(head[2])
-    order = _MAGIC.get(magic)
-    if order is None or page < 512 or page > 65536 or page & (page - 1):
-        return None  # SQLite ignores such a log; nothing here to read frames by
-    stride = _FRAME_HEADER + page
-    n = (len(raw) - _HEADER) // stride
-    if n == 0:
-        return None
-    h0, h1 = _checksums(np.frombuffer(raw, dtype=order, count=6).reshape(1, 6),
-                        np.zeros(1, np.uint32), np.zeros(1, np.uint32))  # fmt: skip
-    header_ok = int(h0[0]) == int(head[6]) and int(h1[0]) == int(head[7])
-    body = np.frombuffer(raw, dtype=np.uint8, count=n * stride, offset=_HEADER).reshape(n, stride)
-    fh = body[:, :_FRAME_HEADER].copy().view(">u4")  # (n, 6) frame headers, big-endian
-    words = body[:, _FRAME_HEADER:].view(order)  # (n, page / 4), the checksum's byte order
-    first8 = body[:, :8].copy().view(order)
-    start0 = np.concatenate([head[6:7], fh[:-1, 4]]).astype(np.uint32)
-    start1 = np.concatenate([head[7:8], fh[:-1, 5]]).astype(np.uint32)
-    c0, c1 = _checksums(first8, start0, start1)
-    c0, c1 = _checksums(words, c0, c1)
-    salts_ok = (fh[:, 2] == head[4]) & (fh[:, 3] == head[5])
-    ok = (c0 == fh[:, 4]) & (c1 == fh[:, 5]) & salts_ok & (fh[:, 0] != 0)
+    with Path(path).open("rb") as f:
+        raw = f.read(_HEADER)
+        if len(raw) < _HEADER:
+            return None
+        head = np.frombuffer(raw, dtype=">u4", count=8)
+        start = (int(head[6]), int(head[7]))
+        problem = _header_problem(head, raw)
+        if problem:
+            pages = [page_size] if page_size in _PAGES else []
+            pages += [p for p in (int(head[2]),) if p in _PAGES and p not in pages]
+            pages = pages or list(_PAGES)
+            for page in pages:
+                fh, oks = _read_frames(f, page, ("<u4", ">u4"), start)
+                for ok in oks.values():
+                    found = _lost_without_header(fh, ok, problem)
+                    if found is not None:
+                        return found
+            return None
+        order = _MAGIC[int(head[0])]
+        fh, oks = _read_frames(f, int(head[2]), (order,), start)
+    n = len(fh)
+    ok = oks[order] & (fh[:, 2] == head[4]) & (fh[:, 3] == head[5])
     commit = ok & (fh[:, 1] != 0)
     bad = np.flatnonzero(~ok)
-    first = -1 if not header_ok else (int(bad[0]) if bad.size else n)
+    first = int(bad[0]) if bad.size else n
     if first >= n:
-        return None  # every frame verifies
+        return None  # every frame verifies (or there is none)
     later = np.flatnonzero(commit[first + 1 :]) + first + 1
     if later.size == 0:
         return None  # a torn tail: nothing committed after the failing frame
-    kept = int(np.count_nonzero(commit[: max(first, 0)]))
+    kept = int(np.count_nonzero(commit[:first]))
     last_kept = int(np.flatnonzero(commit[:first])[-1]) if kept else -1
     return WalDamage(frames=n, first_bad=first + 1, kept_commits=kept,
                      lost_commits=int(later.size), lost_frames=int(later[-1]) - last_kept)  # fmt: skip
+
+
+def _lost_without_header(fh: np.ndarray, ok: np.ndarray, problem: str) -> WalDamage | None:
+    """Count the commits that verify behind a bad header (salts: of the first frame that does)."""
+    good = np.flatnonzero(ok)
+    if good.size == 0:
+        return None
+    salt1, salt2 = fh[good[0], 2], fh[good[0], 3]
+    commits = np.flatnonzero(ok & (fh[:, 2] == salt1) & (fh[:, 3] == salt2) & (fh[:, 1] != 0))
+    if commits.size == 0:
+        return None  # only a transaction cut short: nothing acknowledged
+    return WalDamage(frames=len(fh), first_bad=0, kept_commits=0, lost_commits=int(commits.size),
+                     lost_frames=int(commits[-1]) + 1, header=problem)  # fmt: skip

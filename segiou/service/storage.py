@@ -33,7 +33,7 @@ from typing import Protocol
 
 from segiou._version import __version__
 from segiou.errors import ServiceStorageError
-from segiou.service._wal import scan_wal
+from segiou.service._wal import db_page_size, scan_wal
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -234,24 +234,34 @@ def _has_wal(path: Path) -> bool:
 def _check_wal(path: Path) -> None:
     """Refuse a write-ahead log damaged before commits that still verify (see :mod:`._wal`).
 
-    SQLite's recovery would end the log at the damaged frame and drop every commit after it
-    without a word; the first clean stop would then delete the log. A torn tail starts.
+    SQLite's recovery would end the log at the damaged frame (or ignore all of it, its header
+    damaged) and drop every commit after it without a word; the first clean stop would then
+    delete the log. A torn tail starts.
     """
     wal = _wal_of(path)
     try:
-        damage = scan_wal(wal)
+        damage = scan_wal(wal, page_size=db_page_size(path))
     except OSError as err:
         raise _refuse(path, f"has a write-ahead log that cannot be read ({err})") from err
     if damage is None:
         return
-    where = "its header" if damage.first_bad == 0 else f"frame {damage.first_bad}"
+    if damage.first_bad == 0:
+        what = (
+            f"its 32-byte header has {damage.header}, so SQLite would ignore the whole log, "
+            f"yet {damage.lost_commits} commits in its {damage.frames} frames verify: SQLite "
+            f"would lose all {damage.lost_commits} acknowledged commits"
+        )
+    else:
+        what = (
+            f"frame {damage.first_bad} of {damage.frames} fails its checksum, yet commits after "
+            f"it verify: SQLite would recover only the commits before it "
+            f"({damage.kept_commits}) and lose {damage.lost_commits} acknowledged commits"
+        )
     msg = (
-        f"write-ahead log {str(wal)!r} of database {str(path)!r} is damaged: {where} of "
-        f"{damage.frames} fails its checksum, yet commits after it verify: SQLite would "
-        f"recover only the commits before it ({damage.kept_commits}) and lose "
-        f"{damage.lost_commits} acknowledged commits ({damage.lost_frames} frames) for good. "
-        "segiou serve does not start on it and has changed neither file: keep both files "
-        "together (copy them before anything opens the database) and restore from a backup"
+        f"write-ahead log {str(wal)!r} of database {str(path)!r} is damaged: {what} "
+        f"({damage.lost_frames} frames) for good. segiou serve does not start on it and has "
+        "changed neither file: keep both files together (copy them before anything opens the "
+        "database) and restore from a backup"
     )
     raise ServiceStorageError(msg)
 
