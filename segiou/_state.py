@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from segiou._extras import Extras, InstanceRecords
+from segiou._jsontext import TOO_DEEP, loads
 from segiou._state_fields import (
     INT64_MAX,
     RESTORE,
@@ -387,7 +388,7 @@ def read_json(path: Path) -> Any:
         The file does not exist, cannot be read or is not JSON (the message names it).
     """
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as err:
         msg = f"checkpoint {str(path)!r} does not exist"
         raise CheckpointError(msg) from err
@@ -420,6 +421,9 @@ def load(d: Any, source: str = "state") -> StateParts:
     except CheckpointError as err:
         msg = f"{source}: {err}"
         raise CheckpointError(msg) from err
+    except RecursionError:  # a field nested hundreds of levels deep (JSON parses ~1000)
+        msg = f"{source}: not a segiou confusion state: {TOO_DEEP}"
+        raise CheckpointError(msg) from None
 
 
 def _load(d: Any) -> StateParts:

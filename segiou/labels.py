@@ -8,7 +8,6 @@ which raw ids (for example Cityscapes ``labelIds``) map to which class. Masks ma
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from segiou._builtin_specs import (
     voc_colors,
 )
 from segiou._count import IGNORE
+from segiou._jsontext import loads
 from segiou._resources import check_memory
 from segiou._spec_checks import (
     as_int,
@@ -576,7 +576,7 @@ def load_spec(source: str | Path | LabelSpec) -> LabelSpec:
 
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         else:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads(path.read_text(encoding="utf-8"))
     except (ValueError, OSError) as err:
         msg = f"label spec file {str(path)!r} cannot be read: {err}"
         raise LabelSpecError(msg) from err

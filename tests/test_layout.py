@@ -24,7 +24,7 @@ PACKAGE = ROOT / "segiou"
 #: it. A module belongs to the layer of the longest prefix that names it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("segiou._version", "segiou.errors", "segiou._typing", "segiou._jit",
-              "segiou.outputs", "segiou._resources")),
+              "segiou.outputs", "segiou._resources", "segiou._jsontext")),
     ("per-image rows", ("segiou.images", "segiou._unexpected")),
     ("kernels", ("segiou._kernels", "segiou._word_kernels", "segiou.geometry._box_kernels",
                  "segiou._boundary_kernels", "segiou._instance_kernels", "segiou._entry_kernels")),

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from segiou._jsontext import loads
 from segiou.cli.options import nonnegative_float, nonnegative_int, positive_int, probability
 from segiou.errors import CheckpointError, UsageError
 
@@ -106,7 +107,7 @@ def load_state(path: str, who: str) -> Any:
     from segiou.confusion import ConfusionMatrix
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as err:
         msg = f"{who} {path!r} does not exist"
         raise CheckpointError(msg) from err

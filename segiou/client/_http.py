@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
+from segiou._jsontext import loads
 from segiou.confusion import ConfusionMatrix
 from segiou.errors import (
     RefusedError,
@@ -521,7 +522,7 @@ def _smaller_form(state: dict[str, Any], k: int, binary: bool | None) -> tuple[b
 
 def _message(data: bytes) -> str:
     try:
-        return str(json.loads(data)["message"])
+        return str(loads(data)["message"])
     except (ValueError, KeyError, TypeError):
         return data[:300].decode("utf-8", "replace")
 
@@ -532,7 +533,7 @@ def _reply_json(method: str, path: str, status: int, data: bytes, *, needs: str 
     Anything else did not come from segiou's server.
     """
     try:
-        doc = json.loads(data)
+        doc = loads(data)
     except ValueError:
         doc = None
     if not isinstance(doc, dict) or (needs and needs not in doc):
@@ -560,7 +561,7 @@ def _redirected(method: str, path: str, status: int, location: str) -> RefusedEr
 
 def _refused(method: str, path: str, status: int, data: bytes) -> RefusedError:
     try:
-        doc = json.loads(data)
+        doc = loads(data)
         error, message = str(doc.get("error", "")), str(doc["message"])
     except (ValueError, KeyError, TypeError, AttributeError):
         error, message = "", data[:300].decode("utf-8", "replace")

@@ -8,7 +8,6 @@ result's convention. No statistic is computed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from segiou._jsontext import loads
 from segiou.errors import ResultDocumentError, UsageError
 from segiou.report.document import HINT, ResultDoc
 
@@ -414,7 +414,7 @@ class Report:
 
         p = Path(path)
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError as err:
             msg = f"report input {str(p)!r} does not exist; {HINT}"
             raise ResultDocumentError(msg) from err

@@ -30,6 +30,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from segiou._jsontext import loads
 from segiou._version import __version__
 from segiou.errors import (
     ConflictError,
@@ -313,8 +314,8 @@ def _inline(media: str, body: bytearray) -> bool:
 
 def _json(body: bytes | bytearray) -> Any:
     try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as err:
+        return loads(body)
+    except ValueError as err:  # UnicodeDecodeError, and nesting too deep, among them
         msg = f"the body is not valid JSON ({err})"
         raise PayloadError(msg) from err
 

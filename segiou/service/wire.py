@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from segiou._batch import n_images_of, same_counting
+from segiou._jsontext import TOO_DEEP, loads
 from segiou.confusion import ConfusionMatrix
 from segiou.errors import PayloadError, UsageError
 from segiou.service._npyio import ALIGN, npy_records, read_npz
@@ -425,7 +426,7 @@ def decode_state(
     """
     if content_type == CONTENT_JSON:
         try:
-            d = json.loads(bytes(body) if isinstance(body, memoryview) else body)
+            d = loads(bytes(body) if isinstance(body, memoryview) else body)
         except (ValueError, UnicodeDecodeError) as err:
             msg = f"{where}: the body is not valid JSON ({err})"
             raise PayloadError(msg) from err
@@ -440,12 +441,16 @@ def decode_state(
             msg = f"{where}: state npz members {bad} are not int64 arrays"
             raise PayloadError(msg)
         try:
-            skeleton = json.loads(skel.tobytes())
+            skeleton = loads(skel.tobytes())
         except (ValueError, UnicodeDecodeError) as err:
             msg = f"{where}: member {_STATE_MEMBER!r} is not valid JSON ({err})"
             raise PayloadError(msg) from err
         used: set[str] = set()
-        d = _unpack(skeleton, arrays, used, where)
+        try:
+            d = _unpack(skeleton, arrays, used, where)
+        except RecursionError:  # parsed, yet too deep to walk
+            msg = f"{where}: member {_STATE_MEMBER!r} is not a state: {TOO_DEEP}"
+            raise PayloadError(msg) from None
         if extra := sorted(set(arrays) - used):
             msg = f"{where}: state npz members {extra[:5]} are not referred to by the state"
             raise PayloadError(msg)

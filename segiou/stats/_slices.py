@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from segiou._jsontext import loads
 from segiou.conventions import Convention
 from segiou.errors import UsageError
 from segiou.images import ImageRows
@@ -137,7 +137,7 @@ def read_metadata(path: str | os.PathLike[str]) -> Metadata:
         return _from_csv(text, where)
     if suffix == ".json":
         try:
-            data = json.loads(text)
+            data = loads(text)
         except ValueError as err:
             msg = f"metadata {where!r} is not valid JSON: {err}"
             raise UsageError(msg) from err

@@ -74,11 +74,21 @@ def test_create_run_with_the_same_spec_given_inline_is_the_same_run(client, run_
     assert again["created"] is False
 
 
+def _deep(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def _skeleton(depth: int) -> np.ndarray:
+    """A state npz's JSON member holding a value nested ``depth`` deep."""
+    return np.frombuffer(b'{"a": ' + _deep(depth) + b"}", np.uint8)
+
+
 @pytest.mark.parametrize(
     ("body", "ctype", "status", "needle"),
     [
         (b"{", CONTENT_JSON, 400, "not valid JSON"),
         (b"[]", CONTENT_JSON, 400, "must be a JSON object"),
+        (_deep(10000), CONTENT_JSON, 400, "not valid JSON (nested too deeply"),
         (b'{"name": "x y", "labels": 3}', CONTENT_JSON, 400, "run name 'x y' is not valid"),
         (b'{"name": "ok", "labels": 3, "colour": 1}', CONTENT_JSON, 400, "unknown field"),
         (b'{"name": "ok"}', CONTENT_JSON, 400, "field 'labels' is missing"),
@@ -301,6 +311,15 @@ def _bad_bodies() -> list[tuple[str, bytes, str, int, str]]:
         ("other policy", encode_state(count.to_dict())[0], CONTENT_JSON, 422, "on_unexpected"),
         ("content type", b"{}", "text/csv", 415, "content type 'text/csv'"),
         ("no content type", b"{}", "", 415, "content type 'none'"),
+        # nested deeper than Python's JSON parser goes: a RecursionError, answered 500 (retried)
+        ("JSON nested 10000 deep", _deep(10000), CONTENT_JSON, 400,
+         "the body is not valid JSON (nested too deeply"),
+        ("state npz nested 10000 deep", _npz(__state__=_skeleton(10000)), CONTENT_STATE_NPZ, 400,
+         "member '__state__' is not valid JSON (nested too deeply"),
+        ("state npz nested 500 deep", _npz(__state__=_skeleton(500)), CONTENT_STATE_NPZ, 400,
+         "member '__state__' is not a state: nested too deeply"),  # parsed, too deep to walk
+        ("state field nested 900 deep", json.dumps(state | {"void": json.loads(_deep(900))})
+         .encode(), CONTENT_JSON, 400, "not a segiou confusion state: nested too deeply"),
     ]  # fmt: skip
 
 
