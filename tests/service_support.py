@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 #: The shared test server's body limit (MiB): small, so that 413 needs no large body.
@@ -38,3 +39,16 @@ def npy_record(descr: str, shape: tuple[int, ...], data: bytes = b"", *, pad: bo
     head += b" " * (-(10 + len(head) + 1) % 64) + b"\n"
     rec = b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head + data
     return rec + b"\0" * (-len(rec) % 64 if pad else 0)
+
+
+def batches_after_start(folder: Path) -> int:
+    """Open the service's database ``folder/x.db`` as a restart would; return its one run's batches."""
+    from segiou.service.storage import SQLiteStorage
+
+    s = SQLiteStorage(folder / "x.db")
+    try:
+        (run,) = s.load()
+        assert len(run.batches) == run.record.batches
+        return run.record.batches
+    finally:
+        s.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from service_support import batches_after_start
 
 from segiou import ConfusionMatrix
 from segiou.client import Client
@@ -334,15 +335,6 @@ def test_a_damaged_write_ahead_log_is_refused_a_torn_tail_is_not(tmp_path: Path)
     wal = (clean / "x.db-wal").read_bytes()
     page, n = int.from_bytes(wal[8:12], "big"), _wal_frames(wal)
     assert n > 40
-
-    def batches_after_start(folder: Path) -> int:
-        s = SQLiteStorage(folder / "x.db")
-        try:
-            (run,) = s.load()
-            assert len(run.batches) == run.record.batches
-            return run.record.batches
-        finally:
-            s.close()
 
     def variant(name: str, content: bytes) -> Path:
         folder = tmp_path / name

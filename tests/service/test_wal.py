@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from service_support import batches_after_start
 
 from segiou.client import Client
 from segiou.errors import ServiceStorageError
@@ -52,16 +53,6 @@ def _folder(tmp_path: Path, name: str, db: bytes, wal: bytes) -> Path:
     (folder / "x.db").write_bytes(db)
     (folder / "x.db-wal").write_bytes(wal)
     return folder
-
-
-def _batches_after_start(folder: Path) -> int:
-    s = SQLiteStorage(folder / "x.db")
-    try:
-        (run,) = s.load()
-        assert len(run.batches) == run.record.batches
-        return run.record.batches
-    finally:
-        s.close()
 
 
 def _stride(wal: bytes) -> int:
@@ -125,10 +116,10 @@ def test_an_intact_log_and_a_torn_tail_still_start(
 ) -> None:
     db, wal = crashed
     assert scan_wal(_folder(tmp_path, "whole", db, wal) / "x.db-wal") is None
-    assert _batches_after_start(tmp_path / "whole") == BATCHES
+    assert batches_after_start(tmp_path / "whole") == BATCHES
     torn = _folder(tmp_path, "torn", db, wal[: len(wal) - _stride(wal) // 2])
     assert scan_wal(torn / "x.db-wal") is None
-    assert _batches_after_start(torn) == BATCHES - 1
+    assert batches_after_start(torn) == BATCHES - 1
 
 
 def test_a_failing_header_with_no_commit_behind_it_starts(
@@ -144,7 +135,7 @@ def test_a_failing_header_with_no_commit_behind_it_starts(
     for name, content in (("garbage", garbage), ("cut", cut)):
         folder = _folder(tmp_path, name, db, bytes(content))
         assert scan_wal(folder / "x.db-wal", page_size=4096) is None
-        assert _batches_after_start(folder) == 0  # what the main file holds
+        assert batches_after_start(folder) == 0  # what the main file holds
 
 
 @pytest.mark.parametrize("frames_per_piece", [1, 3])
