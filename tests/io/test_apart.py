@@ -237,21 +237,30 @@ def _bind_mount_or_skip(tmp_path: Path, script: str) -> subprocess.CompletedProc
     return r
 
 
-def test_a_bind_mount_of_the_ground_truth_folder_is_the_same_folder(tmp_path):
+@pytest.mark.parametrize(
+    ("kind", "call", "same"),
+    [("folder", "segiou.io.png import find_pairs", "folder"),
+     ("store", "segiou.io.sources import open_pair", "store array or group")],
+)  # fmt: skip
+def test_a_bind_mount_of_the_ground_truth_is_the_same_input(tmp_path, kind, call, same):
     # a container volume mounted twice (/data and /mnt/data): resolving paths cannot see that
-    # the two folders are one; their device and inode can
-    _folder(tmp_path / "gt")
+    # the two folders (or stores) are one; their device and inode can
+    if kind == "folder":
+        _folder(tmp_path / "gt")
+    else:
+        _store(tmp_path / "gt")
+    module, _, func = call.split(" ")
     script = (
         "import sys\n"
         "from segiou.errors import UsageError\n"
-        "from segiou.io.png import find_pairs\n"
-        f"try: find_pairs({str(tmp_path / 'gt')!r}, {str(tmp_path / 'pred')!r})\n"
+        f"from {module} import {func}\n"
+        f"try: {func}({str(tmp_path / 'gt')!r}, {str(tmp_path / 'pred')!r})\n"
         "except UsageError as e: print('refused:', e); sys.exit(0)\n"
         "print('accepted'); sys.exit(1)\n"
     )
     r = _bind_mount_or_skip(tmp_path, script)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "the ground truth and the predictions are the same folder" in r.stdout
+    assert f"the ground truth and the predictions are the same {same}" in r.stdout
 
 
 def test_a_link_inside_a_store_to_the_ground_truth_group_is_the_same_group(tmp_path, capsys):
@@ -270,18 +279,3 @@ def test_a_link_inside_a_group_to_the_prediction_group_is_refused(tmp_path):
     (tmp_path / "s.zarr" / "gt" / "more").symlink_to(Path("..") / "pred")
     with pytest.raises(UsageError, match="3 array\\(s\\) are read both"):
         open_pair(g, p)
-
-
-def test_a_bind_mount_of_the_ground_truth_store_is_the_same_store(tmp_path):
-    _store(tmp_path / "gt")
-    script = (
-        "import sys\n"
-        "from segiou.errors import UsageError\n"
-        "from segiou.io.sources import open_pair\n"
-        f"try: open_pair({str(tmp_path / 'gt')!r}, {str(tmp_path / 'pred')!r})\n"
-        "except UsageError as e: print('refused:', e); sys.exit(0)\n"
-        "print('accepted'); sys.exit(1)\n"
-    )
-    r = _bind_mount_or_skip(tmp_path, script)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "the ground truth and the predictions are the same store array or group" in r.stdout
