@@ -285,6 +285,17 @@ def test_scores_with_unexpected_channels_count_rows_like_labels():
 # --- the cost of an image ----------------------------------------------------------------------
 
 
+def _peak_of(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` and the peak of the memory it allocated (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        out = fn(*args, **kwargs)
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_small_images_of_many_classes_cost_their_pixels():
     # 256 one-pixel images of 1,024 classes: dense per-image tables (8 MiB each, folded and
     # searched per image) peaked at hundreds of MiB and took ~30 ms an image; entries need the
@@ -295,13 +306,7 @@ def test_small_images_of_many_classes_cost_their_pixels():
     lk = class_lookup(k)
     count(gt[:2], pred[:2], lk, "auto")  # compiled
     table = (k + 2) ** 2 * 8
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        tally = count_pairs(gt, pred, lk, per_image=True)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    tally, peak = _peak_of(count_pairs, gt, pred, lk, per_image=True)
     assert peak < 4 * table, (peak, table)
     assert tally.images is not None
     assert tally.images.count.tolist() == [1] * 256
@@ -315,13 +320,7 @@ def test_zero_size_images_of_many_classes_cost_nothing():
     gt = np.zeros((8, 0, 3), np.uint16)
     lk = class_lookup(k)
     count_pairs(gt, gt, lk, per_image=True)
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        tally = count_pairs(gt, gt, lk, per_image=True)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    tally, peak = _peak_of(count_pairs, gt, gt, lk, per_image=True)
     assert peak < 4 * (k + 2) ** 2 * 8, peak
     assert tally.images is not None
     assert_same_rows(tally.images, ImageRows.from_tables(np.zeros((8, k + 2, k + 2), np.int64)))
