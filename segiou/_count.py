@@ -455,7 +455,7 @@ def _entry_input(a: LabelArray) -> LabelArray:
     """
     if a.dtype not in _ENTRY_DTYPES:
         return a.astype(np.int64, order="C")
-    return np.ascontiguousarray(a)
+    return a if a.flags.c_contiguous else a.copy(order="C")
 
 
 def _entries(
