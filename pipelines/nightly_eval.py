@@ -15,7 +15,9 @@ self-contained page with the tables and plots; needs ``segiou[report]``), ``repo
 with a baseline, ``comparison.json`` (fixed tolerances) and, with a baseline state, ``gate.json``
 and ``gate.md`` (the paired bootstrap gate, ready for a pull request). The fixed tolerances
 compare whole reports of one test set: a baseline report of other ground truth (a test set
-that grew) is refused (exit 2), unless ``[gate] shared_images = true``: then both the fixed
+that grew; with a baseline state, also other image names, or other ground-truth pixels in an
+image of the same name, when the whole-report totals match) is refused (exit 2), unless
+``[gate] shared_images = true``: then both the fixed
 tolerances and the gate compare the images both runs share (``comparison.json`` says so in its
 ``scope``; the baseline's side comes from its state; a shared image whose ground truth changed
 is refused, exit 2). A regression is a drop
@@ -65,7 +67,12 @@ from segiou.report import (
     write_report,
 )
 from segiou.report.gate import render_comparison_markdown
-from segiou.stats import compare_states, evaluate_with_intervals, shared_image_reports
+from segiou.stats import (
+    compare_states,
+    evaluate_with_intervals,
+    image_set_change,
+    shared_image_reports,
+)
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
 
@@ -300,6 +307,11 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     if baseline is not None and base_path is not None:
         check_comparable(report, baseline)  # another spec, counting or convention: exit 2
         other = ground_truth_difference(report, baseline)
+        # the states name their images: a test set whose totals match the baseline's can still
+        # be another one (an image replaced by one with as many pixels of each class, renamed)
+        change = image_set_change(base_state, cm) if base_state is not None else None
+        if other is None and change is not None:
+            other = change.detail  # the totals match; the images do not
         if other is None:
             comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
                                    max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
@@ -315,7 +327,9 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
             regressions += _compare_shared(base_state, cm, out, other, preset=preset,
                                            beta=ev.get("beta"), base_cfg=base_cfg)  # fmt: skip
         else:
-            raise UsageError(_other_ground_truth(other, base_path, gate_cfg["shared_images"]))
+            edited = change is not None and change.edited
+            raise UsageError(_other_ground_truth(other, base_path, gate_cfg["shared_images"],
+                                                 edited=edited))  # fmt: skip
     if base_state is not None:  # the paired bootstrap gate
         gate = compare_states(
             base_state, cm, preset=preset,
@@ -386,11 +400,18 @@ def _compare_shared(
     return [f"on the {n} shared images: {r}" for r in comp.regressions]
 
 
-def _other_ground_truth(detail: str, base_path: Path, shared_images: bool) -> str:
-    """Say why a baseline report of another test set is not compared, and what to do."""
+def _other_ground_truth(detail: str, base_path: Path, shared_images: bool, *,
+                        edited: bool = False) -> str:  # fmt: skip
+    """Say why a baseline report of another test set is not compared, and what to do.
+
+    ``edited``: the same image names, some with other ground truth (no comparison of the
+    shared images applies either).
+    """
     gate = (
-        "[gate] shared_images = true compares the shared images only once the baseline state "
-        "exists (it does not yet)"
+        "comparing the shared images does not help: images of one name have other ground truth"
+        if edited
+        else "[gate] shared_images = true compares the shared images only once the baseline "
+        "state exists (it does not yet)"
         if shared_images
         else "or, to keep this baseline, gate on the images both runs share: [gate] "
         "shared_images = true (with [baseline] state)"

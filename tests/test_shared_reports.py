@@ -57,3 +57,29 @@ def test_shared_reports_refuse_another_ground_truth_of_a_shared_image() -> None:
     flat = ConfusionMatrix(4, ignore_index=255, on_unexpected="count").update(gt, b, key="x")
     with pytest.raises(UsageError, match="per-image counts"):
         shared_image_reports(base, flat)
+
+
+def test_image_set_change_by_name_and_ground_truth_per_image() -> None:
+    from segiou.stats import image_set_change
+
+    gt, a, b = _runs()
+    base = _count(gt, a, range(5))
+    assert image_set_change(base, _count(gt, b, range(5))) is None  # same images, other model
+    change = image_set_change(base, _count(gt, b, range(1, 7)))
+    assert change is not None
+    assert (change.shared, change.baseline_only, change.current_only) == (4, 1, 2)
+    assert (
+        change.detail
+        == "image names: 1 only in the baseline ('im0'), 2 only now ('im5', 'im6'), 4 shared"
+    )
+    assert not change.edited
+    swapped = gt.copy()
+    swapped[[0, 1]] = gt[[1, 0]]  # the same totals, other images under the names im0, im1
+    change = image_set_change(base, _count(swapped, b, range(5)))
+    assert change is not None
+    assert change.edited
+    assert change.detail.startswith("ground truth of 2 image(s) of the same name, e.g. 'im0': ")
+    keyless = ConfusionMatrix(4, ignore_index=255, on_unexpected="count", per_image=True)
+    for i in range(5):  # labelled by their row (#0, #1, ...): not paired by name
+        keyless.update(gt[i : i + 1], b[i : i + 1])
+    assert image_set_change(base, keyless) is None

@@ -7,7 +7,8 @@
 * :func:`compare_states`: the comparison gate between a baseline and a candidate run: a paired
   randomization (swap) test decides, paired bootstrap intervals show the differences.
 * :func:`shared_image_reports`: both runs scored on the images they share (result reports of
-  one ground truth, for :func:`segiou.compare.compare_reports` after the test set changed).
+  one ground truth, for :func:`segiou.compare.compare_reports` after the test set changed);
+  :func:`image_set_change`: how two runs' images differ (names, ground truth per image).
 
 Everything here needs the per-image confusion entries of a state (``per_image=True``,
 format 2), which :func:`segiou.parallel.count_stores` and ``segiou eval --state`` keep.
@@ -33,7 +34,12 @@ from segiou.stats._paired import (
     holm,
     two_sided_p,
 )
-from segiou.stats._shared import SharedReports, shared_image_reports
+from segiou.stats._shared import (
+    ImageSetChange,
+    SharedReports,
+    image_set_change,
+    shared_image_reports,
+)
 from segiou.stats._slices import Metadata, read_metadata, slice_results
 
 __all__ = [
@@ -41,6 +47,7 @@ __all__ = [
     "COMPARISON_VERSION",
     "Bootstrap",
     "Features",
+    "ImageSetChange",
     "Metadata",
     "PairedComparison",
     "SharedReports",
@@ -49,6 +56,7 @@ __all__ = [
     "evaluate_with_intervals",
     "features",
     "holm",
+    "image_set_change",
     "metric_replicates",
     "percentile_interval",
     "read_metadata",

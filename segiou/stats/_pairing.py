@@ -23,7 +23,7 @@ __all__ = ["align_images", "check_pair", "check_same_gt"]
 #: Image names listed (then "and N more") where the image sets differ.
 _LISTED = 20
 #: The label of an image counted with neither a name nor a key (its row): ``#0``, ``#1``, ...
-_ROW_LABEL = re.compile(r"#[0-9]+")
+ROW_LABEL = re.compile(r"#[0-9]+")
 
 
 def check_pair(base: ConfusionMatrix, cand: ConfusionMatrix) -> None:
@@ -86,7 +86,7 @@ def align_images(
         # the image arrived, not which image it is: pairing two runs by it pairs whatever came
         # in at the same place (threads, workers and shards change that order)
         unnamed = [n for n, g in zip(rows.names, rows.given, strict=True)
-                   if not g and _ROW_LABEL.fullmatch(n)]  # fmt: skip
+                   if not g and ROW_LABEL.fullmatch(n)]  # fmt: skip
         if unnamed:
             msg = (
                 f"the {who} holds {len(unnamed)} image(s) counted without a name or a batch key "
