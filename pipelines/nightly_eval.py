@@ -20,7 +20,11 @@ image of the same name, when the whole-report totals match) is refused (exit 2),
 ``[gate] shared_images = true``: then both the fixed
 tolerances and the gate compare the images both runs share (``comparison.json`` says so in its
 ``scope``; the baseline's side comes from its state; a shared image whose ground truth changed
-is refused, exit 2). A regression is a drop
+is refused, exit 2). A run that shares no image name with the baseline state (images renamed,
+or another test set) is refused (exit 2) with or without it: nothing can be paired, and a
+whole-report score of another test set moves without the model changing. ``comparison.json``
+and ``gate.*`` are written once both comparisons are made: a run refused (exit 2) writes
+neither. A regression is a drop
 beyond a fixed tolerance, or a drop the gate finds both significant and beyond its threshold;
 in both comparisons also a score the baseline had that is undefined now (a class whose every
 pixel was predicted as an unexpected value under ``on_unexpected = "count"``), more
@@ -306,16 +310,22 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     base_state = load_state(str(state_path), "baseline state") if gated else None
     if baseline is not None and base_path is not None:
         check_comparable(report, baseline)  # another spec, counting or convention: exit 2
+    # the states name their images: a test set whose totals match the baseline's can still be
+    # another one (an image replaced by one with as many pixels of each class, images renamed)
+    change = image_set_change(base_state, cm) if base_state is not None else None
+    if change is not None and not change.shared:
+        raise UsageError(_no_shared_image(change.detail))
+    # comparison.json and gate.* are written once both comparisons are made: a run refused
+    # (exit 2) leaves neither, so no file claims a regression the job did not report
+    comparison: dict[str, Any] | None = None
+    if baseline is not None and base_path is not None:
         other = ground_truth_difference(report, baseline)
-        # the states name their images: a test set whose totals match the baseline's can still
-        # be another one (an image replaced by one with as many pixels of each class, renamed)
-        change = image_set_change(base_state, cm) if base_state is not None else None
         if other is None and change is not None:
             other = change.detail  # the totals match; the images do not
         if other is None:
             comp = compare_reports(report, baseline, max_drop=base_cfg.get("max_drop"),
                                    max_class_drop=base_cfg.get("max_class_drop", 0.02))  # fmt: skip
-            _write_comparison(out, comp.to_dict() | {"scope": {"images": "all"}})
+            comparison = comp.to_dict() | {"scope": {"images": "all"}}
             miou = comp.summary.get("miou")
             if miou:
                 print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f})")
@@ -324,12 +334,22 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
             # whole-report scores of two test sets differ without the model changing: the
             # fixed tolerances compare both runs on the images they share (a shared image
             # whose ground truth changed is refused: exit 2)
-            regressions += _compare_shared(base_state, cm, out, other, preset=preset,
-                                           beta=ev.get("beta"), base_cfg=base_cfg)  # fmt: skip
+            comparison, lines = _compare_shared(base_state, cm, other, preset=preset,
+                                                beta=ev.get("beta"), base_cfg=base_cfg)  # fmt: skip
+            regressions += lines
         else:
             edited = change is not None and change.edited
             raise UsageError(_other_ground_truth(other, base_path, gate_cfg["shared_images"],
                                                  edited=edited))  # fmt: skip
+    elif change is not None and not gate_cfg["shared_images"] and not change.edited:
+        msg = (
+            f"the runs scored different images ({change.detail}): the gate compares the same "
+            "images. Compare the same images, make a new baseline (remove the baseline state "
+            "and run once with --update-baseline), or gate on the "
+            f"{change.shared} images both runs share: [gate] shared_images = true"
+        )
+        raise UsageError(msg)
+    gate_doc: tuple[Any, dict[str, Any]] | None = None
     if base_state is not None:  # the paired bootstrap gate
         gate = compare_states(
             base_state, cm, preset=preset,
@@ -337,7 +357,12 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
             max_miou_drop=gate_cfg["max_miou_drop"], max_class_drop=gate_cfg["max_class_drop"],
             shared_images=gate_cfg["shared_images"], correction=gate_cfg["correction"],
         )  # fmt: skip
-        doc = gate.to_dict()
+        gate_doc = gate, gate.to_dict()
+    if comparison is not None:
+        write_atomic(out / "comparison.json", json.dumps(comparison, indent=2) + "\n",
+                     what="comparison")  # fmt: skip
+    if gate_doc is not None:
+        gate, doc = gate_doc
         write_atomic(out / "gate.json", json.dumps(doc, indent=2, allow_nan=False) + "\n",
                      what="gate")  # fmt: skip
         md = render_comparison_markdown(doc, baseline=str(state_path),
@@ -369,19 +394,16 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
     return EXIT_OK
 
 
-def _write_comparison(out: Path, doc: dict[str, Any]) -> None:
-    write_atomic(out / "comparison.json", json.dumps(doc, indent=2) + "\n", what="comparison")
-
-
 def _compare_shared(
-    base_state: Any, cm: Any, out: Path, other: str, *, preset: str, beta: float | None,
+    base_state: Any, cm: Any, other: str, *, preset: str, beta: float | None,
     base_cfg: dict[str, Any],
-) -> list[str]:  # fmt: skip
-    """The fixed tolerances on the images both runs share (the test set changed), as lines.
+) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+    """The fixed tolerances on the images both runs share (the test set changed).
 
     Both runs are scored from their per-image counts of the shared images (the baseline's from
-    its state) and compared on that one ground truth with :func:`compare_reports`; the
-    comparison is written to ``comparison.json`` with a ``scope`` saying what it covers.
+    its state) and compared on that one ground truth with :func:`compare_reports`. Returns
+    the comparison for ``comparison.json``, with a ``scope`` saying what it covers, and its
+    regressions as lines.
     """
     shared = shared_image_reports(base_state, cm, preset=preset, beta=beta)
     comp = compare_reports(shared.current, shared.baseline, max_drop=base_cfg.get("max_drop"),
@@ -389,7 +411,6 @@ def _compare_shared(
     n = shared.images["shared"]
     scope = {"images": "shared", "test_set_change": other,
              "baseline": "the baseline state's counts of the shared images"} | shared.images  # fmt: skip
-    _write_comparison(out, comp.to_dict() | {"scope": scope})
     print(f"nightly: the test set changed since the baseline report ({other}): the fixed "
           f"tolerances compare the {n} images both runs share ([gate] shared_images = true; "
           f"{shared.images['current_only']} new, {shared.images['baseline_only']} gone)")  # fmt: skip
@@ -397,7 +418,19 @@ def _compare_shared(
     if miou:
         print(f"nightly: mIoU {miou[1]:.4f} vs baseline {miou[0]:.4f} ({miou[2]:+.4f}) on the "
               f"{n} shared images")  # fmt: skip
-    return [f"on the {n} shared images: {r}" for r in comp.regressions]
+    lines = [f"on the {n} shared images: {r}" for r in comp.regressions]
+    return comp.to_dict() | {"scope": scope}, lines
+
+
+def _no_shared_image(detail: str) -> str:
+    """Say why runs that share no image name are not compared at all, and what to do."""
+    return (
+        f"the runs share no image ({detail}): neither the fixed tolerances nor the gate can "
+        "compare them (a whole-report score of another test set moves without the model "
+        "changing, and images are paired by name). If the images were only renamed, restore "
+        "their names; after changing the test set, make a new baseline (remove the baseline "
+        "report and state and run once with --update-baseline)"
+    )
 
 
 def _other_ground_truth(detail: str, base_path: Path, shared_images: bool, *,

@@ -152,6 +152,58 @@ def test_a_replaced_image_without_shared_images_is_refused_with_the_jobs_option(
         assert not (tmp_path / "reports" / "d2" / name).exists()
 
 
+@pytest.mark.parametrize("report", [True, False])
+def test_a_partial_rename_without_shared_images_names_the_jobs_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], report: bool
+) -> None:
+    # through the job, the gate's refusal said "pass --shared-images (shared_images=True)":
+    # options of the CLI and of Python, not of the job
+    job = _load_pipeline()
+    cfg = _config(tmp_path, NOT_SHARED, report=report)
+    _write(tmp_path, *_data())
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    gt, pred, names = _data()
+    names[:3] = ["a0", "a1", "a2"]
+    _write(tmp_path, gt, pred, names)
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "image names: 3 only in the baseline ('im0', 'im1', 'im2'), 3 only now" in err
+    assert "[gate] shared_images = true" in err
+    assert "--shared-images" not in err
+    assert "shared_images=True" not in err
+    assert not (tmp_path / "reports" / "d2" / "comparison.json").exists()
+    assert not (tmp_path / "reports" / "d2" / "gate.json").exists()
+
+
+@pytest.mark.parametrize(("gate", "report"), [(SHARED, True), (NOT_SHARED, True), (SHARED, False)])
+def test_renamed_images_are_refused_before_any_comparison_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], gate: str, report: bool
+) -> None:
+    # every image renamed (same pixels), class 1 lost on 5 images: comparison.json said
+    # "regressed" (the whole reports, scope "all"), then the gate found no shared name and the
+    # job exited 2 without printing the regression. Renamed images cannot be told from a new
+    # test set with the same totals: the job refuses (exit 2) and writes no comparison
+    job = _load_pipeline()
+    cfg = _config(tmp_path, gate, report=report)
+    _write(tmp_path, *_data())
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    _write(tmp_path, *_data(worse=range(5), prefix="frame_"))
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 2
+    captured = capsys.readouterr()
+    assert ("nightly: error: the runs share no image (image names: 10 only in the baseline "
+            "('im0', 'im1', 'im2', ...), 10 only now ('frame_0', 'frame_1', 'frame_2', ...), "
+            "0 shared)") in captured.err  # fmt: skip
+    assert "If the images were only renamed, restore their names" in captured.err
+    assert "--update-baseline" in captured.err
+    assert "REGRESSION" not in captured.err
+    assert "mIoU" not in captured.out
+    for name in ("comparison.json", "gate.json", "gate.md"):
+        assert not (tmp_path / "reports" / "d2" / name).exists()
+    assert (tmp_path / "reports" / "d2" / "report.json").is_file()  # the run's own report
+
+
 @pytest.mark.parametrize("gate", [SHARED, NOT_SHARED])
 def test_ground_truth_moved_between_images_of_the_same_names_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], gate: str
@@ -191,3 +243,26 @@ def test_the_same_images_are_still_compared_whole(tmp_path: Path) -> None:
     assert comparison is not None
     assert comparison["scope"] == {"images": "all"}
     assert comparison["regressed"]
+
+
+def test_a_gate_refused_after_a_fixed_tolerance_regression_leaves_no_comparison(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the fixed tolerances wrote comparison.json ("regressed": true) before the gate refused
+    # its input (exit 2): a file claimed a regression the job never reported. Both files are
+    # now written once both comparisons are made
+    from segiou import ConfusionMatrix
+
+    job = _load_pipeline()
+    cfg = _config(tmp_path, SHARED)
+    gt, pred, names = _data()
+    _write(tmp_path, gt, pred, names)
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    flat = ConfusionMatrix(3, ignore_index=[255]).update(gt, pred)  # no per-image counts
+    flat.save(tmp_path / "reports" / "baseline_state.json")
+    _write(tmp_path, *_data(worse=range(5)))
+    capsys.readouterr()
+    assert job.main([str(cfg), "--date", "d2", "--quiet"]) == 2
+    assert "keeps no per-image counts" in capsys.readouterr().err
+    for name in ("comparison.json", "gate.json", "gate.md"):
+        assert not (tmp_path / "reports" / "d2" / name).exists()
