@@ -105,24 +105,25 @@ def test_p_values_are_the_exact_swap_test_of_a_numpy_oracle(seed: int, preset: s
 
 
 def test_random_swaps_estimate_the_exact_p_value() -> None:
-    """12 images: 4,096 swaps in all. 2,000 random ones give (1 + hits) / (1 + B), within
-    Monte Carlo error of the exact value and never below 1 / (B + 1)."""
-    k = 4
+    """12 images, 11 differing: 2,048 swaps in all (1,024 swap sets and their complements).
+    1,000 random ones give (1 + hits) / (1 + B), within Monte Carlo error of the exact value and
+    never below 1 / (B + 1)."""
+    k, b_ = 4, 1000
     gt, a, b = _case(3, 12, k)
     base, cand = _state(gt, a, k), _state(gt, b, k)
     exact = compare_states(base, cand, resamples=50, permutations=4096).to_dict()
-    approx = compare_states(base, cand, resamples=50, permutations=2000).to_dict()
+    approx = compare_states(base, cand, resamples=50, permutations=b_).to_dict()
     assert exact["test"]["exact"]
     assert not approx["test"]["exact"]
-    assert approx["test"]["swaps"] == 2000
+    assert approx["test"]["swaps"] == b_
     want_m, _ = _oracle(_tables(gt, a, k), _tables(gt, b, k), "present")
     assert exact["miou"]["p_value"] == pytest.approx(want_m, rel=1e-12)
-    sd = math.sqrt(want_m * (1 - want_m) / 2000)
-    assert abs(approx["miou"]["p_value"] - want_m) < 4 * sd + 1 / 2001
+    sd = math.sqrt(want_m * (1 - want_m) / b_)
+    assert abs(approx["miou"]["p_value"] - want_m) < 4 * sd + 1 / (b_ + 1)
     for c_exact, c_mc in zip(exact["classes"], approx["classes"], strict=True):
-        assert c_mc["p_value"] >= 1 / 2001
+        assert c_mc["p_value"] >= 1 / (b_ + 1)
         pe = c_exact["p_value"]
-        assert abs(c_mc["p_value"] - pe) < 4 * math.sqrt(pe * (1 - pe) / 2000) + 2 / 2001
+        assert abs(c_mc["p_value"] - pe) < 4 * math.sqrt(pe * (1 - pe) / b_) + 2 / (b_ + 1)
 
 
 def _worse_everywhere(n: int, destroyed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -147,7 +147,7 @@ def test_holm_over_19_classes_on_few_images_gives_no_class_verdict(n: int) -> No
 
 
 def test_enough_images_for_holm_decide_the_class() -> None:
-    base, cand = _one_pixel_lost(10)  # 1,024 swaps > 1,000: random ones, p ~ 0.002
+    base, cand = _one_pixel_lost(10)  # 2**9 swap sets <= 1,000: exact, p = 2 / 1024
     doc = compare_states(base, cand).to_dict()
     assert doc["classes"][3]["change"] == "worse"
     assert doc["class_verdicts_possible"] is True

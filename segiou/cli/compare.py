@@ -70,8 +70,9 @@ def register(sub: Any) -> None:
                    help="random swaps of the randomization test that decides (default: at "
                    "least --bootstrap, and enough that their p-values' floor, 1/(N+1), does not "
                    "keep Holm's correction over the classes from --alpha; every swap is "
-                   "enumerated when there are at most N; a count that can never reach --alpha, "
-                   "19 or fewer at 0.05, is refused)")  # fmt: skip
+                   "enumerated when half of them, 2**(d-1) for d differing images, are at most "
+                   "N; a count that can never reach --alpha, 19 or fewer at 0.05, is "
+                   "refused)")  # fmt: skip
     p.add_argument("--bootstrap-seed", type=nonnegative_int, default=0, metavar="S",
                    help="seed of the resamples and swaps (default: %(default)s)")  # fmt: skip
     p.add_argument("--correction", choices=["holm", "none"], default="holm",

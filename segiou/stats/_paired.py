@@ -226,8 +226,9 @@ def compare_states(
         Random swaps of the randomization test. ``None`` (default): ``max(resamples,
         ceil(2 * (T + 1) / alpha))`` with ``T`` the classes with a defined difference, so that
         the random swaps' floor, ``1 / (B + 1)``, does not keep Holm from reaching alpha. When
-        ``2**d`` is at most this (``d``: the units where the runs differ), every swap is
-        enumerated and the p-values are exact; their floor, ``2 / 2**d``, is set by the units
+        ``2**(d-1)`` is at most this (``d``: the units where the runs differ; a swap set and
+        its complement give the same difference but for its sign), every swap is enumerated
+        and the p-values are exact; their floor, ``2 / 2**d``, is set by the units
         (``class_verdicts_possible`` says when Holm cannot reach alpha then). Fewer swaps than
         can ever give a p-value below alpha (``1 / (B + 1) >= alpha``: 19 or fewer at 0.05)
         are refused.

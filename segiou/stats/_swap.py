@@ -117,8 +117,8 @@ def attainable_p(differing: int, random_swaps: int | None = None) -> float:
 def min_permutations(alpha: float) -> int:
     """Return the fewest random swaps whose smallest p-value, ``1 / (B + 1)``, is below ``alpha``.
 
-    Fewer can never give a p-value below ``alpha``, in either mode: exact enumeration needs
-    ``2**d <= B`` swaps and gives at least ``2 / 2**d >= 2 / B``.
+    Fewer can never give a p-value below ``alpha``, in either mode: exact enumeration of
+    ``2**(d-1) <= B`` swap sets gives at least ``2 / 2**d >= 1 / B``.
 
     Parameters
     ----------
@@ -184,8 +184,9 @@ def swap_test(
     conv : Convention
         How per-class scores are filled and averaged (as for the point estimates).
     permutations : int
-        Random swaps to draw; when ``2**d <= permutations`` (``d``: the units that differ),
-        every swap is enumerated instead and the p-values are exact.
+        Random swaps to draw; when ``2**(d-1) <= permutations`` (``d``: the units that differ;
+        a swap set and its complement give the same ``|delta*|``, so half of the ``2**d`` are
+        enumerated), every swap is enumerated instead and the p-values are exact.
     seed : int, default 0
         Seed of the random swaps.
 
@@ -212,7 +213,7 @@ def swap_test(
     thr = np.abs(obs) * (1 - _RTOL) - _ATOL
     hits = np.zeros(obs.size, dtype=np.int64)
     defined = np.zeros(obs.size, dtype=np.int64)
-    exact = d < 63 and (1 << d) <= permutations
+    exact = d < 64 and (d == 0 or (1 << (d - 1)) <= permutations)  # 2**(d-1) sets enumerated
     if d:
         dd = diff[moved]
         exact_float = (
