@@ -104,26 +104,41 @@ def test_p_values_are_the_exact_swap_test_of_a_numpy_oracle(seed: int, preset: s
     np.testing.assert_allclose(np.array(got_c, dtype=float), want_c, rtol=1e-12)
 
 
-def test_random_swaps_estimate_the_exact_p_value() -> None:
+def test_random_swaps_estimate_the_exact_p_value(monkeypatch: pytest.MonkeyPatch) -> None:
     """12 images, 11 differing: 2,048 swaps in all (1,024 swap sets and their complements).
-    1,000 random ones give (1 + hits) / (1 + B), within Monte Carlo error of the exact value and
-    never below 1 / (B + 1)."""
+    With enumeration limited to the swaps asked for (by default a class differing in up to 20
+    units, and a small mIoU, are enumerated whatever B), 1,000 random ones give
+    (1 + hits) / (1 + B), within Monte Carlo error of the exact value and never below
+    1 / (B + 1)."""
+    from segiou.stats import _swap_sets
+
     k, b_ = 4, 1000
     gt, a, b = _case(3, 12, k)
     base, cand = _state(gt, a, k), _state(gt, b, k)
     exact = compare_states(base, cand, resamples=50, permutations=4096).to_dict()
+    monkeypatch.setattr(_swap_sets, "CLASS_UNITS", 0)
+    monkeypatch.setattr(_swap_sets, "MIOU_CELLS", 0)
     approx = compare_states(base, cand, resamples=50, permutations=b_).to_dict()
     assert exact["test"]["exact"]
     assert not approx["test"]["exact"]
-    assert approx["test"]["swaps"] == b_
+    assert approx["test"]["swaps"] == approx["test"]["random_swaps"] == b_
+    assert approx["miou"]["exact"] is False
     want_m, _ = _oracle(_tables(gt, a, k), _tables(gt, b, k), "present")
     assert exact["miou"]["p_value"] == pytest.approx(want_m, rel=1e-12)
     sd = math.sqrt(want_m * (1 - want_m) / b_)
     assert abs(approx["miou"]["p_value"] - want_m) < 4 * sd + 1 / (b_ + 1)
+    drawn = 0
     for c_exact, c_mc in zip(exact["classes"], approx["classes"], strict=True):
-        assert c_mc["p_value"] >= 1 / (b_ + 1)
         pe = c_exact["p_value"]
+        if c_mc["exact"]:  # 2**(d_c - 1) <= 1,000: enumerated still
+            assert c_mc["differing_units"] <= 10
+            assert c_mc["p_value"] == pe
+            continue
+        drawn += 1
+        assert c_mc["differing_units"] == 11
+        assert c_mc["p_value"] >= 1 / (b_ + 1) == c_mc["smallest_p"]
         assert abs(c_mc["p_value"] - pe) < 4 * math.sqrt(pe * (1 - pe) / b_) + 2 / (b_ + 1)
+    assert drawn >= 2
 
 
 def _worse_everywhere(n: int, destroyed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -250,7 +265,9 @@ def test_cli_permutations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["compare", str(a), str(b), "--format", "json", "--bootstrap", "100",
                  "--permutations", "500"]) == 1  # fmt: skip
     doc = json.loads(capsys.readouterr().out)
-    assert (doc["test"]["permutations"], doc["test"]["exact"]) == (500, False)
+    # 10 differing images: 512 swap sets, cheaper than 500 random swaps over 3 classes
+    assert (doc["test"]["permutations"], doc["test"]["exact"]) == (500, True)
+    assert (doc["test"]["swaps"], doc["test"]["random_swaps"]) == (1024, 0)
     assert main(["compare", str(a), str(b), "--bootstrap", "100", "--permutations", "1024"]) == 1
     text = capsys.readouterr().out
     assert ("p-values: paired randomization (swap) test over 10 images (the runs differ in 10), "

@@ -95,11 +95,7 @@ def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) 
             f"seed {bs['seed']}; alpha {bs['alpha']}; per-class p-values {corr}; deltas in points "
             f"(candidate - baseline), {100 * bs['level']:.0f}% intervals"
         )]  # fmt: skip
-    swaps = (
-        f"all {test['swaps']:,} swaps (exact)"
-        if test["exact"]
-        else f"{test['swaps']:,} random swaps, seed {test['seed']}"
-    )
+    swaps = _swaps(doc, "images" if unit == "image" else "groups")
     return [
         first,
         (
@@ -113,6 +109,34 @@ def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) 
         ),
         *_interval_lines(bs),
     ]
+
+
+def _swaps(doc: dict[str, Any], what: str) -> str:
+    """Say which swaps the p-values are over: all (exact), random ones, or each row's mode.
+
+    A class's swaps are enumerated over the units where it differs (the others change nothing
+    of it) while mIoU's may be drawn; documents written before rows had their own ``exact``
+    say the test's mode only.
+    """
+    test = doc["test"]
+    if test["exact"]:
+        return f"all {test['swaps']:,} swaps (exact)"
+    drawn_swaps = f"{test.get('random_swaps', test['swaps']):,} random swaps, seed {test['seed']}"
+    rows = [c for c in doc["classes"] if "exact" in c and c["p_value"] is not None]
+    drawn = sum(not c["exact"] for c in rows)
+    miou_exact = doc["miou"].get("exact", False)
+    if not rows or (drawn == len(rows) and not miou_exact):
+        return drawn_swaps
+    miou = f"all {test['swaps']:,} swaps (exact)" if miou_exact else drawn_swaps
+    again = drawn_swaps if miou_exact else "the same random swaps"
+    each = f"every swap of the {what} where each differs"
+    if not drawn:
+        classes = f"exact ({each})"
+    elif drawn == len(rows):
+        classes = again
+    else:
+        classes = f"exact for {len(rows) - drawn} ({each}), {again} for {drawn}"
+    return f"mIoU: {miou}; classes: {classes}"
 
 
 def _interval_lines(bs: dict[str, Any]) -> list[str]:

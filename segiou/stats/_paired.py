@@ -115,10 +115,13 @@ class PairedComparison:
         ``format = "segiou.comparison"``, ``version``, ``labels``, ``preset``, ``images``
         (shared count, and the images only one run has), ``bootstrap`` (the intervals: method,
         unit, resamples, seed, alpha, correction), ``test`` (the p-values: method, unit, units,
-        differing_units, permutations, exact, swaps, seed, alpha, correction, smallest_p,
-        smallest_class_p_adjusted), ``miou`` and ``classes`` (baseline, candidate,
-        delta, interval, p-value, change, threshold, fails; a class's baseline and candidate
-        as :func:`segiou.evaluate` reports them, the preset's fill for a class in neither
+        differing_units, permutations, exact (every row's swaps enumerated), swaps (mIoU's),
+        random_swaps (drawn for the rows not enumerated, 0 if none), seed, alpha, correction,
+        smallest_p (mIoU's), smallest_class_p_adjusted), ``miou`` and ``classes`` (baseline,
+        candidate, delta, interval, p-value, change, threshold, fails, ``exact`` and
+        ``swaps``: whether the row's swaps were enumerated, over how many swaps; a class's
+        baseline and candidate as :func:`segiou.evaluate` reports them, the preset's fill for
+        a class in neither
         mask, its delta from the scored values (``None`` there); per class ``units`` holding it,
         in either run, ``differing_units``, ``smallest_p`` and ``smallest_p_adjusted``: the
         smallest raw and adjusted p-values it could get, whatever the other classes' p-values;
@@ -342,9 +345,10 @@ def compare_states(
                         "alpha": alpha, "correction": correction}  # fmt: skip
     doc["test"] = {"method": METHOD, "unit": unit, "units": m, "differing_units": test.differing,
                    "permutations": int(asked), "exact": test.exact, "swaps": test.swaps,
-                   "seed": int(seed), "alpha": alpha, "correction": correction,
+                   "random_swaps": test.random_swaps, "seed": int(seed), "alpha": alpha,
+                   "correction": correction,
                    "smallest_p": attainable_p(test.differing,
-                                              None if test.exact else test.swaps)}  # fmt: skip
+                                              None if test.exact_miou else test.swaps)}  # fmt: skip
     verdict(doc, test, alpha, unit)
     shown = [_reported(x.sum(axis=0), k, conv) for x in (va, vb)]
     for row in doc["classes"]:
@@ -478,7 +482,8 @@ def _document(
     miou = {"baseline": finite_or_none(base_m), "candidate": finite_or_none(cand_m),
             "delta": finite_or_none(delta), "interval": percentile_interval(dm, level)[0],
             "p_value": finite_or_none(p), "change": change(sig, delta, floor_m < alpha),
-            "max_drop": max_miou_drop, "fails": fails}  # fmt: skip
+            "max_drop": max_miou_drop, "fails": fails, "exact": test.exact_miou,
+            "swaps": test.swaps}  # fmt: skip
     intervals = percentile_interval(di, level)
     classes = []
     for c, name in enumerate(class_names):
@@ -513,7 +518,8 @@ def _document(
             "smallest_p": finite_or_none(floors[c]),
             "smallest_p_adjusted": finite_or_none(bounds[c]),
             "differing_units": int(test.differing_per_class[c]), "max_drop": max_class_drop,
-            "fails": bool(fails_c),
+            "fails": bool(fails_c), "exact": bool(test.exact_iou[c]),
+            "swaps": test.swaps_of_class(c),
         })  # fmt: skip
     return {
         "format": COMPARISON_FORMAT,

@@ -12,7 +12,10 @@ A swap set ``s`` (``s_j = 1``: unit ``j`` swapped) changes the sums by ``S = s @
 the baseline's become ``A + S``, the candidate's ``B - S``, so a block of swaps is one matrix
 product, as the bootstrap's resamples are. Units where the runs counted the same change
 nothing when swapped and are left out; swapping every unit gives ``-delta``, so exact
-enumeration needs half of the ``2**d`` swaps of the ``d`` units that differ.
+enumeration needs half of the ``2**d`` swaps of the ``d`` units that differ. Each row is
+enumerated when that is cheap (:mod:`segiou.stats._swap_sets`: a class over the units where its
+own counts differ), and only the rows that are not draw random swaps, reported with the floor of
+that mode.
 """
 
 from __future__ import annotations
@@ -22,10 +25,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from segiou._typing import FloatArray, IntArray
 from segiou.conventions import Convention
 from segiou.stats._bootstrap import metric_replicates
+from segiou.stats._swap_sets import (
+    columns,
+    enumerate_classes,
+    enumerate_miou,
+    exact_classes,
+    exact_float,
+    exact_miou,
+    swapped,
+    tally,
+)
 
 __all__ = [
     "METHOD",
@@ -63,14 +77,21 @@ class SwapTest:
     p_iou : ndarray, shape (K,)
         p-value of each class's IoU difference.
     exact : bool
-        Whether every swap was enumerated (else ``swaps`` random ones were drawn).
+        Whether every p-value is exact (mIoU's and every class's swaps enumerated).
     swaps : int
-        How many swaps the p-values are over: ``2**differing`` when exact, else the random
-        swaps drawn.
+        How many swaps mIoU's p-value is over: ``2**differing`` when enumerated, else the
+        random swaps drawn.
     differing : int
         Units where the runs' counts differ (the others change nothing when swapped).
     differing_per_class : ndarray of int64, shape (K,)
         Units where the runs' TP, FP or FN of each class differ.
+    exact_miou : bool
+        Whether mIoU's swaps were enumerated (over the ``differing`` units).
+    exact_iou : ndarray of bool, shape (K,)
+        Whether each class's swaps were enumerated (over its ``differing_per_class`` units;
+        swapping the others changes nothing of its IoU).
+    random_swaps : int
+        The random swaps drawn for the rows not enumerated (0 when every row was).
     """
 
     delta_miou: float
@@ -81,6 +102,13 @@ class SwapTest:
     swaps: int
     differing: int
     differing_per_class: IntArray
+    exact_miou: bool
+    exact_iou: npt.NDArray[np.bool_]
+    random_swaps: int
+
+    def swaps_of_class(self, c: int) -> int:
+        """How many swaps class ``c``'s p-value is over (``2**d_c`` enumerated, or drawn)."""
+        return 1 << int(self.differing_per_class[c]) if self.exact_iou[c] else self.random_swaps
 
 
 def attainable_p(differing: int, random_swaps: int | None = None) -> float:
@@ -142,18 +170,6 @@ def min_permutations(alpha: float) -> int:
     return b
 
 
-def _exact_swaps(d: int) -> Iterator[FloatArray]:
-    """Yield the ``2**(d-1)`` swap sets that leave the first unit in place, in blocks."""
-    total = 1 << (d - 1)
-    rows = max(1, _BLOCK_CELLS // max(d, 1))
-    shifts = np.arange(d - 1, dtype=np.int64)
-    for start in range(0, total, rows):
-        idx = np.arange(start, min(total, start + rows), dtype=np.int64)
-        s = np.zeros((idx.size, d), dtype=np.float64)
-        s[:, 1:] = (idx[:, None] >> shifts) & 1
-        yield s
-
-
 def _random_swaps(d: int, count: int, seed: int) -> Iterator[FloatArray]:
     """Yield ``count`` random swap sets (each unit swapped with probability 1/2), in blocks."""
     rng = np.random.default_rng([int(seed), 0x5A4D])  # a stream apart from the resamples'
@@ -184,9 +200,12 @@ def swap_test(
     conv : Convention
         How per-class scores are filled and averaged (as for the point estimates).
     permutations : int
-        Random swaps to draw; when ``2**(d-1) <= permutations`` (``d``: the units that differ;
-        a swap set and its complement give the same ``|delta*|``, so half of the ``2**d`` are
-        enumerated), every swap is enumerated instead and the p-values are exact.
+        Random swaps to draw for a row whose swaps are not enumerated. A class's swaps are
+        enumerated over the ``d_c`` units where its counts differ (swapping the others changes
+        nothing of its IoU) when its ``2**(d_c-1)`` swap sets (each with its complement) are
+        at most ``permutations``, or ``d_c <= 20`` (within a total budget:
+        :func:`segiou.stats._swap_sets.exact_classes`); mIoU's over the ``d`` units where
+        anything differs when ``2**(d-1) <= permutations`` or ``2**(d-1) * 3K <= 2**24``.
     seed : int, default 0
         Seed of the random swaps.
 
@@ -198,14 +217,17 @@ def swap_test(
     -----
     Exact: ``p = #{swaps: |delta*| >= |delta|} / #{swaps}``, over the swaps where ``delta*``
     is defined. Random: ``p = (1 + hits) / (1 + B)`` over the ``B`` defined draws, a valid
-    p-value whatever ``B`` (never 0). ``|delta*|`` within ``1e-9 |delta| + 1e-14`` of
-    ``|delta|`` counts as reaching it (rounding). ``delta`` undefined: ``nan``; ``delta = 0``: 1.
+    p-value whatever ``B`` (never 0); a row is drawn only when its ``2**(d-1)`` swap sets
+    exceed ``B``, so its exact floor ``2 / 2**d`` is at most ``1 / (B + 1)`` and the random
+    p-value never goes below the floor it is reported with. ``|delta*|`` within ``1e-9
+    |delta| + 1e-14`` of ``|delta|`` counts as reaching it (rounding). ``delta`` undefined:
+    ``nan``; ``delta = 0``: 1.
     """
     diff = cand - base
     moved = np.flatnonzero(diff.any(axis=1))
     d = int(moved.size)
-    changed = diff.reshape(diff.shape[0], 3, k) != 0
-    per_class = changed.any(axis=1).sum(axis=0).astype(np.int64)
+    changed = (diff.reshape(diff.shape[0], 3, k) != 0).any(axis=1)
+    per_class = changed.sum(axis=0).astype(np.int64)
     sa, sb = base.sum(axis=0), cand.sum(axis=0)
     point_a = metric_replicates(sa[None, :].astype(np.float64), k, 0, conv)
     point_b = metric_replicates(sb[None, :].astype(np.float64), k, 0, conv)
@@ -213,46 +235,77 @@ def swap_test(
     thr = np.abs(obs) * (1 - _RTOL) - _ATOL
     hits = np.zeros(obs.size, dtype=np.int64)
     defined = np.zeros(obs.size, dtype=np.int64)
-    exact = d < 64 and (d == 0 or (1 << (d - 1)) <= permutations)  # 2**(d-1) sets enumerated
-    if d:
-        dd = diff[moved]
-        exact_float = (
-            int(np.abs(dd).max()) * d < _EXACT and 2 * int(max(sa.max(), sb.max())) < _EXACT
+    tested = ~np.isnan(obs) & (obs != 0)  # (the others: p = nan or 1 whatever the swaps)
+    exact_m = exact_miou(d, k, permutations)
+    exact_c = exact_classes(per_class, tested[1:], permutations)
+    exact = np.concatenate([[exact_m], exact_c])
+    if tested[0] and exact_m:
+        hits[0], defined[0] = enumerate_miou(diff[moved], sa, sb, k, conv, float(thr[0]))
+    run = tested[1:] & exact_c & (per_class >= 2)
+    for dc in np.unique(per_class[run]):
+        cls = np.flatnonzero(run & (per_class == dc))
+        hits[1 + cls], defined[1 + cls] = enumerate_classes(
+            diff, changed, cls, sa, sb, k, conv, thr[1 + cls]
         )
-        f = dd.astype(np.float64)
-        fa, fb = sa.astype(np.float64), sb.astype(np.float64)
-        blocks = _exact_swaps(d) if exact else _random_swaps(d, permutations, seed)
-        for s in blocks:
-            if exact_float:
-                shift = s @ f
-                a, b = fa + shift, fb - shift
-            else:  # integer products (exact while the pixel totals fit in int64)
-                ishift = s.astype(np.int64) @ dd
-                a, b = (sa + ishift).astype(np.float64), (sb - ishift).astype(np.float64)
-            ra, rb = metric_replicates(a, k, 0, conv), metric_replicates(b, k, 0, conv)
-            star = np.concatenate([(rb["miou"] - ra["miou"])[:, None], rb["iou"] - ra["iou"]], 1)
-            ok = ~np.isnan(star)
-            defined += ok.sum(axis=0)
-            hits += (ok & (np.abs(np.where(ok, star, 0.0)) >= thr)).sum(axis=0)
+    drawn = tested & ~exact
+    if drawn.any():
+        _random_hits(diff[moved], sa, sb, k, conv, thr, drawn, permutations, seed, hits, defined)
     with np.errstate(invalid="ignore", divide="ignore"):
-        if not d:  # the runs counted the same everywhere: no difference at all
-            p = np.ones(obs.size)
-        elif exact:
-            p = hits / defined
-        else:
-            p = (1 + hits) / (1 + defined)
+        p = np.where(exact, hits / np.maximum(defined, 1), (1 + hits) / (1 + defined))
+    # a row that differs in at most one unit: its swap only flips the sign (p = 1)
+    p[np.concatenate([[d], per_class]) <= 1] = 1.0
     p = np.where(np.isnan(obs), np.nan, np.where(obs == 0, 1.0, np.minimum(p, 1.0)))
-    swaps = (1 << d) if exact else int(permutations)
     return SwapTest(
         delta_miou=float(obs[0]),
         delta_iou=obs[1:],
         p_miou=float(p[0]),
         p_iou=p[1:].astype(np.float64),
-        exact=bool(exact),
-        swaps=swaps,
+        exact=bool(exact.all()),
+        swaps=(1 << d) if exact_m else int(permutations),
         differing=d,
         differing_per_class=per_class,
+        exact_miou=bool(exact_m),
+        exact_iou=exact_c,
+        random_swaps=int(permutations) if (~exact).any() else 0,
     )
+
+
+def _random_hits(
+    dd: IntArray,
+    sa: IntArray,
+    sb: IntArray,
+    k: int,
+    conv: Convention,
+    thr: FloatArray,
+    drawn: npt.NDArray[np.bool_],
+    permutations: int,
+    seed: int,
+    hits: IntArray,
+    defined: IntArray,
+) -> None:
+    """Count the random swaps' hits of the rows ``drawn`` (mIoU first, then classes), in place.
+
+    Only the columns the drawn rows need are summed: every class's for mIoU, else the drawn
+    classes' own.
+    """
+    cls = np.flatnonzero(drawn[1:])
+    use = np.arange(k) if drawn[0] else cls
+    x = columns(dd, k, use, conv)
+    a0 = columns(sa, k, use, conv)
+    total = a0 + columns(sb, k, use, conv)
+    as_float = exact_float(x, a0, total)
+    f, ftotal = x.astype(np.float64), total.astype(np.float64)
+    rows = np.flatnonzero(drawn)
+    h, n = np.zeros(rows.size, dtype=np.int64), np.zeros(rows.size, dtype=np.int64)
+    for s in _random_swaps(dd.shape[0], permutations, seed):
+        # (integer products when float64 sums would not be exact)
+        a = a0 + s @ f if as_float else (a0 + s.astype(np.int64) @ x).astype(np.float64)
+        star_c, star_m = swapped(a, ftotal, use.size, conv, bool(drawn[0]))
+        if star_m is not None:
+            star_c = np.concatenate([star_m[:, None], star_c[:, cls]], axis=1)
+        tally(star_c, thr[rows], h, n)
+    hits[rows] += h
+    defined[rows] += n
 
 
 def auto_permutations(resamples: int, tested: int, alpha: float) -> int:

@@ -92,7 +92,7 @@ def smallest_adjusted(floors: Sequence[float], correction: Correction) -> list[f
 def row_floors(
     test: SwapTest, raw_p: Sequence[float], correction: Correction
 ) -> tuple[float, list[float], list[float]]:
-    """Return the smallest p-values of the test's mode: mIoU's, each class's raw and adjusted.
+    """Return the smallest p-values of each row's mode: mIoU's, each class's raw and adjusted.
 
     Parameters
     ----------
@@ -108,14 +108,15 @@ def row_floors(
     miou : float
         mIoU's smallest p-value (tested alone: no adjustment).
     raw, adjusted : list of float
-        Per class (``nan`` where untested): :func:`attainable_p` of its differing units, and
+        Per class (``nan`` where untested): :func:`attainable_p` of its differing units in the
+        mode of its own p-value (enumerated, or the random swaps drawn), and
         :func:`smallest_adjusted` of those.
     """
-    swaps = None if test.exact else int(test.swaps)
-    miou = attainable_p(test.differing, swaps)
+    swaps = int(test.random_swaps)
+    miou = attainable_p(test.differing, None if test.exact_miou else swaps)
     raw = [
-        float("nan") if math.isnan(p) else attainable_p(int(d), swaps)
-        for p, d in zip(raw_p, test.differing_per_class, strict=True)
+        float("nan") if math.isnan(p) else attainable_p(int(d), None if exact else swaps)
+        for p, d, exact in zip(raw_p, test.differing_per_class, test.exact_iou, strict=True)
     ]
     return miou, raw, smallest_adjusted(raw, correction)
 
@@ -170,18 +171,24 @@ def _class_reason(
     doc: dict[str, Any], test: SwapTest, rows: list[dict[str, Any]], alpha: float, what: str
 ) -> str:
     """Say why no class can be significant: the floors, times the classes tested under Holm."""
-    low = min(c["smallest_p_adjusted"] for c in rows if c["differing_units"])
-    raw = min(c["smallest_p"] for c in rows if c["differing_units"])
-    most = max(c["differing_units"] for c in rows)
+    moved = [c for c in rows if c["differing_units"]]
+    low = min(c["smallest_p_adjusted"] for c in moved)
+    raw = min(c["smallest_p"] for c in moved)
     holm_on = doc["test"]["correction"] == "holm"
     by = (f"Holm's correction over the {len(rows)} classes tested multiplies the smallest "
           f"p-value any class can get, {raw:.3g}, by {len(rows)}: {low:.3g}"
           if holm_on else f"the smallest p-value any class can get is {low:.3g}")  # fmt: skip
-    if not test.exact and 1.0 / (test.swaps + 1) >= 2.0 ** (1 - most):
-        why = f"{test.swaps:,} random swaps give no p-value below 1/{test.swaps + 1:,}"
+    drawn = [c for c in moved if not c.get("exact", test.exact)]
+    swaps = test.random_swaps
+    enumerated = [c["differing_units"] for c in moved if c.get("exact", test.exact)]
+    if drawn and min(c["smallest_p"] for c in drawn) <= raw:  # the random swaps' floor
+        why = f"{swaps:,} random swaps give no p-value below 1/{swaps + 1:,}"
         more = "draw more swaps: leave permutations at its default"
     else:
-        why = f"the runs differ in at most {most} shared {what} for any class"
+        why = f"the runs differ in at most {max(enumerated)} shared {what} for any class"
+        if drawn:
+            why += (f" whose swaps were enumerated ({swaps:,} random swaps give the other "
+                    f"{len(drawn)} no p-value below 1/{swaps + 1:,})")  # fmt: skip
         more = f"compare more {what}"
     return (
         f"no class verdict possible: {why}, and {by}, not below alpha {alpha}: no class drop "
