@@ -7,7 +7,9 @@ with an unexpected value (in total, or on any class's ground truth); 0 otherwise
 input. When too few images (or groups) differ for any p-value to go below alpha, the verdict
 reads ``NO VERDICT`` with a warning instead of ``PASS`` (exit code 0 unless another rule fails);
 when mIoU could be decided but no class could (Holm multiplies the classes' smallest p-value
-by the number of classes tested), ``PASS on mIoU, NO VERDICT on classes``.
+by the number of classes tested), ``PASS on mIoU, NO VERDICT on classes``; when some classes
+could be decided but a class whose IoU changed could not, ``PASS, NO VERDICT on class 'x'``,
+and a warning names every such class (JSON ``undecided_classes``), whatever the verdict.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ def register(sub: Any) -> None:
         "truth; 0 otherwise, 2 on bad input. With too few images (or groups) differing for any "
         "drop to be significant the verdict reads NO VERDICT, with a warning (exit code 0 "
         "unless another rule fails); when no class could be significant after the correction "
-        "over the classes but mIoU could, PASS on mIoU, NO VERDICT on classes.",
+        "over the classes but mIoU could, PASS on mIoU, NO VERDICT on classes; when a class "
+        "whose IoU changed could not be significant while others could, PASS, NO VERDICT on "
+        "class 'x', and a warning names every such class.",
     )
     p.add_argument("baseline", help="saved state of the baseline run (segiou eval --state)")
     p.add_argument("candidate", help="saved state of the candidate run")

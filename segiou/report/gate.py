@@ -53,23 +53,67 @@ def _unexpected(doc: dict[str, Any], mark: str, esc: Any = str) -> tuple[str, li
     return total, classes
 
 
-def _verdict(doc: dict[str, Any]) -> tuple[str, list[str]]:
+#: Classes named in the headline, and in the warning, before "and N more".
+_HEADLINE_CLASSES, _NOTE_CLASSES = 3, 10
+
+
+def _verdict(doc: dict[str, Any], esc: Any = str) -> tuple[str, list[str]]:
     """Return the headline word and the no-verdict notes (empty when the test could decide).
 
     ``NO VERDICT`` instead of ``PASS`` when no p-value could go below alpha (too few units
     differ); ``PASS on mIoU, NO VERDICT on classes`` when mIoU could be decided but no class
-    could (the correction over the classes keeps every adjusted p-value at or above alpha). A
-    failure by another rule stays ``FAIL``, with the notes.
+    could (the correction over the classes keeps every adjusted p-value at or above alpha);
+    ``PASS, NO VERDICT on class 'x'`` (or ``on N classes: ...``) when some classes could be
+    decided but others whose IoU changed could not (``undecided_classes``), so that a bare
+    PASS never stands for a class that moved unchecked. A failure by another rule stays
+    ``FAIL``, with the notes. ``esc`` escapes class names (Markdown).
     """
     note = doc.get("no_verdict_reason")  # (absent from documents written before it)
     # (the classes' note only when mIoU could be decided: else it says the same, and more)
     classes = doc.get("no_class_verdict_reason") if note is None else None
     notes = [n for n in (note, classes) if n is not None]
+    moved = doc.get("undecided_classes") or []  # (absent from documents written before it)
+    if moved:
+        notes.append(_undecided_note(doc, moved, esc))
     if doc["failed"]:
         return "FAIL", notes
     if note is not None:
         return "NO VERDICT", notes
-    return ("PASS" if classes is None else "PASS on mIoU, NO VERDICT on classes"), notes
+    if classes is not None:
+        return "PASS on mIoU, NO VERDICT on classes", notes
+    if moved:
+        return f"PASS, NO VERDICT on {_named(moved, _HEADLINE_CLASSES, esc)}", notes
+    return "PASS", notes
+
+
+def _named(rows: list[dict[str, Any]], most: int, esc: Any) -> str:
+    """``class 'a'``, or ``3 classes: 'a', 'b', 'c'``, or ``9 classes: 'a', ... and 6 more``."""
+    names = [esc(repr(str(c["name"]))) for c in rows[:most]]
+    if len(rows) == 1:
+        return f"class {names[0]}"
+    more = f" and {len(rows) - most} more" if len(rows) > most else ""
+    return f"{len(rows)} classes: {', '.join(names)}{more}"
+
+
+def _undecided_note(doc: dict[str, Any], rows: list[dict[str, Any]], esc: Any) -> str:
+    """Say which classes changed without any p-value they can get being below alpha."""
+    test = doc["test"]
+    what = "images" if test["unit"] == "image" else "groups"
+    after = " after Holm's correction" if test["correction"] == "holm" else ""
+    each = [
+        f"{esc(repr(str(c['name'])))} {_pts(c['delta'], True)} points (differs in "
+        f"{c['differing_units']} {what}; smallest p-value {_p(c['smallest_p_adjusted'])})"
+        for c in rows[:_NOTE_CLASSES]
+    ]
+    more = f"; and {len(rows) - _NOTE_CLASSES} more" if len(rows) > _NOTE_CLASSES else ""
+    one = len(rows) == 1
+    it, its, change = ("it", "its", "this change") if one else ("they", "their", "these changes")
+    return (
+        f"no verdict on {len(rows)} {'class' if one else 'classes'} whose IoU changed: "
+        f"{'; '.join(each)}{more}. No p-value {it} can get{after} is below alpha "
+        f"{test['alpha']}: the gate cannot tell {change} from chance, whatever {its} size "
+        f"(compare more {what})"
+    )
 
 
 def _header(doc: dict[str, Any], baseline: str, candidate: str, esc: Any = str) -> list[str]:
@@ -163,7 +207,9 @@ def render_comparison_text(
     str
         The verdict (``PASS``, ``FAIL``, or ``NO VERDICT`` with a warning line when too few
         images or groups differ for any drop to be significant; ``PASS on mIoU, NO VERDICT on
-        classes`` with a warning when no class's adjusted p-value could go below alpha), mIoU,
+        classes`` with a warning when no class's adjusted p-value could go below alpha;
+        ``PASS, NO VERDICT on class 'x'`` when some could, but a class whose IoU changed could
+        not; a warning names every such class, whatever the verdict), mIoU,
         every class, the predicted pixels with an unexpected value (when
         either run has some; those of each class with more in the candidate), and the reasons
         of a failure.
@@ -209,18 +255,19 @@ def render_comparison_markdown(
     Returns
     -------
     str
-        A heading with the verdict (``NO VERDICT``, or ``PASS on mIoU, NO VERDICT on
-        classes``, and a warning, as in the text), the mIoU row, the classes that changed
-        significantly or fail, the predicted pixels with an unexpected value (when either run has some; those of
+        A heading with the verdict (``NO VERDICT``, ``PASS on mIoU, NO VERDICT on
+        classes`` or ``PASS, NO VERDICT on class 'x'``, and the warnings, as in the text), the
+        mIoU row, the classes that changed significantly, fail, or changed with no verdict
+        possible, the predicted pixels with an unexpected value (when either run has some; those of
         each class with more in the candidate), the reasons of a failure, and every class in a
         collapsed ``<details>`` table.
     """
     bs = doc["bootstrap"]
     pct = f"{100 * bs['level']:.0f}%"
-    word, notes = _verdict(doc)
+    word, notes = _verdict(doc, _md)
     out = [f"### segiou gate: **{word}**", ""]
     for note in notes:
-        out += [f"> **Warning:** {note}", ""]  # (segiou's own words: numbers, no names)
+        out += [f"> **Warning:** {note}", ""]  # (segiou's own words; class names escaped)
     for line in _header(doc, baseline, candidate, _md):
         out += [line, ""]
     head = f"| | baseline | candidate | Δ (points) | {pct} interval of Δ | p | change |"
@@ -229,7 +276,8 @@ def render_comparison_markdown(
     out += [head, rule, (f"| **mIoU** | {_pts(m['baseline'])} | {_pts(m['candidate'])} | "
             f"{_pts(m['delta'], True)} | {_ci(m['interval'])} | {_p(m['p_value'])} | "
             f"{m['change']}{' (fails)' if m['fails'] else ''} |")]  # fmt: skip
-    changed = [c for c in doc["classes"] if c["change"] in ("worse", "better") or c["fails"]]
+    changed = [c for c in doc["classes"]
+               if c["change"] in ("worse", "better", "no verdict") or c["fails"]]  # fmt: skip
     for c in changed:
         out.append(
             f"| {_md(c['name'])} | {_pts(c['baseline'])} | {_pts(c['candidate'])} | "

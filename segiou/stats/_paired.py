@@ -134,7 +134,9 @@ class PairedComparison:
         ``no_class_verdict_reason``: ``False`` and why when no class's adjusted p-value can go
         below alpha (Holm multiplies the smallest by the classes tested; mIoU, tested alone,
         may still be decided). A row that cannot go below alpha says ``change = "no verdict"``
-        instead of ``"no significant change"``.
+        instead of ``"no significant change"`` (when its IoU changed); ``undecided_classes``
+        lists those rows (``id``, ``name``, ``delta``, ``differing_units``,
+        ``smallest_p_adjusted``; largest drop first), whatever the other classes.
     """
 
     document: dict[str, Any] = field(default_factory=dict)
@@ -163,6 +165,15 @@ class PairedComparison:
     def no_class_verdict_reason(self) -> str | None:
         """Why no class's drop could be significant after the correction, or ``None``."""
         return self.document.get("no_class_verdict_reason")
+
+    @property
+    def undecided_classes(self) -> list[dict[str, Any]]:
+        """Classes whose IoU changed but could not be significant (``change = "no verdict"``).
+
+        Each ``id``, ``name``, ``delta``, ``differing_units``, ``smallest_p_adjusted``, largest
+        drop first; empty when every class that changed could be decided.
+        """
+        return list(self.document.get("undecided_classes", []))
 
     @property
     def reasons(self) -> list[str]:

@@ -19,7 +19,15 @@ import numpy as np
 
 from segiou.stats._swap import SwapTest, attainable_p
 
-__all__ = ["Correction", "change", "holm", "row_floors", "smallest_adjusted", "verdict"]
+__all__ = [
+    "Correction",
+    "change",
+    "holm",
+    "row_floors",
+    "smallest_adjusted",
+    "undecided",
+    "verdict",
+]
 
 #: The multiple-testing adjustment of the per-class p-values.
 Correction = Literal["holm", "none"]
@@ -138,8 +146,10 @@ def verdict(doc: dict[str, Any], test: SwapTest, alpha: float, unit: str) -> Non
     bare PASS would read as checked (``verdict_possible``). mIoU is tested alone; the classes'
     p-values are adjusted over the ``T`` classes tested, so no class can be significant when
     even the smallest adjusted floor, ``T`` times the smallest floor under Holm, is not below
-    alpha (``class_verdicts_possible``), although mIoU may be. Reads the rows' ``p_value``,
-    ``p_adjusted``, ``smallest_p_adjusted``, ``differing_units`` and ``change``.
+    alpha (``class_verdicts_possible``), although mIoU may be. The classes that changed but
+    could not be called are listed (``undecided_classes``: :func:`undecided`), whether or not
+    other classes could. Reads the rows' ``p_value``, ``p_adjusted``, ``smallest_p_adjusted``,
+    ``differing_units``, ``delta`` and ``change``.
     """
     what = "images" if unit == "image" else "groups"
     smallest = doc["test"]["smallest_p"]
@@ -165,6 +175,30 @@ def verdict(doc: dict[str, Any], test: SwapTest, alpha: float, unit: str) -> Non
     doc["no_class_verdict_reason"] = None
     if not classes:
         doc["no_class_verdict_reason"] = _class_reason(doc, test, rows, alpha, what)
+    doc["undecided_classes"] = undecided(doc["classes"])
+
+
+def undecided(classes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return the classes whose IoU changed but that no p-value they can get could call.
+
+    Parameters
+    ----------
+    classes : sequence of dict
+        The document's class rows (``change``, ``delta``, ``differing_units``,
+        ``smallest_p_adjusted``).
+
+    Returns
+    -------
+    list of dict
+        ``id``, ``name``, ``delta``, ``differing_units`` and ``smallest_p_adjusted`` of each
+        row with ``change = "no verdict"``: a nonzero difference of its IoU (any size, either
+        way; scored in both runs) whose smallest adjusted p-value is not below alpha. Largest
+        drop first. A bare PASS would read as if they had been checked.
+    """
+    rows = [c for c in classes if c["change"] == "no verdict"]
+    rows.sort(key=lambda c: (c["delta"], c["id"]))
+    keys = ("id", "name", "delta", "differing_units", "smallest_p_adjusted")
+    return [{key: c[key] for key in keys} for c in rows]
 
 
 def _class_reason(
