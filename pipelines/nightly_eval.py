@@ -70,7 +70,7 @@ from segiou.report import (
     write_per_image_csv,
     write_report,
 )
-from segiou.report.gate import render_comparison_markdown
+from segiou.report.gate import render_comparison_markdown, verdict_headline
 from segiou.stats import (
     compare_states,
     evaluate_with_intervals,
@@ -371,15 +371,14 @@ def run(cfg: dict[str, Any], *, date: str, update_baseline: bool, quiet: bool) -
         m = doc["miou"]
         delta = "undefined" if m["delta"] is None else f"{m['delta']:+.4f}"
         p = "undefined" if m["p_value"] is None else f"{m['p_value']:.3g}"
-        verdict = ("FAIL" if gate.failed else "NO VERDICT" if not gate.verdict_possible
-                   else "pass" if gate.class_verdicts_possible
-                   else "pass on mIoU, NO VERDICT on classes")  # fmt: skip
+        # the compare command's headline (PASS, FAIL, NO VERDICT, PASS on mIoU, NO VERDICT on
+        # classes, PASS, NO VERDICT on class 'x'), with "pass" in lower case as before
+        word, notes = verdict_headline(doc)
+        verdict = "pass" + word[4:] if word.startswith("PASS") else word
         print(f"nightly: gate {verdict}: mIoU delta {delta}, p = {p} "
               f"({doc['images']['shared']} images)")  # fmt: skip
-        if not gate.verdict_possible:
-            print(f"nightly: warning: {gate.no_verdict_reason}", file=sys.stderr)
-        elif not gate.class_verdicts_possible:
-            print(f"nightly: warning: {gate.no_class_verdict_reason}", file=sys.stderr)
+        for note in notes:
+            print(f"nightly: warning: {note}", file=sys.stderr)
         regressions += [f"gate: {r}" for r in gate.reasons]
     if regressions:
         print("nightly: REGRESSION\n  " + "\n  ".join(regressions), file=sys.stderr)

@@ -10,7 +10,7 @@ from typing import Any
 from segiou.report.document import few_units_warning
 from segiou.report.markdown import md_escape as _md
 
-__all__ = ["render_comparison_markdown", "render_comparison_text"]
+__all__ = ["render_comparison_markdown", "render_comparison_text", "verdict_headline"]
 
 
 def _pts(x: float | None, signed: bool = False) -> str:
@@ -57,7 +57,7 @@ def _unexpected(doc: dict[str, Any], mark: str, esc: Any = str) -> tuple[str, li
 _HEADLINE_CLASSES, _NOTE_CLASSES = 3, 10
 
 
-def _verdict(doc: dict[str, Any], esc: Any = str) -> tuple[str, list[str]]:
+def verdict_headline(doc: dict[str, Any], esc: Any = str) -> tuple[str, list[str]]:
     """Return the headline word and the no-verdict notes (empty when the test could decide).
 
     ``NO VERDICT`` instead of ``PASS`` when no p-value could go below alpha (too few units
@@ -214,7 +214,7 @@ def render_comparison_text(
         either run has some; those of each class with more in the candidate), and the reasons
         of a failure.
     """
-    word, notes = _verdict(doc)
+    word, notes = verdict_headline(doc)
     lines = [f"segiou compare: {word}", *(f"warning: {n}" for n in notes)]
     lines += _header(doc, baseline, candidate)
     head = f"{'':24s} {'baseline':>9s} {'candidate':>9s} {'delta':>8s} {'interval':>18s} {'p':>8s}  change"
@@ -264,7 +264,7 @@ def render_comparison_markdown(
     """
     bs = doc["bootstrap"]
     pct = f"{100 * bs['level']:.0f}%"
-    word, notes = _verdict(doc, _md)
+    word, notes = verdict_headline(doc, _md)
     out = [f"### segiou gate: **{word}**", ""]
     for note in notes:
         out += [f"> **Warning:** {note}", ""]  # (segiou's own words; class names escaped)

@@ -389,3 +389,45 @@ def test_the_gate_line_says_when_no_class_could_be_decided(tmp_path: Path,
     assert gate["verdict_possible"] is True
     assert gate["class_verdicts_possible"] is False
     assert gate["miou"]["change"] == "worse"
+
+
+def test_the_gate_line_names_a_class_that_changed_with_no_verdict_possible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # class 0 differs in all 12 images (decidable), class 2 is lost in 2 images only (no p-value
+    # it can get reaches 0.05): the line said "gate pass" as if class 2 had been checked
+    from segiou.io.zarr import create_stack
+
+    job = _load_pipeline()
+    cfg = _grown_config(tmp_path, "[gate]\nresamples = 200\nmax_miou_drop = 0.9\n")
+    n = 12
+    gt = np.zeros((n, 40, 40), np.uint8)
+    gt[:, :, 15:30] = 1
+    gt[:, :, 30:] = 2
+    names = [f"im{i}" for i in range(n)]
+
+    def write(pred: np.ndarray) -> None:
+        for name, a in (("gt", gt), ("pred", pred)):
+            create_stack(tmp_path / f"{name}.zarr", n=n, height=40, width=40, names=names,
+                         overwrite=True)[:] = a  # fmt: skip
+
+    def noisy(seed: int) -> np.ndarray:
+        pred = gt.copy()
+        wrong = (np.random.default_rng(seed).random(gt.shape) < 0.1) & (gt == 0)
+        pred[wrong] = 1
+        return pred
+
+    write(noisy(1))
+    assert job.main([str(cfg), "--date", "d1", "--quiet", "--update-baseline"]) == 0
+    cand = noisy(2)
+    cand[:2][gt[:2] == 2] = 0
+    write(cand)
+    capsys.readouterr()
+    job.main([str(cfg), "--date", "d2", "--quiet"])
+    captured = capsys.readouterr()
+    gate = json.loads((tmp_path / "reports" / "d2" / "gate.json").read_text())
+    assert gate["class_verdicts_possible"] is True
+    assert [c["name"] for c in gate["undecided_classes"]] == ["2"]
+    assert "nightly: gate pass, NO VERDICT on class '2': mIoU delta -" in captured.out
+    assert "nightly: warning: " in captured.err
+    assert "'2' -" in captured.err
