@@ -111,24 +111,37 @@ def render(report: Report, fmt: str) -> str:
     return render_text(report)
 
 
-def _strict(value: Any, where: str, field: str = "") -> Any:
+def _strict(value: Any, where: str) -> Any:
     """Return a document with ``NaN`` as ``null`` (undefined, as segiou writes it).
 
     A document written by Python's ``json.dump`` may hold ``NaN``, which the reports read as
     undefined; strict JSON has no ``NaN``. An infinite number means nothing in a result.
+    The walk keeps its own stack: a field nested hundreds of levels deep (which ``json``
+    parses) overflowed Python's stack when this recursed, two frames a level.
     """
-    if isinstance(value, float):
-        if math.isinf(value):
-            msg = (f"{where}: field {field or '(document)'!r} is {value}, which no score or "
-                   "count can be; write the document again with segiou")  # fmt: skip
-            raise ResultDocumentError(msg)
-        return None if math.isnan(value) else value
-    if isinstance(value, Mapping):
-        return {k: _strict(v, where, f"{field}.{k}" if field else str(k))
-                for k, v in value.items()}  # fmt: skip
-    if isinstance(value, list | tuple):
-        return [_strict(v, where, f"{field}[{i}]") for i, v in enumerate(value)]
-    return value
+    root: list[Any] = [None]
+    # (value, its field's name, the container to put the copy in, the key or index there)
+    todo: list[tuple[Any, str, Any, Any]] = [(value, "", root, 0)]
+    while todo:
+        item, field, into, key = todo.pop()
+        if isinstance(item, float):
+            if math.isinf(item):
+                msg = (f"{where}: field {field or '(document)'!r} is {item}, which no score or "
+                       "count can be; write the document again with segiou")  # fmt: skip
+                raise ResultDocumentError(msg)
+            into[key] = None if math.isnan(item) else item
+        elif isinstance(item, Mapping):
+            copy: dict[Any, Any] = dict.fromkeys(item)  # the keys in their order, filled below
+            into[key] = copy
+            todo.extend((v, f"{field}.{k}" if field else str(k), copy, k)
+                        for k, v in reversed(list(item.items())))  # fmt: skip
+        elif isinstance(item, list | tuple):
+            seq: list[Any] = [None] * len(item)
+            into[key] = seq
+            todo.extend((v, f"{field}[{i}]", seq, i) for i, v in reversed(list(enumerate(item))))
+        else:
+            into[key] = item
+    return root[0]
 
 
 def write_report(report: Report, path: str | os.PathLike[str], fmt: str | None = None, *,

@@ -196,3 +196,20 @@ def test_json_report_of_a_document_with_nan_writes_null(evaluated: Path, tmp_pat
     (tmp_path / "inf.json").write_text(json.dumps(doc))
     assert main(["report", str(tmp_path / "inf.json"), "-o", str(tmp_path / "o2.json")]) == 2
     assert "'counting.weird' is inf" in capsys.readouterr().err
+
+
+def test_json_report_of_a_document_with_a_deeply_nested_field(
+    evaluated: Path, tmp_path: Path
+) -> None:
+    # json parses ~990 levels; the NaN-to-null walk recursed two frames a level and overflowed
+    doc = json.loads((evaluated / "result.json").read_text())
+    text = json.dumps({**doc, "note": "@@"}).replace('"@@"', "[" * 600 + "]" * 600)
+    (tmp_path / "deep.json").write_text(text)
+    assert main(["report", str(tmp_path / "deep.json"), "-o", str(tmp_path / "out.json")]) == 0
+    back = json.loads((tmp_path / "out.json").read_text())
+    assert back["summary"] == doc["summary"]
+    assert list(back) == [*doc, "note"]
+    depth, note = 0, back["note"]
+    while note:
+        depth, note = depth + 1, note[0]
+    assert depth == 599
