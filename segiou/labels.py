@@ -24,7 +24,7 @@ from segiou._builtin_specs import (
     voc_colors,
 )
 from segiou._count import IGNORE
-from segiou._jsontext import loads
+from segiou._jsontext import TOO_DEEP, loads
 from segiou._resources import check_memory
 from segiou._spec_checks import (
     as_int,
@@ -574,7 +574,10 @@ def load_spec(source: str | Path | LabelSpec) -> LabelSpec:
         if path.suffix.lower() == ".toml":
             import tomllib
 
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except RecursionError:  # tomllib recurses, as json does: "[" * 3000 is 6 KB
+                raise ValueError(TOO_DEEP) from None
         else:
             data = loads(path.read_text(encoding="utf-8"))
     except (ValueError, OSError) as err:

@@ -220,6 +220,16 @@ def test_bad_toml_file(tmp_path):
         load_spec(path)
 
 
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_deeply_nested_spec_file_is_refused_by_name(tmp_path, suffix):
+    # tomllib recurses: 3000 nested arrays (6 KB) raised RecursionError, not a LabelSpecError
+    path = tmp_path / f"deep{suffix}"
+    nested = "[" * 3000 + "]" * 3000
+    path.write_text(f"classes = {nested}\n" if suffix == ".toml" else f'{{"classes": {nested}}}')
+    with pytest.raises(LabelSpecError, match=r"deep\.(toml|json).*nested too deeply"):
+        load_spec(path)
+
+
 # --- validation ----------------------------------------------------------------------------------
 
 
