@@ -94,8 +94,28 @@ def _is_tiff(path: str) -> bool:
         return False
 
 
+def _int_shape(path: str, shape: Any, ndim: int | None = None) -> tuple[int, ...]:
+    """Return ``shape`` as a tuple of ints (``ndim`` of them if given), or refuse the file.
+
+    A damaged TIFF directory can give a size of ``()`` or bytes (tifffile, Pillow), which
+    reached messages as it was.
+    """
+    items = tuple(shape) if isinstance(shape, tuple | list) else None
+    if (
+        items is None
+        or len(items) != (ndim or len(items))
+        or not all(
+            isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 0 for n in items
+        )
+    ):
+        err = ValueError(f"the header gives the size {shape!r}, which is not a size")
+        raise _decode_failed(path, err)
+    return tuple(int(n) for n in items)
+
+
 def _array_kind(path: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Header:
     """Header of an array file (``.npy``, tifffile): 2-D ints, or H x W x 3/4 colours."""
+    shape = _int_shape(path, shape)
     if len(shape) == 3 and shape[2] == 1:
         shape = shape[:2]
     if len(shape) == 3 and shape[2] in (3, 4) and dtype == np.uint8:
@@ -171,7 +191,8 @@ def _check_png_depth(path: str, depth: int, color: int) -> None:
 def _pil_kind(
     path: str, mode: str, size: tuple[int, int], frames: int, png: tuple[int, int] = (8, -1)
 ) -> Header:
-    shape = (size[1], size[0])
+    width, height = _int_shape(path, size, 2)
+    shape = (height, width)
     if frames > 1:
         raise _not_2d(path, f"{frames} frames/pages")
     _check_png_depth(path, *png)
@@ -277,7 +298,7 @@ def decode_file(path: str) -> np.ndarray:
             arr = np.asarray(tf.imread(path))
         except Exception as err2:
             raise _decode_failed(path, err2) from err2
-        arr = arr.reshape(*head.shape, -1) if head.dtype is None else arr.reshape(head.shape)
+        arr = _as_header_says(path, arr, head)
     if arr.ndim == 3 and head.dtype is not None:  # LA / PA: the id is the first channel
         arr = arr[..., 0]
     if arr.dtype.kind == "b":
@@ -285,6 +306,27 @@ def decode_file(path: str) -> np.ndarray:
     elif not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr
+
+
+def _as_header_says(path: str, arr: np.ndarray, head: Header) -> np.ndarray:
+    """Return the fallback decoder's pixels, or refuse the file if they disagree with its header.
+
+    They must have the shape and kind (ids or colours) the header gives: of a damaged TIFF,
+    Pillow can read a 20 x 24 grey header where tifffile decodes 20 x 24 x 2 (reshaping it
+    was a traceback).
+    """
+    try:
+        got: Header | None = _array_kind(path, arr.shape, arr.dtype)
+    except ImageDecodeError:
+        got = None
+    if got is None or got.shape != head.shape or (got.dtype is None) != (head.dtype is None):
+        err = ValueError(
+            f"the TIFF decoder gave an array of shape {arr.shape} and dtype {arr.dtype}, where "
+            f"the header gives {head.shape[0]} x {head.shape[1]} "
+            f"{'colours' if head.dtype is None else 'ids'}"
+        )
+        raise _decode_failed(path, err)
+    return arr if head.dtype is None else arr.reshape(head.shape)  # drops an H x W x 1's last axis
 
 
 def smallest_dtype(lo: int, hi: int) -> np.dtype[Any]:

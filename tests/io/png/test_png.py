@@ -181,6 +181,68 @@ def test_tifffile_fallback(tmp_path, monkeypatch):
     assert_array_equal(ps.read(0), want)
 
 
+def _stub_tifffile(monkeypatch, shape, dtype, decoded):
+    class _Page:
+        pass
+
+    _Page.shape, _Page.dtype = shape, dtype
+
+    class _File:
+        pages = (_Page(),)
+
+        def __init__(self, p):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    stub = types.SimpleNamespace(TiffFile=_File, imread=lambda p: decoded)
+    monkeypatch.setitem(sys.modules, "tifffile", stub)
+
+
+@pytest.mark.parametrize(
+    "decoded",
+    [np.zeros((3, 4, 2), np.uint16), np.zeros((4, 3), np.uint16), np.zeros((3, 4), np.float32)],
+)
+def test_tifffile_fallback_must_match_the_header(tmp_path, monkeypatch, decoded):
+    # what the fallback decodes is refused by name unless it has the header's shape and int ids
+    path = tmp_path / "x.tif"
+    path.write_bytes(b"II*\0\x08\0\0\0" + bytes(6))  # a TIFF Pillow cannot read
+    _stub_tifffile(monkeypatch, (3, 4), np.dtype(np.uint16), decoded)
+    ps = _one(path)
+    assert ps.image_shape(0) == (3, 4)
+    with pytest.raises(ImageDecodeError, match=r"x\.tif: cannot decode the file as a label image"):
+        ps.read(0)
+
+
+def test_damaged_tiff_whose_header_pillow_reads_is_refused(tmp_path, monkeypatch):
+    # grey + alpha, one byte damaged: Pillow reads a 20 x 24 header, then fails to decode;
+    # tifffile decoded 20 x 24 x 2 and reshaping that to the header's shape was a traceback
+    arr = (np.arange(24 * 20) % 7).astype(np.uint8).reshape(20, 24)
+    path = tmp_path / "b.png"
+    Image.fromarray(np.stack([arr, arr], -1), "LA").save(path, "TIFF")
+    data = bytearray(path.read_bytes())
+    data[102] = 0
+    path.write_bytes(bytes(data))
+    _stub_tifffile(monkeypatch, (20, 24, 2), np.dtype(np.uint8), np.stack([arr, arr], -1))
+    ps = _one(path)
+    assert ps.image_shape(0) == (20, 24)
+    with pytest.raises(ImageDecodeError, match=r"b\.png: cannot decode the file as a label image"):
+        ps.read(0)
+
+
+@pytest.mark.parametrize("shape", [(20, ()), (20, b"\x18"), (20, True), (20, -1)])
+def test_tiff_header_size_that_is_not_a_size_is_refused(tmp_path, monkeypatch, shape):
+    path = tmp_path / "x.tif"
+    path.write_bytes(b"II*\0\x08\0\0\0" + bytes(6))
+    _stub_tifffile(monkeypatch, shape, np.dtype(np.uint8), np.zeros((20, 24), np.uint8))
+    with pytest.raises(ImageDecodeError, match=r"x\.tif: cannot decode .* not a size"):
+        _one(path).image_shape(0)
+
+
 def test_pngset_is_picklable_and_checked(tmp_path):
     ps = PngSet(("a", "b"), ("x.png", "y.png"), str(tmp_path))
     assert pickle.loads(pickle.dumps(ps)) == ps
