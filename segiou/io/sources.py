@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from segiou.errors import MaskNotFoundError, StoreLayoutError, UsageError
-from segiou.io.zarr import is_zarr, recorded_ids
+from segiou.io.zarr import MaskSet, is_zarr, recorded_ids
 
 __all__ = ["FolderLayout", "Source", "check_apart", "instance_files", "is_zarr", "open_instances",
            "open_pair", "recorded_ids"]  # fmt: skip
@@ -138,7 +138,6 @@ def check_apart(gt: Source, pred: Source) -> None:
     """
     from segiou.io.png import PngSet
     from segiou.io.png import check_apart as files_apart
-    from segiou.io.zarr import MaskSet
 
     if isinstance(gt, PngSet) and isinstance(pred, PngSet):
         files_apart(gt, pred)
@@ -148,6 +147,7 @@ def check_apart(gt: Source, pred: Source) -> None:
     mine = {_store_key(a.url, a.path) for a in gt.arrays}
     shared = [a.path or a.url for a in pred.arrays if _store_key(a.url, a.path) in mine]
     if not shared:
+        _check_metadata_links(gt, pred)
         return
     if _store_key(gt.url, gt.path) == _store_key(pred.url, pred.path):
         msg = (
@@ -161,6 +161,47 @@ def check_apart(gt: Source, pred: Source) -> None:
         f"predictions ({pred.where()}), e.g. {shared[:3]}: a group's images include its "
         "subgroups' arrays, so one side holds the other. Point --gt and --pred at two "
         "groups that do not contain each other (e.g. store.zarr/gt and store.zarr/pred)"
+    )
+    raise UsageError(msg)
+
+
+def _metadata_files(masks: MaskSet) -> tuple[str, ...]:
+    """Return the metadata file (``zarr.json``, or v2's ``.zarray``) of each local array."""
+    found = []
+    for a in masks.arrays:
+        if "://" in a.url and not a.url.startswith("file://"):
+            continue
+        folder = Path(a.url.removeprefix("file://")) / a.path
+        meta = next((folder / m for m in ("zarr.json", ".zarray") if os.path.lexists(folder / m)),
+                    None)  # fmt: skip
+        if meta is not None:
+            found.append(str(meta.absolute()))
+    return tuple(found)
+
+
+def _check_metadata_links(gt: MaskSet, pred: MaskSet) -> None:
+    """Refuse arrays whose metadata file links to an array's metadata file on the other side.
+
+    A store copied as links (``cp -rs gt.zarr pred.zarr``) has folders of its own and every
+    file a link into the other store: each prediction would be the ground-truth array. Links
+    into a cache that neither side lists are fine, as for image files.
+    """
+    from segiou.io.png._pairs import _links_into, _places
+
+    seen: dict[str, tuple[int, int] | str] = {}
+    gt_own, gt_links = _places(_metadata_files(gt), seen)
+    pred_own, pred_links = _places(_metadata_files(pred), seen)
+    linked, side, other = _links_into(pred_links, gt_own), "prediction", "ground-truth"
+    if not linked:
+        linked, side, other = _links_into(gt_links, pred_own), "ground-truth", "prediction"
+    if not linked:
+        return
+    path, target = linked[0]
+    msg = (
+        f"{len(linked)} {side} array(s) have metadata files that are links to the {other} "
+        f"arrays' own, e.g. {path} -> {target}: each such array is the {other} array (a "
+        "store copied as links, cp -rs), and every prediction would be scored against "
+        "itself. Give the predictions' own store (--pred)"
     )
     raise UsageError(msg)
 

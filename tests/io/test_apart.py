@@ -144,6 +144,45 @@ def test_two_groups_of_one_store_work(tmp_path):
     assert cm.counts.trace() == sum(m.size for m in MASKS)
 
 
+def _copy_as_links(src: Path, dst: Path) -> None:
+    """``cp -rs src dst``: folders of its own, every file a link to ``src``'s."""
+    for folder, _, files in os.walk(src):
+        here = dst / Path(folder).relative_to(src)
+        here.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            (here / f).symlink_to(Path(folder) / f)
+
+
+def test_a_store_copied_as_links_to_the_ground_truth_store_is_refused(tmp_path, capsys):
+    # cp -rs gt.zarr pred.zarr: every file of pred.zarr (metadata, chunks) links into gt.zarr,
+    # but its folders are its own, so comparing folders let it through: mIoU 100%
+    g = _store(tmp_path / "g.zarr")
+    _copy_as_links(tmp_path / "g.zarr", tmp_path / "p.zarr")
+    with pytest.raises(
+        UsageError, match="3 prediction array\\(s\\) have metadata files that are links"
+    ):
+        open_pair(g, tmp_path / "p.zarr")
+    assert _eval(g, tmp_path / "p.zarr") == 2
+    line = _one_error_line(capsys)
+    assert "scored against itself" in line
+    with pytest.raises(UsageError, match="3 ground-truth array\\(s\\) have metadata files"):
+        open_pair(tmp_path / "p.zarr", g)  # the reverse
+    # two stores of their own (the same masks, no links) still work
+    p = _store(tmp_path / "q.zarr")
+    assert _eval(g, p) == 0
+
+
+def test_a_v2_store_copied_as_links_is_refused(tmp_path):
+    # Zarr v2 keeps an array's metadata in .zarray
+    root = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=2)
+    for i, m in enumerate(MASKS):
+        root.create_array(f"img{i}", shape=m.shape, dtype=m.dtype, chunks=m.shape)[:] = m
+    assert (tmp_path / "g.zarr" / "img0" / ".zarray").is_file()
+    _copy_as_links(tmp_path / "g.zarr", tmp_path / "p.zarr")
+    with pytest.raises(UsageError, match="3 prediction array\\(s\\) have metadata files"):
+        open_pair(tmp_path / "g.zarr", tmp_path / "p.zarr")
+
+
 def test_count_stores_checks_opened_sources_too(tmp_path):
     from segiou.io.png import png_set
     from segiou.io.zarr import open_masks
