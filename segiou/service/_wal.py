@@ -36,12 +36,28 @@ generation is written from its first frame on; the salts are not in the checksum
 frame repeats them). Any commit frame that verifies so was written whole and is lost; a header
 that fails with nothing verifying behind it (an empty or garbage log) loses nothing.
 
+What is already in the database. A commit SQLite drops is lost only if what it wrote is not
+already where SQLite reads instead. A checkpoint copies the log's pages into the database file
+and leaves the log as it is until the log restarts, so after a checkpoint (SQLite's automatic
+one, every 1000 pages) a crash leaves a log whose every commit is also in the database file:
+damage to its header then loses nothing. So, for the commits SQLite would drop, the last version
+of each page they wrote (frames that verify) is compared with the page SQLite would read: that
+of the last commit it keeps that wrote the page (a damaged frame's recovery reads the commits
+before it from the log, not the database file), else the database file's (page ``n`` at
+``(n - 1) * page_size``); and the size in pages after each commit with the database's (that of
+the last commit kept, else the file's). A dropped commit keeps what it wrote to a page when SQLite
+reads its version of the page or a later commit's, and its size when the database is at least
+that large; a transaction with a frame that does not verify (its content unknown) is lost. The
+check starts when every dropped commit keeps all it wrote; otherwise it counts the commits that
+do not.
+
 The log is read in pieces of a few megabytes: the memory the check needs does not grow with
 the log.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import struct
 from dataclasses import dataclass
@@ -70,11 +86,15 @@ class WalDamage:
     kept_commits : int
         Commits SQLite would recover (those before ``first_bad``).
     lost_commits : int
-        Commits after ``first_bad`` whose frames verify: acknowledged, and dropped by SQLite.
+        Commits after ``first_bad`` whose frames verify: acknowledged, dropped by SQLite, and
+        not (all their pages) in what it reads instead.
     lost_frames : int
         Frames from ``first_bad`` up to the last of those commits.
     header : str
         Why the header fails, when ``first_bad`` is 0 (else empty).
+    in_database : int
+        Commits SQLite drops whose every page is already in what it reads (a checkpoint copied
+        them into the database file): not lost, not in ``lost_commits``.
     """
 
     frames: int
@@ -83,6 +103,7 @@ class WalDamage:
     lost_commits: int
     lost_frames: int
     header: str = ""
+    in_database: int = 0
 
 
 def _checksums(words: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -178,13 +199,17 @@ def db_page_size(path: str | Path) -> int | None:
     return page if page in _PAGES else None
 
 
-def scan_wal(path: str | Path, *, page_size: int | None = None) -> WalDamage | None:
+def scan_wal(
+    path: str | Path, *, page_size: int | None = None, database: str | Path | None = None
+) -> WalDamage | None:
     """Return what SQLite's recovery of the log at ``path`` would drop, or ``None`` if nothing.
 
     ``None`` also for a log too short to hold a frame, for a log whose only failing frames are
-    at its end (a torn tail), and for a log whose header fails with no commit verifying behind
-    it (empty, or garbage). A failing header loses every commit that verifies without it (see
-    the module's notes). Reads the file, a few megabytes at a time; never writes it.
+    at its end (a torn tail), for a log whose header fails with no commit verifying behind it
+    (empty, or garbage), and when every commit SQLite would drop is already in the database file
+    (a checkpoint copied it there; see the module's notes). A failing header loses every commit
+    that verifies without it and is not in the database file. Reads the files, a few megabytes
+    at a time; never writes them.
 
     Parameters
     ----------
@@ -193,12 +218,19 @@ def scan_wal(path: str | Path, *, page_size: int | None = None) -> WalDamage | N
     page_size : int, optional
         The database's page size (:func:`db_page_size`), to read the frames by when the log's
         header fails. Without it, the header's if possible, else each size SQLite allows.
+    database : str or Path, optional
+        The database file, whose pages are compared with those of the commits SQLite would
+        drop. By default ``path`` without its ``-wal`` suffix; a file that cannot be read holds
+        none of them.
 
     Returns
     -------
     WalDamage or None
     """
-    with Path(path).open("rb") as f:
+    path = Path(path)
+    if database is None and path.name.endswith("-wal"):
+        database = path.with_name(path.name[: -len("-wal")])
+    with path.open("rb") as f:
         raw = f.read(_HEADER)
         if len(raw) < _HEADER:
             return None
@@ -212,36 +244,126 @@ def scan_wal(path: str | Path, *, page_size: int | None = None) -> WalDamage | N
             for page in pages:
                 fh, oks = _read_frames(f, page, ("<u4", ">u4"), start)
                 for ok in oks.values():
-                    found = _lost_without_header(fh, ok, problem)
-                    if found is not None:
-                        return found
+                    good = np.flatnonzero(ok)
+                    if good.size == 0:
+                        continue
+                    member = ok & (fh[:, 2] == fh[good[0], 2]) & (fh[:, 3] == fh[good[0], 3])
+                    commits = np.flatnonzero(member & (fh[:, 1] != 0))
+                    if commits.size == 0:
+                        return None  # only a transaction cut short: nothing acknowledged
+                    lost = _not_in_database(f, page, fh, member, commits, 0, None, database)
+                    if not lost.any():
+                        return None  # every commit in the log is in the database file
+                    return WalDamage(frames=len(fh), first_bad=0, kept_commits=0,
+                                     lost_commits=int(lost.sum()),
+                                     lost_frames=int(commits[lost][-1]) + 1, header=problem,
+                                     in_database=int(np.count_nonzero(~lost)))  # fmt: skip
             return None
         order = _MAGIC[int(head[0])]
-        fh, oks = _read_frames(f, int(head[2]), (order,), start)
-    n = len(fh)
-    ok = oks[order] & (fh[:, 2] == head[4]) & (fh[:, 3] == head[5])
-    commit = ok & (fh[:, 1] != 0)
-    bad = np.flatnonzero(~ok)
-    first = int(bad[0]) if bad.size else n
-    if first >= n:
-        return None  # every frame verifies (or there is none)
-    later = np.flatnonzero(commit[first + 1 :]) + first + 1
-    if later.size == 0:
-        return None  # a torn tail: nothing committed after the failing frame
-    kept = int(np.count_nonzero(commit[:first]))
-    last_kept = int(np.flatnonzero(commit[:first])[-1]) if kept else -1
+        page = int(head[2])
+        fh, oks = _read_frames(f, page, (order,), start)
+        n = len(fh)
+        ok = oks[order] & (fh[:, 2] == head[4]) & (fh[:, 3] == head[5])
+        commit = ok & (fh[:, 1] != 0)
+        bad = np.flatnonzero(~ok)
+        first = int(bad[0]) if bad.size else n
+        if first >= n:
+            return None  # every frame verifies (or there is none)
+        later = np.flatnonzero(commit[first + 1 :]) + first + 1
+        if later.size == 0:
+            return None  # a torn tail: nothing committed after the failing frame
+        kept = int(np.count_nonzero(commit[:first]))
+        last_kept = int(np.flatnonzero(commit[:first])[-1]) if kept else -1
+        size = int(fh[last_kept, 1]) if kept else None
+        lost = _not_in_database(f, page, fh, ok, later, last_kept + 1, size, database)
+    if not lost.any():
+        return None  # every commit SQLite drops is in what it reads (a checkpoint copied it)
     return WalDamage(frames=n, first_bad=first + 1, kept_commits=kept,
-                     lost_commits=int(later.size), lost_frames=int(later[-1]) - last_kept)  # fmt: skip
+                     lost_commits=int(lost.sum()), lost_frames=int(later[lost][-1]) - last_kept,
+                     in_database=int(np.count_nonzero(~lost)))  # fmt: skip
 
 
-def _lost_without_header(fh: np.ndarray, ok: np.ndarray, problem: str) -> WalDamage | None:
-    """Count the commits that verify behind a bad header (salts: of the first frame that does)."""
-    good = np.flatnonzero(ok)
-    if good.size == 0:
-        return None
-    salt1, salt2 = fh[good[0], 2], fh[good[0], 3]
-    commits = np.flatnonzero(ok & (fh[:, 2] == salt1) & (fh[:, 3] == salt2) & (fh[:, 1] != 0))
-    if commits.size == 0:
-        return None  # only a transaction cut short: nothing acknowledged
-    return WalDamage(frames=len(fh), first_bad=0, kept_commits=0, lost_commits=int(commits.size),
-                     lost_frames=int(commits[-1]) + 1, header=problem)  # fmt: skip
+def _digest(data: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _frame_digests(f: io.BufferedReader, page: int, frames: np.ndarray) -> dict[int, bytes]:
+    """Digest the page in each of ``frames`` (indices), reading the log in pieces."""
+    stride = _FRAME_HEADER + page
+    per = max(1, _PIECE // stride)
+    buf = bytearray(per * stride)
+    view = memoryview(buf)
+    wanted = np.unique(frames)
+    out: dict[int, bytes] = {}
+    at = k = 0
+    f.seek(_HEADER)
+    while k < wanted.size:
+        m = f.readinto(buf) // stride
+        if m == 0:
+            break
+        while k < wanted.size and wanted[k] < at + m:
+            j = int(wanted[k]) - at
+            out[int(wanted[k])] = _digest(view[j * stride + _FRAME_HEADER : (j + 1) * stride])
+            k += 1
+        at += m
+        if m < per:
+            break
+    return out
+
+
+def _not_in_database(
+    f: io.BufferedReader, page: int, fh: np.ndarray, member: np.ndarray, lost: np.ndarray,
+    begin: int, kept_size: int | None, database: str | Path | None,
+) -> np.ndarray:  # fmt: skip
+    """Which of the commit frames ``lost`` (that SQLite drops) wrote what SQLite would not read.
+
+    Their transactions are the frames from ``begin`` to ``lost[-1]``; ``member`` says which
+    frames verify. SQLite reads page ``n`` from the last frame before ``begin`` that wrote it (the
+    commits it keeps), else from the database file (at ``(n - 1) * page``), and the database has
+    ``kept_size`` pages (the file's size without kept commits). A commit keeps what it wrote to a
+    page when SQLite reads its version of the page or a later commit's; its size in pages when
+    the database has that many. A transaction with a frame that does not verify (its content
+    unknown) is lost.
+    """
+    out = np.ones(lost.size, bool)
+    try:
+        size = Path(database).stat().st_size if database is not None else -1
+    except OSError:
+        size = -1
+    if size < 0:
+        return out  # no database file to compare with: everything is lost
+    pages_now = size // page if kept_size is None else kept_size
+    idx = np.arange(begin, int(lost[-1]) + 1)
+    txn = np.searchsorted(lost, idx)  # each frame's commit, by its position in ``lost``
+    out[:] = fh[lost, 1] > pages_now
+    out[np.unique(txn[~member[idx]])] = True
+    mine = idx[member[idx]]
+    written = np.unique(fh[mine, 0])
+    older = fh[:begin, 0][::-1]
+    pgs, at = np.unique(older, return_index=True)
+    keep = np.isin(pgs, written)
+    shadow = dict(zip(pgs[keep].tolist(), (begin - 1 - at[keep]).tolist(), strict=True))
+    digests = _frame_digests(f, page, np.concatenate([mine, np.array(list(shadow.values()), int)]))
+    reads: dict[int, bytes | None] = {}  # page: the version SQLite reads
+    try:
+        with Path(database).open("rb") as db:  # type: ignore[arg-type]
+            for p in written.tolist():
+                if p > pages_now:
+                    reads[p] = None
+                elif p in shadow:
+                    reads[p] = digests[shadow[p]]
+                else:
+                    db.seek((p - 1) * page)
+                    data = db.read(page)
+                    reads[p] = _digest(data) if len(data) == page else None
+    except OSError:
+        return np.ones(lost.size, bool)
+    versions: dict[int, dict[int, bytes]] = {}  # page: commit: the version it wrote
+    for i in mine.tolist():
+        versions.setdefault(int(fh[i, 0]), {})[int(txn[i - begin])] = digests[i]
+    for p, by in versions.items():
+        held = max((j for j, d in by.items() if d == reads[p]), default=-1)
+        for j in by:
+            if j > held:
+                out[j] = True
+    return out

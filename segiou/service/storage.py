@@ -236,7 +236,8 @@ def _check_wal(path: Path) -> None:
 
     SQLite's recovery would end the log at the damaged frame (or ignore all of it, its header
     damaged) and drop every commit after it without a word; the first clean stop would then
-    delete the log. A torn tail starts.
+    delete the log. A torn tail starts, and so does a log whose dropped commits are all already
+    in what SQLite reads instead (a checkpoint copied them into the database file).
     """
     wal = _wal_of(path)
     try:
@@ -245,17 +246,24 @@ def _check_wal(path: Path) -> None:
         raise _refuse(path, f"has a write-ahead log that cannot be read ({err})") from err
     if damage is None:
         return
+    safe = (
+        f", {damage.in_database} more are already in the database file"
+        if damage.in_database
+        else ""
+    )
     if damage.first_bad == 0:
+        verify = damage.lost_commits + damage.in_database
         what = (
             f"its 32-byte header has {damage.header}, so SQLite would ignore the whole log, "
-            f"yet {damage.lost_commits} commits in its {damage.frames} frames verify: SQLite "
-            f"would lose all {damage.lost_commits} acknowledged commits"
+            f"yet {verify} commits in its {damage.frames} frames verify: SQLite "
+            f"would lose {'all ' if not safe else ''}{damage.lost_commits} acknowledged commits"
+            f" not in the database file{safe}"
         )
     else:
         what = (
             f"frame {damage.first_bad} of {damage.frames} fails its checksum, yet commits after "
             f"it verify: SQLite would recover only the commits before it "
-            f"({damage.kept_commits}) and lose {damage.lost_commits} acknowledged commits"
+            f"({damage.kept_commits}) and lose {damage.lost_commits} acknowledged commits{safe}"
         )
     msg = (
         f"write-ahead log {str(wal)!r} of database {str(path)!r} is damaged: {what} "

@@ -4,6 +4,7 @@ without a word (SQLite ignores the whole log when its header fails)."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from dataclasses import replace
@@ -200,3 +201,88 @@ def test_serve_refuses_a_log_whose_header_is_damaged(tmp_path: Path) -> None:
     assert "is damaged: its 32-byte header has" in lines[0]
     assert wal.read_bytes() == bytes(content)  # both files left as they were
     assert (data / "segiou.db").read_bytes() == db_before
+
+
+def _backfill(db: bytes, wal: bytes, commits: int = BATCHES) -> bytes:
+    """The database file after a checkpoint copied the log's first ``commits`` commits into it
+    (each frame's page at its place, in order; the file sized as the last of them says)."""
+    stride, page, out, done, i = _stride(wal), _stride(wal) - 24, bytearray(db), 0, 0
+    while done < commits:
+        at = 32 + i * stride
+        number, size = (
+            int.from_bytes(wal[at : at + 4], "big"),
+            int.from_bytes(wal[at + 4 : at + 8], "big"),
+        )
+        out[(number - 1) * page : number * page] = wal[at + 24 : at + stride]
+        if size:
+            done += 1
+            out = out[: size * page] + bytes(max(0, size * page - len(out)))
+        i += 1
+    return bytes(out)
+
+
+def test_a_damaged_header_over_a_checkpointed_log_starts_with_every_batch(
+    tmp_path: Path, crashed: tuple[bytes, bytes]
+) -> None:
+    """SQLite's automatic checkpoint copied every frame into the database file, then kill -9
+    while idle, then one bit of salt-1 in the log's header: SQLite ignores the log and loses
+    nothing, yet serve refused, saying all the commits would be lost ("restore from a backup").
+    Likewise a torn rewrite of the header when the log restarts (its first 16 bytes, the new
+    checkpoint number, written; the rest not). Both start now, with every batch."""
+    db, wal = crashed
+    full = _backfill(db, wal)
+    flipped = bytearray(wal)
+    flipped[17] ^= 0x01
+    torn = bytearray(wal)
+    torn[12:16] = (int.from_bytes(wal[12:16], "big") + 1).to_bytes(4, "big")
+    for name, content in (("flipped", flipped), ("torn", torn)):
+        folder = _folder(tmp_path, name, full, bytes(content))
+        assert scan_wal(folder / "x.db-wal", page_size=4096) is None
+        assert batches_after_start(folder) == BATCHES
+
+
+def test_a_damaged_header_counts_only_the_commits_not_in_the_database(
+    tmp_path: Path, crashed: tuple[bytes, bytes]
+) -> None:
+    """A checkpoint that copied the first 12 commits (the others came after it): the 8 later
+    ones are lost, the message says so, and serve does not start."""
+    db, wal = crashed
+    bad = bytearray(wal)
+    bad[17] ^= 0x01
+    folder = _folder(tmp_path, "part", _backfill(db, wal, 12), bytes(bad))
+    damage = scan_wal(folder / "x.db-wal", page_size=4096)
+    assert damage is not None
+    assert (damage.lost_commits, damage.in_database) == (BATCHES - 12, 12)
+    with pytest.raises(ServiceStorageError, match="restore from a backup") as refused:
+        SQLiteStorage(folder / "x.db")
+    assert "lose 8 acknowledged commits not in the database file, 12 more are" in str(refused.value)
+
+
+def test_a_damaged_frame_over_a_checkpointed_log_is_still_refused(
+    tmp_path: Path, crashed: tuple[bytes, bytes]
+) -> None:
+    """Every commit is in the database file, but a damaged frame in the middle of the log:
+    SQLite's recovery reads the pages of the commits before it from the log, not the newer
+    ones in the database file (and sizes the database as they say), so the later commits are
+    lost all the same (or the pages mixed: a malformed database). Refused, as SQLite's own
+    view of a copy confirms."""
+    db, wal = crashed
+    bad = bytearray(wal)
+    bad[32 + 7 * _stride(wal) + 24 + 300] ^= 0x04  # a bit in frame 8's page
+    folder = _folder(tmp_path, "mid", _backfill(db, wal), bytes(bad))
+    damage = scan_wal(folder / "x.db-wal", page_size=4096)
+    assert damage is not None
+    assert damage.first_bad == 8
+    assert damage.kept_commits > 0
+    assert damage.lost_commits + damage.kept_commits >= BATCHES
+    oracle = _folder(tmp_path, "oracle", _backfill(db, wal), bytes(bad))
+    view = sqlite3.connect(oracle / "x.db")
+    try:
+        seen = view.execute("SELECT count(*) FROM batches").fetchone()[0]
+    except sqlite3.DatabaseError as err:
+        seen = str(err)
+    finally:
+        view.close()
+    assert seen == "database disk image is malformed" or seen < BATCHES
+    with pytest.raises(ServiceStorageError, match="frame 8 of"):
+        SQLiteStorage(folder / "x.db")
