@@ -19,6 +19,7 @@ from segiou.errors import (
     NamingError,
     UsageError,
 )
+from segiou.io._links import folder_id, links_into, places
 from segiou.io.png._colors import Colors, Via, check_colors, check_ids, colors_to_ids
 from segiou.io.png._decode import SHOWN, decode_file, read_header
 from segiou.labels import IdSpace, LabelSpec, load_spec
@@ -537,69 +538,6 @@ def find_pairs(
     return gt, pred
 
 
-#: Where a file's name is: its folder (``(st_dev, st_ino)``, else its resolved path) and name.
-_Place = tuple[tuple[int, int] | str, str]
-#: Links followed from one file link before giving up (the kernel's own limit is 40).
-_MAX_HOPS = 40
-
-
-def _folder_id(folder: str, seen: dict[str, tuple[int, int] | str]) -> tuple[int, int] | str:
-    """Identity of a folder: ``(st_dev, st_ino)`` (links followed, bind mounts seen through).
-
-    Its resolved path when it cannot be read (the listing reports that). Each folder once.
-    """
-    got = seen.get(folder)
-    if got is None:
-        try:
-            st = Path(folder).stat()  # (a bind mount has the device and inode of what it mounts)
-            got = (st.st_dev, st.st_ino)
-        except OSError:
-            got = os.path.realpath(folder)
-        seen[folder] = got
-    return got
-
-
-def _place(path: str, seen: dict[str, tuple[int, int] | str]) -> _Place:
-    folder, name = os.path.split(path)
-    return _folder_id(folder, seen), name
-
-
-def _link_hops(path: str, seen: dict[str, tuple[int, int] | str]) -> list[_Place]:
-    """Return the places a file link leads through, to its target (``[]``: not a link)."""
-    hops: list[_Place] = []
-    link = Path(path)
-    for _ in range(_MAX_HOPS):
-        try:
-            target = link.readlink()
-        except OSError:  # not a link: the end of the chain (or unreadable: listing said so)
-            break
-        link = link.parent / target  # (an absolute target replaces the folder)
-        hops.append(_place(str(link), seen))
-    return hops
-
-
-def _places(
-    paths: tuple[str, ...], seen: dict[str, tuple[int, int] | str]
-) -> tuple[dict[_Place, str], dict[str, list[_Place]]]:
-    """Each file's own place -> its path; each file link's path -> the places it leads to.
-
-    A file's own place is its folder's identity and its name: folder links are followed (a
-    folder linked into the other side, or the same folder bind-mounted elsewhere, is the same
-    folder) but not a link that is the file itself, whose targets are kept apart. Datasets
-    kept as links into a content-addressed cache (the Hugging Face hub cache, git-annex, DVC)
-    link every identical mask to one blob, so a perfect prediction, or an empty mask on both
-    sides, links to its ground truth's target without the two sides sharing a file; a link
-    to a file the other side lists is that file.
-    """
-    own = {}
-    links = {}
-    for p in paths:
-        own[_place(p, seen)] = p
-        if hops := _link_hops(p, seen):
-            links[p] = hops
-    return own, links
-
-
 def check_apart(gt: PngSet, pred: PngSet) -> None:
     """Refuse ground-truth and prediction sets that share files.
 
@@ -623,14 +561,14 @@ def check_apart(gt: PngSet, pred: PngSet) -> None:
         A file is in both sets (the message says how, and what to do).
     """
     seen: dict[str, tuple[int, int] | str] = {}
-    gt_own, gt_links = _places(gt.paths, seen)
-    pred_own, pred_links = _places(pred.paths, seen)
+    gt_own, gt_links = places(gt.paths, seen)
+    pred_own, pred_links = places(pred.paths, seen)
     shared = [p for r, p in pred_own.items() if r in gt_own]
     if shared:
         _refuse_shared(gt, pred, shared, seen)
-    linked, side, other = _links_into(pred_links, gt_own), "prediction", "ground-truth"
+    linked, side, other = links_into(pred_links, gt_own), "prediction", "ground-truth"
     if not linked:
-        linked, side, other = _links_into(gt_links, pred_own), "ground-truth", "prediction"
+        linked, side, other = links_into(gt_links, pred_own), "ground-truth", "prediction"
     if not linked:
         return
     path, target = linked[0]
@@ -643,24 +581,14 @@ def check_apart(gt: PngSet, pred: PngSet) -> None:
     raise UsageError(msg)
 
 
-def _links_into(links: dict[str, list[_Place]], other: dict[_Place, str]) -> list[tuple[str, str]]:
-    """File links that lead through a file of ``other``: (link, that file), in order."""
-    found = []
-    for path, hops in links.items():
-        hit = next((other[h] for h in hops if h in other), None)
-        if hit is not None:
-            found.append((path, hit))
-    return found
-
-
 def _refuse_shared(
     gt: PngSet, pred: PngSet, shared: list[str], seen: dict[str, tuple[int, int] | str]
 ) -> NoReturn:
     same = (
         gt.root
         and pred.root
-        and _folder_id(str(Path(gt.root).absolute()), seen)
-        == _folder_id(str(Path(pred.root).absolute()), seen)
+        and folder_id(str(Path(gt.root).absolute()), seen)
+        == folder_id(str(Path(pred.root).absolute()), seen)
     )
     if same:
         msg = (
