@@ -448,14 +448,16 @@ def sparse_rows(lk: Lookup, pixels: int) -> bool:
 def _entry_input(a: LabelArray) -> LabelArray:
     """Return ``a`` as one of the few arrays the entries kernels are compiled for.
 
-    ``uint8``, ``int64`` or ``uint64``, C-contiguous: other integer dtypes are widened to
-    ``int64`` (every value kept), strided views copied. The kernels compile per pair of
-    dtypes and layouts (2-3 s each, cold); the images counted into entries are small for
-    their table, so the copy costs little next to counting them.
+    ``uint8``, ``int64`` or ``uint64``, C-contiguous and writeable: other integer dtypes are
+    widened to ``int64`` (every value kept), strided views and read-only arrays
+    (``np.asarray`` of a PIL image, ``np.load(mmap_mode="r")``: Numba compiles those apart)
+    copied. The kernels compile per pair of dtypes, layouts and write flags (2-3 s each,
+    cold); the images counted into entries are small for their table, so the copy costs
+    little next to counting them.
     """
     if a.dtype not in _ENTRY_DTYPES:
         return a.astype(np.int64, order="C")
-    return a if a.flags.c_contiguous else a.copy(order="C")
+    return a if a.flags.c_contiguous and a.flags.writeable else a.copy(order="C")
 
 
 def _entries(
@@ -474,6 +476,7 @@ def _entries(
     cap = max(1, min(h * w, width * width))
     bits = _entry_kernels.hash_bits(cap, width)
     luts = lk.code_luts()
+    mix = _entry_kernels.MIX
     total = np.zeros(width * width, dtype=np.int64)
     group = max(1, min(n, _TABLE_BUDGET_BYTES // (16 * cap)))
     parts: list[ImageRows] = []
@@ -485,13 +488,13 @@ def _entries(
         n_cells = np.zeros(m, dtype=np.int64)
         threads = min(workers, m)
         if threads == 1:
-            end = _entry_kernels.count_entries(gs, ps, 0, m, *luts, width, bits, cells, counts,
-                                               n_cells, 0)  # fmt: skip
+            end = _entry_kernels.count_entries(gs, ps, 0, m, *luts, width, bits, mix, cells,
+                                               counts, n_cells, 0)  # fmt: skip
             cells, counts = cells[:end], counts[:end].copy()  # not the whole buffer
         else:
             ends = np.zeros(threads, dtype=np.int64)
-            run_parallel(_entry_kernels.count_entries_parallel, gs, ps, *luts, width, bits, cap,
-                         cells, counts, n_cells, ends)  # fmt: skip
+            run_parallel(_entry_kernels.count_entries_parallel, gs, ps, *luts, width, bits, mix,
+                         cap, cells, counts, n_cells, ends)  # fmt: skip
             spans = [(m * t // threads * cap, int(e)) for t, e in enumerate(ends)]
             cells = np.concatenate([cells[a:b] for a, b in spans])
             counts = np.concatenate([counts[a:b] for a, b in spans])

@@ -350,7 +350,10 @@ def test_the_kernels_compile_for_few_dtypes_and_one_layout():
     for gd, pd in itertools.product(ALL_DTYPES, ("uint8", "int16", "uint32", ">u2", "bool")):
         gt = _values(gd, 300, (), rng, (3, 4, 6), False)
         pred = _values(pd, 300, (), rng, (3, 4, 6), False)
-        for g, p in ((gt, pred), (gt[:, ::-1], pred[:, :, ::2].repeat(2, axis=2))):
+        ro_g, ro_p = gt.copy(), pred.copy()
+        ro_g.flags.writeable = ro_p.flags.writeable = False  # (np.asarray of a PIL image)
+        for g, p in ((gt, pred), (gt[:, ::-1], pred[:, :, ::2].repeat(2, axis=2)),
+                     (ro_g, ro_p), (ro_g, pred)):  # fmt: skip
             count(g, p, lk, "auto", 1)  # (what it counts: the tests above)
     sigs = _entry_kernels.count_entries.signatures
     assert sigs
@@ -359,3 +362,31 @@ def test_the_kernels_compile_for_few_dtypes_and_one_layout():
         assert str(g.dtype) in {"uint8", "int64", "uint64"}, sig
         assert str(p.dtype) in {"uint8", "int64", "uint64"}, sig
         assert g.layout == p.layout == "C", sig
+        assert g.mutable, sig
+        assert p.mutable, sig
+    assert len(sigs) <= 9, sigs
+
+
+def test_the_hash_multiplier_is_drawn_per_process_and_any_odd_one_counts_right(monkeypatch):
+    # a fixed public multiplier let a crafted mask put every cell of an image into one run of
+    # slots (36 s against 0.7 s for the dense tables): it is drawn per process, and the counts
+    # do not depend on it, even for the worst one (1: consecutive cells in consecutive slots)
+    import subprocess
+    import sys
+
+    code = "from segiou._entry_kernels import MIX; print(int(MIX))"
+    drawn = {int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout) for _ in range(3)}  # fmt: skip
+    assert len(drawn) == 3
+    assert all(m % 2 == 1 for m in drawn)
+    k = 4094
+    lk = class_lookup(k)
+    assert _entry_kernels.hash_bits(64 * 64, k + 2) > 0  # (the hash table, not every cell)
+    rng = np.random.default_rng(3)
+    gt = rng.integers(0, k, (3, 64, 64)).astype(np.uint16)
+    pred = (gt + np.arange(64, dtype=np.uint16)) % k
+    dense = count(gt, pred, lk, "dense")
+    for mix in (1, 2**63 + 1, 0x9E3779B97F4A7C15):
+        monkeypatch.setattr(_entry_kernels, "MIX", np.uint64(mix))
+        for threads in (1, 2):
+            assert_same_tally(count(gt, pred, lk, "hash", threads), dense)
