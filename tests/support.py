@@ -60,3 +60,18 @@ def shifted_unexpected_runs() -> tuple[Any, Any, Any]:
     cand[:, :, 30:] = 7
     cand[:, :1, 30:40] = 2
     return gt, base, cand
+
+
+def load_pipeline(name: str) -> Any:
+    """Import ``pipelines/nightly_eval.py`` (not a package) as the module ``name``."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "pipelines" / "nightly_eval.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["MAX_HOPS", "Place", "folder_id", "links_into", "places"]
+__all__ = ["MAX_HOPS", "Place", "folder_id", "linked_across", "links_into", "places"]
 
 #: Where a file's name is: its folder (``(st_dev, st_ino)``, else its resolved path) and name.
 Place = tuple[tuple[int, int] | str, str]
@@ -84,3 +84,19 @@ def links_into(links: dict[str, list[Place]], other: dict[Place, str]) -> list[t
         if hit is not None:
             found.append((path, hit))
     return found
+
+
+def linked_across(
+    gt: tuple[dict[Place, str], dict[str, list[Place]]],
+    pred: tuple[dict[Place, str], dict[str, list[Place]]],
+) -> tuple[list[tuple[str, str]], str, str]:
+    """Links of one side leading through a file the other side lists (from :func:`places`).
+
+    Returns ``(found, side, other)``: the prediction files' links into the ground truth first
+    (``"prediction"``, ``"ground-truth"``), else the reverse; ``found`` is empty when neither.
+    """
+    (gt_own, gt_links), (pred_own, pred_links) = gt, pred
+    found = links_into(pred_links, gt_own)
+    if found:
+        return found, "prediction", "ground-truth"
+    return links_into(gt_links, pred_own), "ground-truth", "prediction"

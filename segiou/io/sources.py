@@ -186,14 +186,11 @@ def _check_metadata_links(gt: MaskSet, pred: MaskSet) -> None:
     file a link into the other store: each prediction would be the ground-truth array. Links
     into a cache that neither side lists are fine, as for image files.
     """
-    from segiou.io._links import links_into, places
+    from segiou.io._links import linked_across, places
 
     seen: dict[str, tuple[int, int] | str] = {}
-    gt_own, gt_links = places(_metadata_files(gt), seen)
-    pred_own, pred_links = places(_metadata_files(pred), seen)
-    linked, side, other = links_into(pred_links, gt_own), "prediction", "ground-truth"
-    if not linked:
-        linked, side, other = links_into(gt_links, pred_own), "ground-truth", "prediction"
+    gt_places, pred_places = places(_metadata_files(gt), seen), places(_metadata_files(pred), seen)
+    linked, side, other = linked_across(gt_places, pred_places)
     if not linked:
         return
     path, target = linked[0]

@@ -5,25 +5,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from support import reopened_prediction_stores
+from support import load_pipeline, reopened_prediction_stores
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_pipeline():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "nightly_eval", ROOT / "pipelines" / "nightly_eval.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["nightly_eval"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_pipeline("nightly_eval")
 
 
 def test_nightly_pipeline_baseline_then_regression(demo_store: Path, tmp_path: Path) -> None:
@@ -361,7 +352,6 @@ def test_nightly_without_the_report_extra_exits_2_before_evaluating(
     demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    import importlib.util
 
     job = _load_pipeline()
     cfg = _nightly_config(tmp_path, demo_store)

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support import load_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_pipeline():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "nightly_eval_gate", ROOT / "pipelines" / "nightly_eval.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["nightly_eval_gate"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_pipeline("nightly_eval_gate")
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,12 @@ another with as many pixels of each class, renamed images, and (under on_unexpec
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support import load_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = "[gate]\nshared_images = true\nresamples = 100\n"
@@ -21,15 +20,7 @@ NOT_SHARED = "[gate]\nresamples = 100\n"
 
 
 def _load_pipeline():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "nightly_eval_sets", ROOT / "pipelines" / "nightly_eval.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["nightly_eval_sets"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_pipeline("nightly_eval_sets")
 
 
 def _config(tmp_path: Path, gate: str, *, report: bool = True, extra: str = "") -> Path:

@@ -19,7 +19,7 @@ from segiou.errors import (
     NamingError,
     UsageError,
 )
-from segiou.io._links import folder_id, links_into, places
+from segiou.io._links import folder_id, linked_across, places
 from segiou.io.png._colors import Colors, Via, check_colors, check_ids, colors_to_ids
 from segiou.io.png._decode import SHOWN, decode_file, read_header
 from segiou.labels import IdSpace, LabelSpec, load_spec
@@ -561,14 +561,11 @@ def check_apart(gt: PngSet, pred: PngSet) -> None:
         A file is in both sets (the message says how, and what to do).
     """
     seen: dict[str, tuple[int, int] | str] = {}
-    gt_own, gt_links = places(gt.paths, seen)
-    pred_own, pred_links = places(pred.paths, seen)
-    shared = [p for r, p in pred_own.items() if r in gt_own]
+    gt_places, pred_places = places(gt.paths, seen), places(pred.paths, seen)
+    shared = [p for r, p in pred_places[0].items() if r in gt_places[0]]
     if shared:
         _refuse_shared(gt, pred, shared, seen)
-    linked, side, other = links_into(pred_links, gt_own), "prediction", "ground-truth"
-    if not linked:
-        linked, side, other = links_into(gt_links, pred_own), "ground-truth", "prediction"
+    linked, side, other = linked_across(gt_places, pred_places)
     if not linked:
         return
     path, target = linked[0]
