@@ -121,8 +121,8 @@ def _tally(rows: ImageRows):  # type: ignore[no-untyped-def]
     from segiou._count import Tally
 
     t = rows.totals()
-    return Tally(t["counts"], t["void"], t["ignored"], t["unexpected_gt"], t["unexpected_pred"],
-                 rows)  # fmt: skip
+    return Tally(t["void"], t["ignored"], t["unexpected_gt"], t["unexpected_pred"], rows,
+                 dense=t["counts"])  # fmt: skip
 
 
 def main() -> int:

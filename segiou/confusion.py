@@ -414,7 +414,7 @@ class ConfusionMatrix(Totals):
             self.extras.check_add(n_images, boundary=boundary, instances=instances, absent=absent,
                                   where=key or "update", given=given)  # fmt: skip
             with held_interrupts():  # all of it or nothing, also under Ctrl-C
-                self.counts += tally.counts
+                tally.add_counts_into(self.counts)
                 self.void += tally.void
                 self.n_ignored += tally.n_ignored
                 add_into(self.unexpected_gt, tally.unexpected_gt)

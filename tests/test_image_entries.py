@@ -35,12 +35,15 @@ WAYS = ("dense", "direct", "hash", "auto")
 def counted(way: str, budget: int | None = None) -> Iterator[None]:
     """Force one way of counting per-image rows (and maybe a tiny memory budget: many groups)."""
     saved = (_count._SPARSE_PIXELS_PER_CELL, _entry_kernels.DIRECT_MAX,
-             _entry_kernels.DIRECT_SHARE, _count._TABLE_BUDGET_BYTES)  # fmt: skip
+             _entry_kernels.DIRECT_SHARE, _count._TABLE_BUDGET_BYTES,
+             _count._SPARSE_TOTAL_MIN_CELLS, _count._SPARSE_TOTAL_CELLS_PER_PIXEL)  # fmt: skip
     try:
-        if way == "dense":
+        if way == "dense":  # dense tables, a dense total
             _count._SPARSE_PIXELS_PER_CELL = -1
-        elif way in ("direct", "hash"):
+            _count._SPARSE_TOTAL_MIN_CELLS = 1 << 62
+        elif way in ("direct", "hash"):  # entries, and the total as its cells
             _count._SPARSE_PIXELS_PER_CELL = 1 << 62
+            _count._SPARSE_TOTAL_MIN_CELLS = _count._SPARSE_TOTAL_CELLS_PER_PIXEL = 0
             big = way == "direct"
             _entry_kernels.DIRECT_MAX = 1 << 62 if big else 0
             _entry_kernels.DIRECT_SHARE = 1 << 40 if big else 0
@@ -49,7 +52,8 @@ def counted(way: str, budget: int | None = None) -> Iterator[None]:
         yield
     finally:
         (_count._SPARSE_PIXELS_PER_CELL, _entry_kernels.DIRECT_MAX, _entry_kernels.DIRECT_SHARE,
-         _count._TABLE_BUDGET_BYTES) = saved  # fmt: skip
+         _count._TABLE_BUDGET_BYTES, _count._SPARSE_TOTAL_MIN_CELLS,
+         _count._SPARSE_TOTAL_CELLS_PER_PIXEL) = saved  # fmt: skip
 
 
 def class_lookup(k: int, ignore: tuple[int, ...] = ()) -> Lookup:
@@ -390,3 +394,98 @@ def test_the_hash_multiplier_is_drawn_per_process_and_any_odd_one_counts_right(m
         monkeypatch.setattr(_entry_kernels, "MIX", np.uint64(mix))
         for threads in (1, 2):
             assert_same_tally(count(gt, pred, lk, "hash", threads), dense)
+
+
+# --- a batch small for its table: counted into its cells ---------------------------------------
+
+
+def batch(gt: np.ndarray, pred: np.ndarray, lk: Lookup, way: str, threads: int = 1) -> Tally:
+    with counted(way):
+        return count_pairs(gt, pred, lk, on_unexpected="count", threads=threads)
+
+
+@settings(deadline=None)
+@given(
+    pair=label_pairs(
+        max_classes=300, min_dims=1, max_dims=4, max_side=6, unexpected=True, same_dtype=False
+    ),
+    threads=st.sampled_from([1, 2]),
+    way=st.sampled_from(["direct", "hash"]),
+)
+def test_a_batch_counted_into_its_cells_equals_the_dense_table_and_reference(pair, threads, way):
+    # without per-image rows: the batch's cells, added to the accumulator as they are
+    lk = class_lookup(pair.num_classes, pair.ignore)
+    dense = batch(pair.gt, pair.pred, lk, "dense", threads)
+    got = batch(pair.gt, pair.pred, lk, way, threads)
+    assert dense.dense is not None or pair.gt.size == 0  # (no pixels: no table is made)
+    assert got.cells is not None
+    assert got.images is None
+    assert_array_equal(got.counts, dense.counts)
+    assert_array_equal(got.void, dense.void)
+    assert got.counts.dtype == got.void.dtype == np.int64
+    assert (got.n_ignored, got.unexpected_gt, got.unexpected_pred, got.n_pixels) == (
+        dense.n_ignored, dense.unexpected_gt, dense.unexpected_pred, dense.n_pixels)  # fmt: skip
+    into = np.ones((pair.num_classes, pair.num_classes), np.int64)
+    got.add_counts_into(into)
+    assert_array_equal(into, dense.counts + 1)
+    gv = (pair.gt != 0) if pair.gt.dtype == np.bool_ else pair.gt
+    pv = (pair.pred != 0) if pair.pred.dtype == np.bool_ else pair.pred
+    to_ref = {v: (None if c == IGNORE else c) for v, c in lk.gt_map.items()}
+    to_ref_p = {v: (None if c == IGNORE else c) for v, c in lk.pred_map.items()}
+    reference.assert_same_counts(
+        got, reference.confusion(gv, pv, pair.num_classes, gt_map=to_ref, pred_map=to_ref_p)
+    )
+
+
+@settings(deadline=None, max_examples=30)
+@given(
+    pair=label_pairs(
+        max_classes=300, min_dims=2, max_dims=3, min_side=1, max_side=6, unexpected=True
+    ),
+    per_image=st.booleans(),
+    boundary=st.booleans(),
+)
+def test_an_accumulator_keeps_the_same_state_from_cells(pair, per_image, boundary):
+    # merged, saved, with Boundary IoU (which reads the dense counts): the same state
+    def state(w: str) -> dict:
+        def one(key: str) -> ConfusionMatrix:
+            cm = ConfusionMatrix(pair.num_classes, ignore_index=list(pair.ignore),
+                                 per_image=per_image, on_unexpected="count",
+                                 boundary=True if boundary else None)  # fmt: skip
+            with counted(w):
+                return cm.update(pair.gt, pair.pred, key=key)
+
+        return (one("a") + one("b")).to_dict()
+
+    assert state("hash") == state("dense")
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+def test_a_small_update_of_many_classes_costs_its_pixels(per_image):
+    # 16 pixels of 4,096 classes: a dense (K+2)**2 table (134 MB) made, folded, copied and
+    # added per update took 0.1-0.25 s; the batch's cells are added instead
+    k = 4096
+    rng = np.random.default_rng(11)
+    gt = rng.integers(0, k, (4, 4)).astype(np.uint16)
+    pred = rng.integers(0, k, (4, 4)).astype(np.uint16)
+    pred[1, 2], gt[3, 3] = k + 3, 9999  # an unexpected prediction, unexpected ground truth
+    cm = ConfusionMatrix(k, on_unexpected="count", per_image=per_image)
+    cm.update(gt[:2], pred[:2])  # (compiled, and the accumulator's own matrix made)
+    _, peak = _peak_of(cm.update, gt, pred)
+    assert peak < 1 << 20, peak
+    assert _count.sparse_total(class_lookup(k), 16)
+    ref = reference.confusion(np.concatenate([gt[:2], gt]), np.concatenate([pred[:2], pred]), k)
+    assert_array_equal(cm.counts, ref.counts)
+    assert (cm.unexpected_pred, cm.unexpected_gt) == ({k + 3: 2}, {9999: 1})  # (1,2): twice
+    assert (cm.unexpected_pred, cm.unexpected_gt) == (ref.unexpected_pred, ref.unexpected_gt)
+    assert cm.n_images == 2
+
+
+def test_batches_of_few_classes_or_many_pixels_keep_the_dense_table():
+    assert not _count.sparse_total(class_lookup(19), 16)  # a small table: dense is cheap
+    assert not _count.sparse_total(class_lookup(250), 1)
+    assert _count.sparse_total(class_lookup(254), 1)
+    cells = 4098**2
+    assert _count.sparse_total(class_lookup(4096), cells // _count._SPARSE_TOTAL_CELLS_PER_PIXEL)
+    assert not _count.sparse_total(class_lookup(4096),
+                                   cells // _count._SPARSE_TOTAL_CELLS_PER_PIXEL + 1)  # fmt: skip

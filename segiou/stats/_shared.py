@@ -52,7 +52,7 @@ def _scored(
     t = rows.totals(index)
     cm = ConfusionMatrix(source.spec, gt_ids=source.gt_ids, pred_ids=source.pred_ids,
                          on_unexpected=source.on_unexpected)  # fmt: skip
-    tally = Tally(counts=t["counts"], void=t["void"], n_ignored=t["ignored"],
+    tally = Tally(dense=t["counts"], void=t["void"], n_ignored=t["ignored"],
                   unexpected_gt=t["unexpected_gt"], unexpected_pred=t["unexpected_pred"])  # fmt: skip
     cm.add_tally(tally, key=None, names=None, n_images=len(index))
     out: dict[str, Any] = evaluate(cm, preset=preset, beta=beta).to_dict()
