@@ -162,6 +162,7 @@ class ConfusionMatrix(Totals):
         self.unexpected_pred: dict[int, int] = {}
         self.keys: set[str] = set()
         self._rows: list[ImageRows] = []
+        self._n_rows = 0  # rows in self._rows (numbering unnamed images: not summed per update)
         self._named: set[str] = set()  # image names in the rows
         self._pending: dict[str, object] = {}  # keys being counted, by their call's claim
         self._lock = threading.RLock()  # reentrant: reading counts under it folds first
@@ -425,9 +426,9 @@ class ConfusionMatrix(Totals):
                     self.keys.add(key)
                 if im is not None:
                     if labels is None:  # numbered under the lock: concurrent updates differ
-                        start = sum(r.n for r in self._rows)
-                        labels = tuple(f"#{start + i}" for i in range(im.n))
+                        labels = tuple(f"#{self._n_rows + i}" for i in range(im.n))
                     self._rows.append(replace(im, names=labels, given=(given,) * im.n))
+                    self._n_rows += im.n
                     if given:
                         self._named.update(labels)
                 # labels for the extras that keep entries per image, else none (2**40 images
@@ -538,6 +539,7 @@ class ConfusionMatrix(Totals):
                 out._rows.append(theirs.select(keep))
             else:
                 out._rows.extend(other._rows)
+            out._n_rows = sum(r.n for r in out._rows)
             dropped = {theirs.names[i] for i in drop} if theirs is not None else set()
             out.extras = self.extras.merged(other.extras, dropped)
             out._named = self._named | other._named
@@ -636,7 +638,7 @@ class ConfusionMatrix(Totals):
         if p.extras is not None:
             cm.extras = p.extras
         if p.rows is not None:
-            cm._rows = [p.rows] if p.rows.n else []
+            cm._rows, cm._n_rows = ([p.rows] if p.rows.n else []), p.rows.n
             cm._named = {n for n, g in zip(p.rows.names, p.rows.given, strict=True) if g}
         return cm
 
