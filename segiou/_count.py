@@ -47,6 +47,7 @@ __all__ = [
     "check_described",
     "count_pairs",
     "describe_unexpected",
+    "few_for_table",
     "format_unexpected",
     "kernel_values",
 ]
@@ -422,6 +423,13 @@ def sparse_total(lk: Lookup, pixels: int) -> bool:
     """
     cells = (lk.num_classes + 2) ** 2
     return cells >= _SPARSE_TOTAL_MIN_CELLS and pixels * _SPARSE_TOTAL_CELLS_PER_PIXEL <= cells
+
+
+def few_for_table(lk: Lookup, shape: tuple[int, int, int], per_image: bool) -> bool:
+    """Whether a batch is counted into cells, or (large tables) ``per_image`` into entries."""
+    n, h, w = shape
+    big = (lk.num_classes + 2) ** 2 >= _SPARSE_TOTAL_MIN_CELLS
+    return sparse_total(lk, n * h * w) or (big and per_image and sparse_rows(lk, h * w))
 
 
 def _entry_input(a: LabelArray) -> LabelArray:

@@ -30,7 +30,7 @@ import numpy as np
 
 from segiou import _kernels
 from segiou._arrays import as_labels, to_numpy
-from segiou._count import Lookup, OnUnexpected, Tally, count_pairs
+from segiou._count import Lookup, OnUnexpected, Tally, count_pairs, few_for_table
 from segiou._jit import run_parallel
 from segiou._typing import IntArray
 from segiou.errors import LabelDtypeError, ScoresError, ShapeMismatchError, UsageError
@@ -189,6 +189,12 @@ def count_scores(
     lo, hi = max(lk.plo, 0), min(c, lk.plo + lk.plut.size)
     if lo < hi:
         ccode[lo:hi] = lk.plut[lo - lk.plo : hi - lk.plo]
+    if s4.size and few_for_table(lk, (n, h, w), per_image):  # the labels' cells or entries
+        _refuse_nan(s, nan_bits, where)  # (numpy's argmax copies the scores: no K^2 tables)
+        am = _argmax(s, axis, nan_bits)
+        tally = count_pairs(gt, am, lookup, where=where, on_unexpected=on_unexpected,
+                            per_image=per_image, threads=threads)  # fmt: skip
+        return tally, am if labels else None
     width = k + 2
     # the folded table, and per image the rows of each group of images (made sparse group by
     # group, as for labels: no dense table of every image)

@@ -14,6 +14,7 @@ import reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from numpy.testing import assert_array_equal
 
 from segiou import ConfusionMatrix, LabelSpec, RawLabel, _stream
 from segiou import _count as _count_mod
@@ -507,8 +508,17 @@ TIE_VALUES = [-np.inf, -2.0, -0.0, 0.0, 0.5, 1.0, 3.0, np.inf]
     data=st.data(),
     per_image=st.booleans(),
     threads=st.sampled_from([1, 2]),
+    cells=st.booleans(),
 )
-def test_scores_equal_argmax(dtype, shape, data, per_image, threads):
+def test_scores_equal_argmax(dtype, shape, data, per_image, threads, cells):
+    # cells: counted as a large table's batch is (the argmax, then the labels' cells/entries)
+    with mock.patch.multiple(_count_mod, _SPARSE_TOTAL_MIN_CELLS=0 if cells else 1 << 62,
+                             _SPARSE_TOTAL_CELLS_PER_PIXEL=0,
+                             _SPARSE_PIXELS_PER_CELL=(1 << 62) if cells else -1):  # fmt: skip
+        _check_scores_equal_argmax(dtype, shape, data, per_image, threads)
+
+
+def _check_scores_equal_argmax(dtype, shape, data, per_image, threads):
     n, c, h, w = shape
     s = data.draw(hnp.arrays(np.float64, shape, elements=st.sampled_from(TIE_VALUES)))
     k = data.draw(st.integers(max(1, c - 1), c + 1))  # a channel beyond the classes at times
@@ -544,6 +554,68 @@ def test_scores_nan_refused_with_position(dtype, where, threads, gt_dtype):
     with pytest.raises(ScoresError, match=rf"first at index \({', '.join(map(str, where))}\)"):
         cm.update(np.zeros((2, 6, 8), gt_dtype), scores, scores_axis=1, scores_dtype=sd)
     assert cm.n_pixels == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("per_image", [False, True])
+def test_scores_of_many_classes_and_few_pixels_cost_their_pixels(dtype, per_image):
+    # 4,096 classes, 2 x 4 x 4 pixels: a dense (K+2)^2 table per update (and per image) took
+    # 0.26 s (0.5 s per image); the argmax's cells now. Ties, channels past the classes
+    # (unexpected predictions), NaN refused by position
+    k, rng = 4096, np.random.default_rng(8)
+    s = rng.integers(0, 3, (2, k + 2, 4, 4)).astype(np.float32)  # ties everywhere
+    s[1, k + 1, 2, 3] = 9.0  # an unexpected prediction: channel K+1
+    g = rng.integers(0, k, (2, 4, 4)).astype(np.uint16)
+    scores, sd = (_bf16_bits(s), "bfloat16") if dtype == "bfloat16" else (s.astype(dtype), None)
+    want = np.argmax(s, axis=1)
+    assert want[1, 2, 3] == k + 1
+    cm = ConfusionMatrix(k, on_unexpected="count", per_image=per_image)
+    cm.update(g, scores, scores_axis=1, scores_dtype=sd)
+    plain = ConfusionMatrix(k, on_unexpected="count", per_image=per_image).update(g, want)
+    assert cm == plain
+    assert cm.unexpected_pred == {k + 1: 1}
+    band = {"on_unexpected": "count", "boundary": "1px", "per_image": per_image}
+    assert ConfusionMatrix(k, **band).update(g, scores, scores_axis=1, scores_dtype=sd) == (
+        ConfusionMatrix(k, **band).update(g, want)
+    )  # (Boundary IoU counts from the argmax)
+    ref = reference.confusion(g, want, k)
+    assert_array_equal(cm.counts, ref.counts)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        cm.update(g, scores, scores_axis=1, scores_dtype=sd)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # the table: 134 MB; numpy's argmax (of 16-bit scores: of int32 keys) copies the scores
+    assert peak < max(1 << 20, 16 * scores.nbytes), peak
+    bad = scores.copy()
+    bad[1, 7, 3, 1] = np.uint16(0x7FC0) if dtype == "bfloat16" else np.nan
+    with pytest.raises(ScoresError, match=r"first at index \(1, 7, 3, 1\)"):
+        cm.update(g, bad, scores_axis=1, scores_dtype=sd)
+    assert cm.n_pixels == 2 * g.size
+
+
+def test_scores_of_many_small_images_get_entries_not_tables():
+    # 300 classes, 100 images of 8 x 8: too many pixels for the batch's cells, few for each
+    # image's table (90,604 cells): per-image entries, as for labels (dense tables: ~64 MB)
+    k, rng = 300, np.random.default_rng(2)
+    s = rng.random((100, k, 8, 8), dtype=np.float32)
+    g = rng.integers(0, k, (100, 8, 8)).astype(np.uint16)
+    assert not _count_mod.sparse_total(ConfusionMatrix(k)._lookup, g.size)
+    cm = ConfusionMatrix(k, per_image=True)
+    cm.update(g[:1], s[:1], scores_axis=1)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        cm.update(g, s, scores_axis=1)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # numpy's argmax along a channel axis copies the scores (7.7 MB); the tables: 166 MB
+    assert peak < 1.25 * s.nbytes, peak / 2**20
+    want = ConfusionMatrix(k, per_image=True).update(g[:1], s[:1].argmax(1))
+    assert cm == want.update(g, s.argmax(1))
 
 
 def test_scores_large_parallel_equal_argmax():
