@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("per-image rows", ("segiou.images", "segiou._unexpected")),
     ("kernels", ("segiou._kernels", "segiou._word_kernels", "segiou.geometry._box_kernels",
                  "segiou._boundary_kernels", "segiou._instance_kernels", "segiou._entry_kernels")),
-    ("typed wrappers", ("segiou._arrays", "segiou._tally", "segiou._count", "segiou._boundary", "segiou._stream", "segiou._scores")),
+    ("typed wrappers", ("segiou._arrays", "segiou._lookup", "segiou._tally", "segiou._count", "segiou._boundary", "segiou._stream", "segiou._scores")),
     ("label specs", ("segiou._builtin_specs", "segiou._spec_checks", "segiou.labels",
                      "segiou._instances")),
     ("accumulator", ("segiou._extras", "segiou._batch", "segiou._state", "segiou._state_fields",
