@@ -7,6 +7,7 @@ void prediction, unexpected value), so that nothing is ever silently dropped.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Mapping
@@ -73,6 +74,7 @@ _SPARSE_TOTAL_MIN_CELLS = 1 << 16
 _SPARSE_TOTAL_CELLS_PER_PIXEL = 16
 
 _U8 = np.dtype(np.uint8)
+_NO_CELLS = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 #: The dtypes the per-image entries kernels are compiled for (:func:`_entry_input`).
 _ENTRY_DTYPES = (np.dtype(np.uint8), np.dtype(np.int64), np.dtype(np.uint64))
 #: Per-thread scratch tables of the word path (left zeroed by every kernel that fills them).
@@ -328,10 +330,7 @@ def _entries(
         return total.reshape(width, width), rows
     if n == 1:  # one image's entries are distinct cells
         return Cells(width, *found[0]), rows
-    every, inverse = np.unique(np.concatenate([c for c, _ in found]), return_inverse=True)
-    summed = np.zeros(every.size, dtype=np.int64)
-    np.add.at(summed, inverse, np.concatenate([c for _, c in found]))
-    return Cells(width, every, summed), rows
+    return Cells.join(found, width), rows
 
 
 def count_pairs(
@@ -488,10 +487,23 @@ class ImageCounter:
 
     def __init__(self, lookup: Lookup) -> None:
         self.lookup = lookup
-        width = lookup.num_classes + 2
-        self._small = np.zeros((1, 1, lookup.table_size), dtype=np.int64)
-        self._words = np.zeros((1, lookup.word_table_size), dtype=np.int64)
-        self._out = np.zeros((width, width), dtype=np.int64)
+        self._cells: list[tuple[IntArray, IntArray]] | None = None
+
+    @functools.cached_property
+    def _tables(self) -> tuple[IntArray, IntArray, IntArray]:
+        """The dense tables (generic, word, folded), made on first use: none for cells only."""
+        lk, width = self.lookup, self.lookup.num_classes + 2
+        return (np.zeros((1, 1, lk.table_size), dtype=np.int64),
+                np.zeros((1, lk.word_table_size), dtype=np.int64),
+                np.zeros((width, width), dtype=np.int64))  # fmt: skip
+
+    def begin(self, pixels: int) -> None:
+        """Start an image (or band) of ``pixels`` pixels.
+
+        Few for the table (:func:`sparse_total`), its chunks are counted into cells: at 4,096
+        classes no 134 MB table is zeroed and folded per image.
+        """
+        self._cells = [] if sparse_total(self.lookup, pixels) else None
 
     def add(self, g: LabelArray, p: LabelArray) -> None:
         """Count one pair of equally shaped chunks (no validation beyond dtype and shape).
@@ -502,23 +514,36 @@ class ImageCounter:
         p8 = native(p) if p.dtype != np.bool_ else p.view(np.uint8)
         lk = self.lookup.for_bool(g.dtype == np.bool_, p.dtype == np.bool_)
         g8, p8 = kernel_values(g8, lk.gt_map), kernel_values(p8, lk.pred_map)
+        if self._cells is not None:
+            one = _entries(g8.reshape(1, 1, -1), p8.reshape(1, 1, -1), lk, 1, True)[0]
+            assert isinstance(one, Cells)
+            self._cells.append((one.codes, one.counts))
+            return
+        small, words, _ = self._tables
         if word_path(g8, p8, lk):
             gf, pf, (gcode, pcode) = _word_args(g8, p8, lk)
             if g8.dtype.itemsize == 1 and p8.dtype.itemsize == 1:
-                _words.count_u8_span(gf, pf, 0, gf.size, gcode, pcode, self._words[0])
+                _words.count_u8_span(gf, pf, 0, gf.size, gcode, pcode, words[0])
             else:
                 _words.count_wide_span(gf, pf, 0, gf.size, gcode, pcode, lk.word_luts(),
-                                       self._words[0])  # fmt: skip
+                                       words[0])  # fmt: skip
             return
         _kernels.count_serial(_as_3d(g8), _as_3d(p8), lk.glut, lk.glo, lk.gunexp, lk.plut,
-                              lk.plo, lk.punexp, lk.copies - 1, self._small, False)  # fmt: skip
+                              lk.plo, lk.punexp, lk.copies - 1, small, False)  # fmt: skip
 
-    def finish(self) -> IntArray:
-        """Return the image's folded ``(K+2) x (K+2)`` table and reset for the next image."""
+    def finish(self) -> IntArray | Cells:
+        """Return the image's folded ``(K+2) x (K+2)`` table and reset for the next image.
+
+        Begun with few pixels (:meth:`begin`), its :class:`Cells` instead (ground-truth rows
+        ``K`` and ``K+1`` folded into their diagonal cells, as in the rows).
+        """
         width = self.lookup.num_classes + 2
-        _words.fold_tables(self._words, self._out)
-        small = self._small.reshape(width, width, self.lookup.copies).sum(axis=2)
-        out: IntArray = self._out + small
-        self._out[:] = 0
-        self._small[:] = 0
+        if self._cells is not None:
+            found, self._cells = self._cells, None
+            return Cells.join(found, width) if found else Cells(width, *_NO_CELLS)
+        small, words, folded = self._tables
+        _words.fold_tables(words, folded)
+        out: IntArray = folded + small.reshape(width, width, self.lookup.copies).sum(axis=2)
+        folded[:] = 0
+        small[:] = 0
         return out

@@ -18,7 +18,7 @@ from segiou._typing import CountMatrix, IntArray
 from segiou.errors import InternalError
 from segiou.images import ImageRows
 
-__all__ = ["Cells", "Tally", "table_sums"]
+__all__ = ["Cells", "Tally", "class_sums", "table_sums"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,16 @@ class Cells:
     width: int
     codes: IntArray
     counts: IntArray
+
+    @classmethod
+    def join(cls, parts: list[tuple[IntArray, IntArray]], width: int) -> Cells:
+        """Join ``(codes, counts)`` parts whose codes may repeat: summed, sorted by code."""
+        if len(parts) == 1 and parts[0][0].size < 2:
+            return cls(width, *parts[0])
+        every, inverse = np.unique(np.concatenate([c for c, _ in parts]), return_inverse=True)
+        summed = np.zeros(every.size, dtype=np.int64)
+        np.add.at(summed, inverse, np.concatenate([n for _, n in parts]))
+        return cls(width, every, summed)
 
     def sums(self) -> tuple[int, int, int, int]:
         """``(unexpected gt, unexpected pred at valid gt, ignored gt, all)`` pixels."""
@@ -51,6 +61,23 @@ def table_sums(table: IntArray | Cells, k: int) -> tuple[int, int, int, int]:
         return table.sums()
     return (int(table[k + 1, :].sum()), int(table[:k, k + 1].sum()), int(table[k, :].sum()),
             int(table.sum()))  # fmt: skip
+
+
+def class_sums(table: IntArray | Cells, k: int) -> tuple[IntArray, IntArray, IntArray]:
+    """Per-class sums of a ``(K+2) x (K+2)`` code table or its cells.
+
+    Returns ground-truth pixels the counts hold (a class or void predicted), true positives,
+    and predicted pixels at class ground truth.
+    """
+    if not isinstance(table, Cells):
+        c = table[:k, :k]
+        return table[:k, : k + 1].sum(axis=1), np.diagonal(c).copy(), c.sum(axis=0)
+    g, p = np.divmod(table.codes, table.width)
+    out = [np.zeros(k, dtype=np.int64) for _ in range(3)]
+    for o, sel, at in ((out[0], (g < k) & (p <= k), g), (out[1], (g == p) & (g < k), g),
+                       (out[2], (g < k) & (p < k), p)):  # fmt: skip
+        np.add.at(o, at[sel], table.counts[sel])
+    return out[0], out[1], out[2]
 
 
 @dataclass(frozen=True)

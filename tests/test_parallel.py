@@ -6,6 +6,7 @@ in-memory arrays, plus an independent ``np.add.at`` confusion for one case.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import tempfile
 import tracemalloc
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 import segiou
-from segiou import ConfusionMatrix
+from segiou import ConfusionMatrix, _count
 from segiou.errors import (
     DuplicateBatchError,
     LabelRangeError,
@@ -298,8 +300,15 @@ def engine_cases(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=engine_cases())
-def test_dask_equals_eager_for_random_chunkings(case):
+@given(case=engine_cases(), cells=st.booleans())
+def test_dask_equals_eager_for_random_chunkings(case, cells):
+    # cells: each image (or band) counted into its cells, as for a large table (patched here)
+    small = {"_SPARSE_TOTAL_MIN_CELLS": 0, "_SPARSE_TOTAL_CELLS_PER_PIXEL": 0} if cells else {}
+    with mock.patch.multiple(_count, **small) if small else contextlib.nullcontext():
+        _check_dask_equals_eager(case)
+
+
+def _check_dask_equals_eager(case: dict[str, Any]) -> None:
     n, h, w = case["shape"]
     rng = np.random.default_rng(case["seed"])
     values = np.array([0, 1, 2, 3, 4, 255], np.uint8)
@@ -318,6 +327,46 @@ def test_dask_equals_eager_for_random_chunkings(case):
                               split_every=8, pixels_per_task=1 << 30)  # fmt: skip
     _assert_same(cm, _eager(gt, pred, names, 5, ignore_index=255))
     assert cm == other  # bit-identical, whatever the graph
+
+
+@pytest.mark.parametrize("pixels_per_task", [1 << 30, 100])  # (100: images split in bands)
+def test_small_images_of_many_classes_are_counted_into_cells(tmp_path, pixels_per_task):
+    # 4,096 classes: each image zeroed and folded a 134 MB table (350 ms an image); its cells
+    # now. Unexpected values on both sides, void, Boundary IoU, against dense eager counting
+    k, rng = 4096, np.random.default_rng(21)
+    gt = rng.integers(0, k, (5, 17, 23)).astype(np.uint16)
+    pred = np.where(rng.random(gt.shape) < 0.6, gt, rng.integers(0, k, gt.shape)).astype(np.uint16)
+    gt[1, 3, 4], pred[2, 5, 6], pred[4, 16, 22] = 5000, 65535, 4096  # unexpected, void, unexpected
+    names = [f"im{i}" for i in range(5)]
+    g = _stack(tmp_path / "gt.zarr", gt, chunks=(7, 11), names=names)
+    p = _stack(tmp_path / "pred.zarr", pred, chunks=(17, 5), names=names)
+    opts = {"labels": k, "ignore_index": 65535, "on_unexpected": "count", "boundary": "1px"}
+    assert _count.sparse_total(ConfusionMatrix(k)._lookup, 17 * 23)
+    cm = evaluate_zarr(g, p, scheduler="synchronous", pixels_per_task=pixels_per_task, **opts)
+    dense = {"_SPARSE_TOTAL_MIN_CELLS": 1 << 62, "_SPARSE_PIXELS_PER_CELL": -1}
+    with mock.patch.multiple(_count, **dense):
+        ref = _eager(gt, pred, names, **opts)
+        assert _count.ImageCounter(ConfusionMatrix(k)._lookup).finish().shape == (k + 2, k + 2)
+    _assert_same(cm, ref)
+    assert cm.unexpected_gt == {5000: 1}
+    assert cm.unexpected_pred == {4096: 1}
+    assert cm.void.sum() == 1
+    assert cm.to_dict()["boundary"] == ref.to_dict()["boundary"]
+    g2 = np.where((gt == 5000) | (pred == 4096), 65535, gt)  # (pixels in no count)
+    counts, void, _ = _naive(g2, pred, k, ignore=65535)
+    assert_array_equal(cm.counts, counts)
+    assert_array_equal(cm.void, void)
+    tracemalloc.start()
+    try:  # the accumulator's own K x K matrix (128 MiB), no table per task or image (2.3 GB)
+        again = evaluate_zarr(g, p, scheduler="synchronous", pixels_per_task=pixels_per_task,
+                              **opts)  # fmt: skip
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert again == cm
+    assert peak < 1.25 * k * k * 8, peak / 2**20
+    with pytest.raises(LabelRangeError, match=r"5000"):
+        evaluate_zarr(g, p, scheduler="synchronous", **(opts | {"on_unexpected": "raise"}))
 
 
 # -- schedulers ---------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import numpy as np
 
 from segiou._boundary import BandCounter, boundary_counts
 from segiou._instances import InstanceCounter, InstanceTally
+from segiou._tally import Cells, class_sums
 from segiou._typing import IntArray
 from segiou.io.chunks import ChunkCache, image_array, read_region
 
@@ -183,13 +184,10 @@ class UnitQuality:
             self.inst.add(inst, g, p, where=src.image_where(i))
 
     # -- end of a unit ----------------------------------------------------------------------
-    def finish(self, table: IntArray) -> None:
-        """End the unit: ``table`` is its ``(K+2, K+2)`` code table (the same pixels)."""
-        k = self.k
-        c = table[:k, :k]
+    def finish(self, table: IntArray | Cells) -> None:
+        """End the unit: ``table`` is its ``(K+2, K+2)`` code table or cells (same pixels)."""
         # ground-truth pixels the counts hold: a class or void predicted (not unexpected)
-        b = boundary_counts(self._cur["sums"], table[:k, : k + 1].sum(axis=1),
-                            np.diagonal(c).copy(), c.sum(axis=0))  # fmt: skip
+        b = boundary_counts(self._cur["sums"], *class_sums(table, self.k))
         self._units.append((self._cur["image"], b, np.zeros(0, np.int64), self._cur["absent"]))
         if self.inst is not None:
             self._tallies.append(self.inst.finish(image=self._cur["image"]))

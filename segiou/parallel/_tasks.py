@@ -26,6 +26,7 @@ from segiou._count import (
     check_described,
     describe_unexpected,
 )
+from segiou._tally import Cells, table_sums
 from segiou._typing import IntArray
 from segiou._unexpected import isin
 from segiou.errors import (
@@ -48,8 +49,8 @@ Odd = tuple[int, str, int, int, tuple[int, int]]
 class Partial(NamedTuple):
     """What tasks return and :func:`combine` joins: plain arrays and small lists."""
 
-    table: IntArray  # (K+2, K+2): every pixel's (gt code, pred code)
     entries: IntArray  # (E, 4): image, gt code, pred code, count (per unit; bands summed later)
+    # (every pixel is in its image's entries: the totals are summed from them at the end)
     odd: list[Odd]  # every unexpected value of every unit
     quality: QualityPart | None = None  # Boundary IoU, instances, absent chunks (_quality)
 
@@ -150,19 +151,28 @@ def describe(job: Job, i: int, g: np.ndarray, p: np.ndarray, top: int = 0) -> li
     return found
 
 
-def _described(job: Job, i: int, full: IntArray, g: np.ndarray, p: np.ndarray,
+def _described(job: Job, i: int, full: IntArray | Cells, g: np.ndarray, p: np.ndarray,
                top: int = 0) -> list[Odd]:  # fmt: skip
     """:func:`describe`, checked against the unexpected pixels of the image's table ``full``."""
-    k = job.spec.num_classes
     found = describe(job, i, g, p, top)
-    check_described(int(full[k + 1, :].sum()), sum(o[3] for o in found if o[1] == "gt"),
-                    int(full[:k, k + 1].sum()), sum(o[3] for o in found if o[1] == "pred"),
+    n_gt, n_pred, _, _ = table_sums(full, job.spec.num_classes)
+    check_described(n_gt, sum(o[3] for o in found if o[1] == "gt"),
+                    n_pred, sum(o[3] for o in found if o[1] == "pred"),
                     f"image {job.gt.names[i]!r}")  # fmt: skip
     return found
 
 
-def _entries(full: IntArray, i: int) -> IntArray:
-    """Image ``i``'s sparse entries from its folded ``(K+2, K+2)`` table."""
+def _odd(full: IntArray | Cells, k: int) -> bool:
+    """Whether an image's table (or cells) holds unexpected pixels."""
+    n_gt, n_pred, _, _ = table_sums(full, k)
+    return bool(n_gt or n_pred)
+
+
+def _entries(full: IntArray | Cells, i: int) -> IntArray:
+    """Image ``i``'s sparse entries from its folded ``(K+2, K+2)`` table or its cells."""
+    if isinstance(full, Cells):  # (counted into cells: rows K and K+1 folded already)
+        gt, pred = np.divmod(full.codes, full.width)
+        return np.stack([np.full_like(gt, i), gt, pred, full.counts], axis=1)
     rows = ImageRows.from_tables(full[None])
     return np.stack([np.full_like(rows.gt, i), rows.gt, rows.pred, rows.count], axis=1)
 
@@ -176,9 +186,7 @@ def count_group(job: Job, units: IntArray) -> Partial:
     """
     bands = [(int(i), int(a), int(b)) for i, a, b in np.asarray(units).reshape(-1, 3)]
     k = job.spec.num_classes
-    width = k + 2
     counter = ImageCounter(job.lookup)
-    table = np.zeros((width, width), dtype=np.int64)
     entries: list[IntArray] = []
     odd: list[Odd] = []
     gcaches: dict[str, ChunkCache] = {}
@@ -190,6 +198,7 @@ def count_group(job: Job, units: IntArray) -> Partial:
             uq.start(i)
         if not chunked:  # image files: decode whole images (never split)
             g, p = whole_image(job, i)
+            counter.begin(g.size)
             counter.add(g, p)
             if job.maps is not None:
                 job.maps.write(i, 0, g.shape[0], 0, g.shape[1], g, p)
@@ -197,10 +206,9 @@ def count_group(job: Job, units: IntArray) -> Partial:
             if uq is not None:
                 uq.whole(i, g, p)
                 uq.finish(full)
-            if full[k + 1, :].any() or full[:k, k + 1].any():
+            if _odd(full, k):
                 odd += _described(job, i, full, g, p)
             entries.append(_entries(full, i))
-            table += full
             continue
         garr, gn = image_array(job.gt, i)
         gc = gcaches.get(garr.path)
@@ -217,11 +225,12 @@ def count_group(job: Job, units: IntArray) -> Partial:
                 pc.drop(keep=pn // parr.chunks[0])
         if gn is not None:
             gc.drop(keep=gn // garr.chunks[0])
+        counter.begin((bottom - top) * job.gt.image_shape(i)[1])
         walk_image(job, i, (top, bottom), gc, pc, counter, uq)
         full = counter.finish()
         if uq is not None:
             uq.finish(full)
-        if full[k + 1, :].any() or full[:k, k + 1].any():  # the slow path: which values, where
+        if _odd(full, k):  # the slow path: which values, where
             both = walk_image(job, i, (top, bottom), gc, pc, None)
             assert both is not None
             odd += _described(job, i, full, *both, top)
@@ -234,9 +243,8 @@ def count_group(job: Job, units: IntArray) -> Partial:
         if uq is not None and job.gt.layout == "group":
             uq.drop()
         entries.append(_entries(full, i))
-        table += full
     joined = np.concatenate(entries) if entries else np.zeros((0, 4), dtype=np.int64)
-    return Partial(table, joined, odd, None if uq is None else uq.part())
+    return Partial(joined, odd, None if uq is None else uq.part())
 
 
 def whole_image(job: Job, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -268,12 +276,9 @@ def whole_image(job: Job, i: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def combine(parts: Iterable[Partial]) -> Partial:
-    """Join partials: tables summed, entries and unexpected values concatenated."""
+    """Join partials: entries and unexpected values concatenated."""
     parts = list(parts)
-    table = parts[0].table.copy()
-    for p in parts[1:]:
-        table += p.table
     quality = [p.quality for p in parts if p.quality is not None]
-    return Partial(table, np.concatenate([p.entries for p in parts]),
+    return Partial(np.concatenate([p.entries for p in parts]),
                    [o for p in parts for o in p.odd],
                    join(quality) if quality else None)  # fmt: skip
