@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from segiou import ConfusionMatrix
+
+
+def peak_of(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """``fn(*args, **kwargs)`` and the peak of the memory it allocated (tracemalloc), bytes."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        out = fn(*args, **kwargs)
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def eager_demo_counts(store: Path) -> ConfusionMatrix:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import tracemalloc
 from collections.abc import Iterator
 
 import numpy as np
@@ -21,6 +20,7 @@ import reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
+from support import peak_of
 
 from segiou import ConfusionMatrix, _count, _entry_kernels
 from segiou._count import IGNORE, Lookup, Tally, count_pairs
@@ -289,17 +289,6 @@ def test_scores_with_unexpected_channels_count_rows_like_labels():
 # --- the cost of an image ----------------------------------------------------------------------
 
 
-def _peak_of(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` and the peak of the memory it allocated (tracemalloc)."""
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        out = fn(*args, **kwargs)
-        return out, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_small_images_of_many_classes_cost_their_pixels():
     # 256 one-pixel images of 1,024 classes: dense per-image tables (8 MiB each, folded and
     # searched per image) peaked at hundreds of MiB and took ~30 ms an image; entries need the
@@ -310,7 +299,7 @@ def test_small_images_of_many_classes_cost_their_pixels():
     lk = class_lookup(k)
     count(gt[:2], pred[:2], lk, "auto")  # compiled
     table = (k + 2) ** 2 * 8
-    tally, peak = _peak_of(count_pairs, gt, pred, lk, per_image=True)
+    tally, peak = peak_of(count_pairs, gt, pred, lk, per_image=True)
     assert peak < 4 * table, (peak, table)
     assert tally.images is not None
     assert tally.images.count.tolist() == [1] * 256
@@ -324,7 +313,7 @@ def test_zero_size_images_of_many_classes_cost_nothing():
     gt = np.zeros((8, 0, 3), np.uint16)
     lk = class_lookup(k)
     count_pairs(gt, gt, lk, per_image=True)
-    tally, peak = _peak_of(count_pairs, gt, gt, lk, per_image=True)
+    tally, peak = peak_of(count_pairs, gt, gt, lk, per_image=True)
     assert peak < 4 * (k + 2) ** 2 * 8, peak
     assert tally.images is not None
     assert_same_rows(tally.images, ImageRows.from_tables(np.zeros((8, k + 2, k + 2), np.int64)))
@@ -471,7 +460,7 @@ def test_a_small_update_of_many_classes_costs_its_pixels(per_image):
     pred[1, 2], gt[3, 3] = k + 3, 9999  # an unexpected prediction, unexpected ground truth
     cm = ConfusionMatrix(k, on_unexpected="count", per_image=per_image)
     cm.update(gt[:2], pred[:2])  # (compiled, and the accumulator's own matrix made)
-    _, peak = _peak_of(cm.update, gt, pred)
+    _, peak = peak_of(cm.update, gt, pred)
     assert peak < 1 << 20, peak
     assert _count.sparse_total(class_lookup(k), 16)
     ref = reference.confusion(np.concatenate([gt[:2], gt]), np.concatenate([pred[:2], pred]), k)

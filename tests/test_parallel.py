@@ -22,6 +22,7 @@ import zarr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
+from support import peak_of
 
 import segiou
 from segiou import ConfusionMatrix, _count
@@ -356,13 +357,9 @@ def test_small_images_of_many_classes_are_counted_into_cells(tmp_path, pixels_pe
     counts, void, _ = _naive(g2, pred, k, ignore=65535)
     assert_array_equal(cm.counts, counts)
     assert_array_equal(cm.void, void)
-    tracemalloc.start()
-    try:  # the accumulator's own K x K matrix (128 MiB), no table per task or image (2.3 GB)
-        again = evaluate_zarr(g, p, scheduler="synchronous", pixels_per_task=pixels_per_task,
-                              **opts)  # fmt: skip
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    # the accumulator's own K x K matrix (128 MiB), no table per task or image (2.3 GB)
+    again, peak = peak_of(evaluate_zarr, g, p, scheduler="synchronous",
+                          pixels_per_task=pixels_per_task, **opts)  # fmt: skip
     assert again == cm
     assert peak < 1.25 * k * k * 8, peak / 2**20
     with pytest.raises(LabelRangeError, match=r"5000"):

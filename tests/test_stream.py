@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_array_equal
+from support import peak_of
 
 from segiou import ConfusionMatrix, LabelSpec, RawLabel, _stream
 from segiou import _count as _count_mod
@@ -472,13 +473,7 @@ def test_narrow_makes_no_full_size_copy():
     p = np.ones((1, 1024, 1024), np.int64)
     cm = ConfusionMatrix(19, ignore_index=255)
     cm.update(g, p)
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        cm.update(g, p)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = peak_of(cm.update, g, p)
     assert peak < g.size // 8  # a narrowed copy would be >= 1 MiB
     assert cm.counts[0, 1] == 2 * g.size
 
@@ -580,13 +575,7 @@ def test_scores_of_many_classes_and_few_pixels_cost_their_pixels(dtype, per_imag
     )  # (Boundary IoU counts from the argmax)
     ref = reference.confusion(g, want, k)
     assert_array_equal(cm.counts, ref.counts)
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        cm.update(g, scores, scores_axis=1, scores_dtype=sd)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = peak_of(cm.update, g, scores, scores_axis=1, scores_dtype=sd)
     # the table: 134 MB; numpy's argmax (of 16-bit scores: of int32 keys) copies the scores
     assert peak < max(1 << 20, 16 * scores.nbytes), peak
     bad = scores.copy()
@@ -605,13 +594,7 @@ def test_scores_of_many_small_images_get_entries_not_tables():
     assert not _count_mod.sparse_total(ConfusionMatrix(k)._lookup, g.size)
     cm = ConfusionMatrix(k, per_image=True)
     cm.update(g[:1], s[:1], scores_axis=1)
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        cm.update(g, s, scores_axis=1)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = peak_of(cm.update, g, s, scores_axis=1)
     # numpy's argmax along a channel axis copies the scores (7.7 MB); the tables: 166 MB
     assert peak < 1.25 * s.nbytes, peak / 2**20
     want = ConfusionMatrix(k, per_image=True).update(g[:1], s[:1].argmax(1))
@@ -682,13 +665,7 @@ def test_scores_make_no_label_array():
     g = np.zeros((2, 256, 256), np.uint8)
     cm = ConfusionMatrix(19, ignore_index=255)
     cm.update(g, s, scores_axis=1)
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        cm.update(g, s, scores_axis=1)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = peak_of(cm.update, g, s, scores_axis=1)
     assert peak < g.size  # an int64 argmax array would be 8 bytes a pixel
 
 
