@@ -336,16 +336,6 @@ def image_counts(rows: ImageRows, n: int) -> tuple[IntArray, IntArray, IntArray]
     return gt, tp, pv
 
 
-def _gt_pixels(tally: Tally) -> IntArray:
-    """Ground-truth pixels per class of a batch that the counts hold: its counts and void.
-
-    A pixel whose prediction is an unexpected value is left out of the counts, and so of
-    Boundary IoU's ``|G|`` (:meth:`BandCounter.count` leaves it out of the interiors).
-    """
-    out: IntArray = tally.counts.sum(axis=1) + tally.void
-    return out
-
-
 def _as_read(a: object, name: str, where: str) -> np.ndarray:
     """:func:`as_labels`, a bool mask read as numpy reads it: any non-zero byte is 1 (a copy).
 
@@ -389,7 +379,7 @@ def count_extras(
     g = _images(g2)
     p = _images(_as_read(pred, "pred", where))
     n = g.shape[0]
-    k = tally.counts.shape[0]
+    k = tally.void.shape[0]
     bnd = None
     if boundary is not None:
         band = counters.band()
@@ -402,9 +392,7 @@ def count_extras(
             bnd = np.stack(rows) if rows else np.zeros((0, 3, k), dtype=np.int64)
         else:
             total = np.sum(sums, axis=0) if sums else np.zeros((8, k), dtype=np.int64)
-            cm = tally.counts
-            gp = _gt_pixels(tally)
-            bnd = boundary_counts(total, gp, np.diagonal(cm).copy(), cm.sum(axis=0))[None]
+            bnd = boundary_counts(total, *tally.class_sums())[None]
     inst = None
     if instances is not None:
         a = as_labels(instances, "instances", where)

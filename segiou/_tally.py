@@ -144,6 +144,24 @@ class Tally:
             g, p, n = self.cells
             np.add.at(out, (g, p), n)
 
+    def class_sums(self) -> tuple[IntArray, IntArray, IntArray]:
+        """Return per-class sums of the counts, from the cells without a dense matrix.
+
+        Ground-truth pixels the counts hold (counted or void: a pixel whose prediction is
+        unexpected is in neither, nor in Boundary IoU's ``|G|``), true positives, and predicted
+        pixels at class ground truth.
+        """
+        if self.dense is not None:
+            c = self.dense
+            return c.sum(axis=1) + self.void, np.diagonal(c).copy(), c.sum(axis=0)
+        assert self.cells is not None
+        g, p, n = self.cells
+        out = [np.zeros(self.void.shape[0], dtype=np.int64) for _ in range(3)]
+        np.add.at(out[0], g, n)
+        np.add.at(out[1], g[g == p], n[g == p])
+        np.add.at(out[2], p, n)
+        return out[0] + self.void, out[1], out[2]
+
     @property
     def n_counted(self) -> int:
         """Pixels in the counts (ground truth and prediction both classes)."""

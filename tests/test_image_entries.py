@@ -449,25 +449,37 @@ def test_an_accumulator_keeps_the_same_state_from_cells(pair, per_image, boundar
     assert state("hash") == state("dense")
 
 
+@pytest.mark.parametrize("boundary", [None, "1px"])  # (Boundary IoU reads per-class sums)
 @pytest.mark.parametrize("per_image", [False, True])
-def test_a_small_update_of_many_classes_costs_its_pixels(per_image):
+def test_a_small_update_of_many_classes_costs_its_pixels(per_image, boundary):
     # 16 pixels of 4,096 classes: a dense (K+2)**2 table (134 MB) made, folded, copied and
     # added per update took 0.1-0.25 s; the batch's cells are added instead
     k = 4096
     rng = np.random.default_rng(11)
     gt = rng.integers(0, k, (4, 4)).astype(np.uint16)
     pred = rng.integers(0, k, (4, 4)).astype(np.uint16)
+    gt[2], pred[2] = 7, 7  # a cell of several pixels
     pred[1, 2], gt[3, 3] = k + 3, 9999  # an unexpected prediction, unexpected ground truth
-    cm = ConfusionMatrix(k, on_unexpected="count", per_image=per_image)
-    cm.update(gt[:2], pred[:2])  # (compiled, and the accumulator's own matrix made)
-    _, peak = peak_of(cm.update, gt, pred)
+    pred[0, 1] = pred[2, 2] = 65535  # void predictions
+
+    def made(way: str) -> tuple[ConfusionMatrix, int]:
+        cm = ConfusionMatrix(k, ignore_index=65535, on_unexpected="count", per_image=per_image,
+                             boundary=boundary)  # fmt: skip
+        with counted(way):
+            cm.update(gt[:2], pred[:2])  # (compiled, and the accumulator's own matrix made)
+            return cm, peak_of(cm.update, gt, pred)[1]
+
+    cm, peak = made("auto")
     assert peak < 1 << 20, peak
+    assert cm == made("dense")[0]  # every field, Boundary IoU's sums too
     assert _count.sparse_total(class_lookup(k), 16)
-    ref = reference.confusion(np.concatenate([gt[:2], gt]), np.concatenate([pred[:2], pred]), k)
+    ref = reference.confusion(np.concatenate([gt[:2], gt]), np.concatenate([pred[:2], pred]), k,
+                              ignore=(65535,))  # fmt: skip
     assert_array_equal(cm.counts, ref.counts)
     assert (cm.unexpected_pred, cm.unexpected_gt) == ({k + 3: 2}, {9999: 1})  # (1,2): twice
     assert (cm.unexpected_pred, cm.unexpected_gt) == (ref.unexpected_pred, ref.unexpected_gt)
     assert cm.n_images == 2
+    assert cm.void.sum() == 3
 
 
 def test_batches_of_few_classes_or_many_pixels_keep_the_dense_table():
