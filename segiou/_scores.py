@@ -189,8 +189,11 @@ def count_scores(
     lo, hi = max(lk.plo, 0), min(c, lk.plo + lk.plut.size)
     if lo < hi:
         ccode[lo:hi] = lk.plut[lo - lk.plo : hi - lk.plo]
-    if s4.size and few_for_table(lk, (n, h, w), per_image):  # the labels' cells or entries
-        _refuse_nan(s, nan_bits, where)  # (numpy's argmax copies the scores: no K^2 tables)
+    # numpy's argmax copies the scores: worth it where the fused pass's dense tables (one per
+    # image, per_image) outweigh the scores, and the labels get cells or entries instead
+    tables = (k + 2) ** 2 * (n if per_image else 1)
+    if s4.size and tables >= s4.size and few_for_table(lk, (n, h, w), per_image):
+        _refuse_nan(s, nan_bits, where)
         am = _argmax(s, axis, nan_bits)
         tally = count_pairs(gt, am, lookup, where=where, on_unexpected=on_unexpected,
                             per_image=per_image, threads=threads)  # fmt: skip

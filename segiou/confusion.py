@@ -267,8 +267,8 @@ class ConfusionMatrix(Totals):
             ``pred`` holds class scores (logits or probabilities) along this axis, e.g. ``1``
             for ``N x C x H x W``: counted as ``update(gt, np.argmax(pred, axis=scores_axis))``
             (ties to the lowest channel; channel ``c`` is the prediction value ``c``), with the
-            argmax fused into the counting pass: no ``N x H x W`` array is made (with at
-            least 254 classes a batch small for its table is argmaxed by numpy first). float32,
+            argmax fused into the counting pass: no ``N x H x W`` array is made (at 254
+            classes or more, a batch whose tables outweigh it is argmaxed by numpy). float32,
             float64, float16 and ml_dtypes' bfloat16; scores containing NaN are refused.
         scores_dtype : {"bfloat16", "float16"}, optional
             How to read scores given as ``uint16``/``int16`` bits, e.g. a PyTorch bfloat16
