@@ -18,7 +18,7 @@ from segiou._typing import CountMatrix, IntArray
 from segiou.errors import InternalError
 from segiou.images import ImageRows
 
-__all__ = ["Cells", "Tally", "class_sums", "table_sums"]
+__all__ = ["Cells", "Tally", "class_sums", "summed_table", "table_sums"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,18 @@ class Cells:
         n = self.counts
         return (int(n[g == k + 1].sum()), int(n[(g < k) & (p == k + 1)].sum()),
                 int(n[g == k].sum()), int(n.sum()))  # fmt: skip
+
+
+def summed_table(codes: IntArray, counts: IntArray, width: int) -> IntArray | Cells:
+    """Sum ``counts`` by flat code: a dense table while small, else its :class:`Cells`.
+
+    Dense while ``width x width`` has at most 65,536 cells (no sort of the codes).
+    """
+    if width * width > 1 << 16:
+        return Cells.join([(codes, counts)], width)
+    table = np.zeros(width * width, dtype=np.int64)
+    np.add.at(table, codes, counts)
+    return table.reshape(width, width)
 
 
 def table_sums(table: IntArray | Cells, k: int) -> tuple[int, int, int, int]:

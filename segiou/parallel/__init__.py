@@ -7,8 +7,9 @@ per row of the plan depends on it, and a tree of sums with fan-in ``split_every`
 partials. On a cluster tasks are sized by time (``task_seconds`` at a measured or given
 ``ns_per_px``). Each task reads its own chunks (bytes from the store,
 decoded into buffers each thread reuses), counts them single-threaded with the Numba kernels
-(Dask owns the cores; the kernels release the GIL), folds one small table per image, and returns
-plain ``int64`` arrays: the dataset table and one row of TP/FP/FN per image. Partials are summed
+(Dask owns the cores; the kernels release the GIL), folds one small table per image (or counts
+its cells, few for a large table), and returns plain ``int64`` arrays: each image's entries,
+every pixel of it (the dataset's totals are summed from them). Partials are summed
 in a tree. Nothing image-sized leaves a task. Integer sums make results bit-identical across
 schedulers, chunkings and ``split_every``.
 

@@ -19,7 +19,7 @@ from segiou._count import (
     Tally,
     format_unexpected,
 )
-from segiou._tally import Cells
+from segiou._tally import summed_table
 from segiou.confusion import ConfusionMatrix
 from segiou.errors import (
     LabelRangeError,
@@ -403,7 +403,7 @@ def count_stores(
     found: tuple[Any, ...] = tuple((i, s, v, c) for (i, s, v), (c, _) in sorted(odd.items()))
     n = len(gms.names)
     rows = ImageRows(k, tuple(gms.names), (False,) * n, image, rest // w, rest % w, summed, found)
-    totals = Cells.join([(rest, summed)], w)  # every pixel is in its image's entries
+    totals = summed_table(rest, summed, w)  # every pixel is in its image's entries
     tally = Tally.from_table(totals, k, unexp["gt"], unexp["pred"], rows)
     q = {} if part.quality is None else per_image(part.quality, n, k)
     # names identify images when the source gave them (not a stack's index numbers)

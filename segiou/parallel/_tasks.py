@@ -1,8 +1,8 @@
 """What one counting task does: read its images chunk by chunk, count, return int64 partials.
 
 A task gets the shared :class:`Job` and its units ``(image, first row, end row)``; it returns a
-:class:`Partial`: the summed code table, each unit's sparse per-image entries, and every
-unexpected value it met, with its count and first position. :func:`combine` joins partials (the
+:class:`Partial`: each unit's sparse per-image entries (every pixel: the engine sums the
+dataset's totals from them), and every unexpected value it met, with its count and first position. :func:`combine` joins partials (the
 tree of sums of the graph). Tasks never raise for unexpected values: the engine raises once,
 after the run, naming every image, so the message does not depend on how tasks were split.
 """
