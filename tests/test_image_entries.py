@@ -393,7 +393,7 @@ def batch(gt: np.ndarray, pred: np.ndarray, lk: Lookup, way: str, threads: int =
         return count_pairs(gt, pred, lk, on_unexpected="count", threads=threads)
 
 
-@settings(deadline=None)
+@settings(deadline=None, max_examples=40)
 @given(
     pair=label_pairs(
         max_classes=300, min_dims=1, max_dims=4, max_side=6, unexpected=True, same_dtype=False
@@ -426,7 +426,7 @@ def test_a_batch_counted_into_its_cells_equals_the_dense_table_and_reference(pai
     )
 
 
-@settings(deadline=None, max_examples=30)
+@settings(deadline=None, max_examples=15)
 @given(
     pair=label_pairs(
         max_classes=300, min_dims=2, max_dims=3, min_side=1, max_side=6, unexpected=True
