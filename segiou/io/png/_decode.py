@@ -212,6 +212,26 @@ def _pil_kind(
     raise ImageDecodeError(msg)
 
 
+def _tiff_sign(im: Any, head: Header) -> Header:
+    """Give a TIFF whose ids Pillow reads with the wrong sign its own dtype in ``head``.
+
+    Pillow reads signed 8-bit grey (SampleFormat 2) as ``uint8`` (-1 became 255, the usual
+    ignore value) and unsigned 32-bit grey as ``int32`` (2**31 became negative); both keep
+    the file's bytes, so a view of the decoded pixels as ``int8`` / ``uint32`` is exact.
+    """
+    if im.format != "TIFF" or head.dtype is None:
+        return head
+    fmt = im.tag_v2.get(339, (1,))
+    fmt = fmt if isinstance(fmt, tuple) else (fmt,)
+    bits = im.tag_v2.get(258, (8,))
+    bits = bits if isinstance(bits, tuple) else (bits,)
+    if im.mode == "L" and bits == (8,) and fmt == (2,):
+        return Header(head.shape, np.dtype(np.int8))
+    if im.mode == "I" and bits == (32,) and fmt == (1,):
+        return Header(head.shape, np.dtype(np.uint32))
+    return head
+
+
 def read_header(path: str) -> Header:
     """Size and dtype from the header only (no pixel decoding)."""
     if path.lower().endswith(".npy"):
@@ -220,7 +240,8 @@ def read_header(path: str) -> Header:
     try:
         with open_image(path) as im:
             png = _png_depth(path, im)
-            return _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
+            head = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
+            return _tiff_sign(im, head)
     except ImageDecodeError:
         raise
     except FileNotFoundError as err:
@@ -266,7 +287,8 @@ def decode_file(path: str) -> np.ndarray:
     try:
         with open_image(path) as im:
             png = _png_depth(path, im)
-            head = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
+            plain = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
+            head = _tiff_sign(im, plain)
             check_decode_memory(path, im.mode, im.size)
             if im.format == "PNG":
                 check_png(path, inflate=tolerant)
@@ -279,6 +301,8 @@ def decode_file(path: str) -> np.ndarray:
                     check_png(path, inflate=True)
             check_loaded(path, im, tolerant)
             arr = np.asarray(im)
+            if head is not plain:  # a TIFF Pillow reads with the wrong sign: the same bytes
+                arr = arr.astype(arr.dtype.newbyteorder("="), copy=False).view(head.dtype)
         if png[1] == 0 and png[0] in (2, 4):  # grey of 2/4 bits: Pillow scales to 0..255
             arr = arr // np.uint8(255 // (2 ** png[0] - 1))
     except (ImageDecodeError, ResourceError):

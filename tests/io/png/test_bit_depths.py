@@ -106,11 +106,13 @@ def test_a_4_bit_ground_truth_counts_as_the_8_bit_prediction(tmp_path: Path) -> 
     assert_array_equal(cm.counts, want)
 
 
-def _write_tiff(path: Path, samples: np.ndarray, bits: int, photometric: int = 1) -> Path:
+def _write_tiff(path: Path, samples: np.ndarray, bits: int, photometric: int = 1,
+                sample_format: int | None = None) -> Path:  # fmt: skip
     """A little-endian TIFF, one strip, no compression, by hand (Pillow writes no 2/4-bit one).
 
     ``samples``: H x W (grey, or palette indices with ``photometric=3``: a grey ColorMap is
-    added) or H x W x C; ``bits`` per sample.
+    added) or H x W x C; ``bits`` per sample; ``sample_format`` the SampleFormat tag (1
+    unsigned, 2 signed; absent by default, which reads as unsigned).
     """
     h, w = samples.shape[:2]
     c = 1 if samples.ndim == 2 else samples.shape[2]
@@ -122,10 +124,13 @@ def _write_tiff(path: Path, samples: np.ndarray, bits: int, photometric: int = 1
         shifts = np.arange(per - 1, -1, -1, dtype=np.uint64) * np.uint64(bits)
         strip = (padded.reshape(h, -1, per) << shifts).sum(axis=2).astype(np.uint8).tobytes()
     else:
-        strip = flat.astype(f"<u{bits // 8}").tobytes()
+        kind = "i" if sample_format == 2 else "u"
+        strip = samples.reshape(h, w * c).astype(f"<{kind}{bits // 8}").tobytes()
     tags = {256: (4, [w]), 257: (4, [h]), 258: (3, [bits] * c), 259: (3, [1]),
             262: (3, [photometric]), 273: (4, [0]), 277: (3, [c]), 278: (4, [h]),
             279: (4, [len(strip)])}  # fmt: skip
+    if sample_format is not None:
+        tags[339] = (3, [sample_format] * c)
     if photometric == 3:
         ramp = [v * 65535 // (2**bits - 1) for v in range(2**bits)]
         tags[320] = (3, ramp * 3)
@@ -164,3 +169,41 @@ def test_a_16_bit_colour_tiff_is_refused_a_16_bit_grey_one_read(tmp_path: Path) 
         _decoded(tmp_path / "c.tif")
     ids = np.array([[0, 300], [65535, 7]])
     assert_array_equal(_decoded(_write_tiff(tmp_path / "g.tif", ids, 16)), ids)
+
+
+@pytest.mark.parametrize(("bits", "fmt", "ids"), [
+    (8, 2, [[-1, 0, 5], [-128, 127, 3]]),  # Pillow: uint8 (-1 read as 255, the ignore value)
+    (32, 1, [[0, 2**31, 2**32 - 1], [7, 2**31 + 5, 1]]),  # Pillow: int32 (2**31 negative)
+    (32, None, [[0, 2**31, 2**32 - 1], [7, 2**31 + 5, 1]]),  # no SampleFormat: unsigned
+    (16, 2, [[-1, 0, 5], [-300, 32767, 3]]),  # read exactly by Pillow already
+    (32, 2, [[-1, 0, 2**31 - 1], [-(2**31), 1, 3]]),
+])  # fmt: skip
+def test_a_tiff_of_signed_8_or_unsigned_32_bit_ids_reads_the_values_it_holds(
+    tmp_path: Path, bits: int, fmt: int | None, ids: list[list[int]]
+) -> None:
+    from segiou.io.png._decode import read_header
+
+    want = np.array(ids)
+    path = _write_tiff(tmp_path / "a.tif", want, bits, sample_format=fmt)
+    got = _decoded(path)
+    assert_array_equal(got, want)
+    assert got.dtype == read_header(str(path)).dtype
+    assert got.dtype.kind == ("i" if fmt == 2 else "u")
+
+
+def test_a_signed_8_bit_tiff_ground_truth_reports_its_negative_ids(tmp_path: Path) -> None:
+    """-128 and -1 of a signed 8-bit TIFF are unexpected values, not classes 128 and 255."""
+    from segiou.errors import LabelRangeError
+
+    ids = np.array([[-128, 3, 3], [3, -1, 3]])
+    for side in ("gt", "pred"):
+        (tmp_path / side).mkdir()
+    _write_tiff(tmp_path / "gt" / "a.tif", ids, 8, sample_format=2)
+    _write_tiff(tmp_path / "pred" / "a.tif", np.full((2, 3), 3), 8)
+    kw = {"labels": 150, "ignore_index": 255, "gt_pattern": "*.tif", "pred_pattern": "*.tif"}
+    with pytest.raises(LabelRangeError, match=r"-128 \(1 px") as err:
+        count_stores(tmp_path / "gt", tmp_path / "pred", **kw)
+    assert "-1 (1 px" in str(err.value)
+    cm = count_stores(tmp_path / "gt", tmp_path / "pred", on_unexpected="count", **kw)
+    assert cm.counts.sum() == 4
+    assert cm.counts[3, 3] == 4

@@ -78,9 +78,31 @@ def _damaged_spider() -> bytes:
 PILLOW_EXIF = "ignore:Corrupt EXIF data:UserWarning"
 
 
+@pytest.fixture
+def pillow_alone(monkeypatch):
+    """Without tifffile (segiou[tiff]), which reads the damaged TIFF's pixels (next test)."""
+    monkeypatch.setattr("segiou.io.png._decode._tifffile", lambda: None)
+
+
+@pytest.mark.filterwarnings(PILLOW_EXIF)
+def test_tifffile_reads_the_damaged_tiff_exactly_or_it_is_refused(tmp_path):
+    pytest.importorskip("tifffile", reason="tifffile is not installed (segiou[tiff])")
+    bad = tmp_path / "m.tif"
+    bad.write_bytes(_damaged_tiff())
+    refused = ""
+    try:
+        got = decode_file(str(bad))
+    except ImageDecodeError as err:
+        refused = str(err)
+    if refused:
+        assert "m.tif: cannot decode the file" in refused
+    else:
+        np.testing.assert_array_equal(got, MASK)
+
+
 @pytest.mark.filterwarnings(PILLOW_EXIF)
 @pytest.mark.parametrize("make", [_damaged_tiff, _damaged_spider])
-def test_a_damaged_header_is_refused_naming_the_file(tmp_path, make):
+def test_a_damaged_header_is_refused_naming_the_file(tmp_path, make, pillow_alone):
     bad = tmp_path / "m.tif"
     bad.write_bytes(make())
     for read in (read_header, decode_file):
@@ -89,7 +111,7 @@ def test_a_damaged_header_is_refused_naming_the_file(tmp_path, make):
 
 
 @pytest.mark.filterwarnings(PILLOW_EXIF)
-def test_eval_with_a_damaged_tiff_exits_2_naming_it(tmp_path, capsys):
+def test_eval_with_a_damaged_tiff_exits_2_naming_it(tmp_path, capsys, pillow_alone):
     for side in ("gt", "pred"):
         (tmp_path / side).mkdir()
         Image.fromarray(MASK).save(tmp_path / side / "a.tif")
