@@ -98,7 +98,8 @@ def store_case(k: int, shape: tuple[int, int, int], rounds: int) -> dict[str, fl
 
 
 UPDATES = [(4096, (4, 4), False), (4096, (4, 4), True), (4096, (8, 64, 64), False),
-           (1024, (64, 64), False), (1024, (16, 32, 32), True), (300, (64, 64), False)]  # fmt: skip
+           (1024, (64, 64), False), (1024, (16, 32, 32), True), (300, (64, 64), False),
+           (510, (64, 64), False)]  # fmt: skip
 STORES = [(4096, (40, 64, 64)), (1024, (40, 128, 128))]
 
 

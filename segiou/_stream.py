@@ -26,7 +26,7 @@ import numba as _nb
 import numpy as np
 
 from segiou import _word_kernels as _words
-from segiou._count import Lookup, word_tables
+from segiou._count import Lookup, sparse_total, word_tables
 from segiou._jit import run_parallel
 from segiou._typing import CountMatrix, IntArray
 
@@ -173,6 +173,8 @@ class StreamCounter:
             g = g.view(_U8)
         if codes[2]:
             p = p.view(_U8)
+        if not self.unfolded and sparse_total(self.lookup, n):
+            return False  # few pixels for a large table: the general way counts their cells
         images = 1 if gt.ndim <= 2 else n // (gt.shape[-1] * gt.shape[-2])
         if (key is None and n < _PARALLEL_MIN_PIXELS and self.unfolded
                 and codes[3] is None):  # the common case  # fmt: skip
