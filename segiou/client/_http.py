@@ -477,9 +477,24 @@ class Client:
         media = ctype.split(";")[0].strip()
         return decode_state(data, media, where=f"state of run {run or self.run!r}")
 
-    def images_csv(self, run: str | None = None) -> str:
-        """Return the run's per-image rows as CSV text (runs with ``per_image``)."""
-        path = self._run_path(run) + "/images"
+    def images_csv(self, run: str | None = None, *, preset: str = "segiou") -> str:
+        """Return the run's per-image rows as CSV text (runs with ``per_image``).
+
+        Parameters
+        ----------
+        run : str, optional
+            Default: the client's run.
+        preset : str, default "segiou"
+            The convention each image is scored under (see :data:`segiou.PRESETS`); the
+            CSV's last column names it.
+
+        Returns
+        -------
+        str
+            The CSV of :func:`segiou.report.render_per_image_csv`.
+        """
+        query = urllib.parse.urlencode({"preset": preset})
+        path = f"{self._run_path(run)}/images?{query}"
         status, ctype, data = self.request("GET", path)
         if ctype.split(";")[0].strip() != "text/csv":
             raise _unreadable(method="GET", path=path, status=status, data=data)

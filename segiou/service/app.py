@@ -506,8 +506,12 @@ def create_app(
         return Response(body, media_type=media)
 
     @app.get("/v1/runs/{name}/images", tags=["results"])
-    async def images(name: str) -> Response:
-        """Return the per-image rows as CSV (runs created with ``per_image``)."""
+    async def images(name: str, preset: str = "segiou") -> Response:
+        """Return the per-image rows as CSV (runs created with ``per_image``).
+
+        Each image is scored under ``preset`` (as ``segiou eval --preset``), which the CSV's
+        last column names.
+        """
         from segiou.report import render_per_image_csv
 
         run = ledger.run(name)
@@ -515,7 +519,7 @@ def create_app(
             msg = f"run {name!r} keeps no per-image rows; create a run with per_image true"
             raise ConflictError(msg)
         cm = await in_pool(ledger.total, name)
-        text = await in_pool(render_per_image_csv, cm)
+        text = await in_pool(lambda: render_per_image_csv(cm, preset=preset))
         return Response(text, media_type="text/csv")
 
     @app.post("/v1/runs/{name}/close", tags=["runs"])

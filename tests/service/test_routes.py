@@ -515,6 +515,12 @@ def test_images_route_is_the_per_image_csv(client, run_name, raw) -> None:
         client.put_masks(g, p, f"k{i}")
         eager.update(g, p, key=f"k{i}")
     assert client.images_csv(run_name) == render_per_image_csv(eager)
+    for preset in ("mmseg", "cityscapes"):  # scored under the preset the CSV names
+        got = client.images_csv(run_name, preset=preset)
+        assert got == render_per_image_csv(eager, preset=preset)
+        assert got != render_per_image_csv(eager)
+    code, reply = raw("GET", f"/v1/runs/{run_name}/images?preset=best")
+    assert (code, reply["error"]) == (400, "UnknownNameError")
     client.create_run(run_name + "-flat", K, ignore_index=255)
     code, reply = raw("GET", f"/v1/runs/{run_name}-flat/images")
     assert code == 409
