@@ -301,7 +301,8 @@ def decode_file(path: str) -> np.ndarray:
                     check_png(path, inflate=True)
             check_loaded(path, im, tolerant)
             arr = np.asarray(im)
-            if head is not plain:  # a TIFF Pillow reads with the wrong sign: the same bytes
+            if head is not plain and head.dtype is not None:  # a TIFF Pillow reads with the
+                # wrong sign: the same bytes
                 arr = arr.astype(arr.dtype.newbyteorder("="), copy=False).view(head.dtype)
         if png[1] == 0 and png[0] in (2, 4):  # grey of 2/4 bits: Pillow scales to 0..255
             arr = arr // np.uint8(255 // (2 ** png[0] - 1))
