@@ -6,8 +6,9 @@
   class, pixels, pixels predicted as its class and in its instance category), and per category
   the false positives of predicted ids of no class that belong to it (see
   :mod:`segiou._instances`); exact integers, weighted only when scores are computed.
-* **Absent chunks**: per image, how many ground-truth chunks were absent from a Zarr store and
-  read as the fill value (the Zarr rule for chunks never written).
+* **Absent chunks**: per image, how many ground-truth chunks, and how many prediction chunks,
+  were absent from a Zarr store and read as the fill value (the Zarr rule for chunks never
+  written); each side a :class:`ChunkCounts`.
 
 Per-image entries (Boundary IoU rows, category false positives, the image of an instance
 record) are kept for *named* images only, keyed by name, so that a merge that counts an image
@@ -17,7 +18,8 @@ adds to the totals, and its instance records carry the image ``""``. Labels repe
 keyless states both have ``#0``), so entries keyed by them overwrote one another. Absent chunks
 are kept per named image (keyed by name, dropped with the image by a merge that counts it once)
 and per label (summed, never dropped), apart: a label can be the same string as another image's
-name. :attr:`Extras.absent` shows both by the shown string. Integers only.
+name. :attr:`Extras.absent` (:attr:`Extras.absent_pred`) shows both by the shown string.
+Integers only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from segiou._absent import ChunkCounts
 from segiou._boundary import BoundaryWidth
 from segiou._instances import InstanceTally
 from segiou._typing import IntArray
@@ -104,16 +107,28 @@ class Extras:
     records: list[InstanceRecords] = field(default_factory=list)
     category_fp: IntArray = field(init=False)
     category_fp_images: dict[str, IntArray] = field(default_factory=dict)
-    absent_named: dict[str, int] = field(default_factory=dict)
-    absent_labels: dict[str, int] = field(default_factory=dict)
+    gt_chunks: ChunkCounts = field(default_factory=ChunkCounts)
+    pred_chunks: ChunkCounts = field(default_factory=ChunkCounts)
 
     @property
     def absent(self) -> dict[str, int]:
-        """Absent chunks per image as shown: a name, or a label (summed where the strings meet)."""
-        out = dict(self.absent_named)
-        for label, n in self.absent_labels.items():
-            out[label] = out.get(label, 0) + n
-        return out
+        """Absent ground-truth chunks per image as shown (:attr:`ChunkCounts.shown`)."""
+        return self.gt_chunks.shown
+
+    @property
+    def absent_pred(self) -> dict[str, int]:
+        """Absent prediction chunks per image as shown (:attr:`ChunkCounts.shown`)."""
+        return self.pred_chunks.shown
+
+    @property
+    def absent_named(self) -> dict[str, int]:
+        """Absent ground-truth chunks of named images."""
+        return self.gt_chunks.named
+
+    @property
+    def absent_labels(self) -> dict[str, int]:
+        """Absent ground-truth chunks of labelled images."""
+        return self.gt_chunks.labels
 
     def __post_init__(self) -> None:
         self.boundary_total = np.zeros((3, self.k), dtype=np.int64)
@@ -163,6 +178,7 @@ class Extras:
         boundary: IntArray | None = None,
         instances: InstanceTally | None = None,
         absent: Sequence[int] | None = None,
+        absent_pred: Sequence[int] | None = None,
         where: str = "update",
         given: bool = False,
     ) -> None:
@@ -211,8 +227,9 @@ class Extras:
                                                           "cat_tp")}  # fmt: skip
             if len(n) != 1 or (np.size(instances.cls) and np.max(instances.cls) >= self.k):
                 bad.append("instance records of different lengths or classes out of range")
-        if absent is not None and len(absent) != n_images:
-            bad.append(f"{len(absent)} absent-chunk counts for {n_images} image(s)")
+        for side, a in (("ground-truth", absent), ("prediction", absent_pred)):
+            if a is not None and len(a) != n_images:
+                bad.append(f"{len(a)} absent {side} chunk counts for {n_images} image(s)")
         if bad:
             msg = (
                 f"{where}: the batch carries {'; '.join(bad)}; nothing of it was counted. Count "
@@ -228,6 +245,7 @@ class Extras:
         boundary: IntArray | None = None,
         instances: InstanceTally | None = None,
         absent: Sequence[int] | None = None,
+        absent_pred: Sequence[int] | None = None,
         widths: Iterable[int] = (),
     ) -> None:
         """Add what was counted for the images ``labels`` (one name or label per image).
@@ -235,8 +253,8 @@ class Extras:
         ``given``: ``labels`` are names (per-image entries are kept for them), not labels.
         ``boundary`` is ``(images, 3, K)`` (or ``(1, 3, K)`` summed when per-image entries are
         not kept); ``instances`` indexes ``labels`` with its ``image`` (``-1``: untracked);
-        ``absent`` holds absent ground-truth chunks per image; ``widths`` the boundary widths in
-        pixels the images got.
+        ``absent`` (``absent_pred``) holds absent ground-truth (prediction) chunks per image;
+        ``widths`` the boundary widths in pixels the images got.
         """
         self.boundary_px.update(int(w) for w in widths)
         if boundary is not None:
@@ -259,11 +277,9 @@ class Extras:
             if given and self.per_image and fp.shape[0] == len(labels):
                 for name, row in zip(labels, fp, strict=True):
                     self.category_fp_images[name] = row.copy()
-        if absent is not None:
-            kept = self.absent_named if given and self.per_image else self.absent_labels
-            for name, n in zip(labels, absent, strict=True):
-                if n:
-                    kept[name] = kept.get(name, 0) + int(n)
+        for chunks, a in ((self.gt_chunks, absent), (self.pred_chunks, absent_pred)):
+            if a is not None:
+                chunks.add(labels, a, given and self.per_image)
 
     def keep_named(self, names: set[str], labels: set[str]) -> None:
         """Drop the per-image entries of the images ``labels`` (labelled, not named).
@@ -277,8 +293,8 @@ class Extras:
         for d in (self.boundary_images, self.category_fp_images):
             for n in [n for n in d if n in labels and n not in names]:
                 del d[n]
-        for n in [n for n in self.absent_named if n not in names]:  # a label's (or stray)
-            self.absent_labels[n] = self.absent_labels.get(n, 0) + self.absent_named.pop(n)
+        self.gt_chunks.keep_named(names)
+        self.pred_chunks.keep_named(names)
         r = self.instance_records()
         if any(n in labels and n not in names for n in r.image):
             img = tuple("" if n in labels and n not in names else n for n in r.image)
@@ -346,13 +362,8 @@ class Extras:
         )
         theirs = other.instance_records()
         out.records = [self.instance_records(), theirs.without(drop) if drop else theirs]
-        out.absent_named = dict(self.absent_named)
-        for name, n in other.absent_named.items():
-            if name not in drop:  # (a named image is on one side, or dropped: counted once)
-                out.absent_named[name] = out.absent_named.get(name, 0) + n
-        out.absent_labels = dict(self.absent_labels)
-        for label, n in other.absent_labels.items():  # labels never identify an image: summed
-            out.absent_labels[label] = out.absent_labels.get(label, 0) + n
+        out.gt_chunks = self.gt_chunks.merged(other.gt_chunks, drop)
+        out.pred_chunks = self.pred_chunks.merged(other.pred_chunks, drop)
         return out
 
     def _check_shared(self, other: Extras, names: set[str]) -> None:
@@ -387,7 +398,9 @@ class Extras:
                 ("instance records", mine.get(n, []), theirs.get(n, [])),
                 ("category false positives", rows(self.category_fp_images, n),
                  rows(other.category_fp_images, n)),
-                ("absent chunks", self.absent_named.get(n, 0), other.absent_named.get(n, 0)),
+                ("absent chunks", self.gt_chunks.named.get(n, 0), other.gt_chunks.named.get(n, 0)),
+                ("absent prediction chunks", self.pred_chunks.named.get(n, 0),
+                 other.pred_chunks.named.get(n, 0)),
             ) if a != b]  # fmt: skip
             if what:
                 differ.append(f"{n!r} ({', '.join(what)})")
@@ -403,15 +416,17 @@ class Extras:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Extras):
             return NotImplemented
-        return (self.to_dict(), self.absent_labels) == (other.to_dict(), other.absent_labels)
+        mine = (self.gt_chunks.labels, self.pred_chunks.labels)
+        theirs = (other.gt_chunks.labels, other.pred_chunks.labels)
+        return (self.to_dict(), mine) == (other.to_dict(), theirs)
 
     __hash__ = None  # type: ignore[assignment]
 
     @property
     def empty(self) -> bool:
         """Whether nothing beyond the confusion counts is kept (no setting, no absent chunk)."""
-        return (self.boundary is None and not self.instances and not self.absent_named
-                and not self.absent_labels)  # fmt: skip
+        return (self.boundary is None and not self.instances and not self.gt_chunks
+                and not self.pred_chunks)  # fmt: skip
 
     # -- serialisation ----------------------------------------------------------------------
     def to_dict(self, names: Iterable[str] = ()) -> dict[str, Any]:
@@ -420,13 +435,19 @@ class Extras:
         ``absent_chunks`` shows the absent chunks per name or label (:attr:`absent`). Where a
         label's string is also a name (``names``: the state's given names, or one with absent
         chunks), ``absent_chunks_labels`` says what of it is the label's (a reader takes the
-        rest as the named image's); that field is left out when no string is both.
+        rest as the named image's); that field is left out when no string is both. Absent
+        prediction chunks likewise, in ``absent_pred_chunks`` (``_labels``), left out when
+        there are none (states written before they were counted have neither).
         """
-        out: dict[str, Any] = {"boundary": None, "instances": None,
-                               "absent_chunks": dict(sorted(self.absent.items()))}  # fmt: skip
-        both = set(names) | set(self.absent_named)
-        if shared := {n: c for n, c in self.absent_labels.items() if n in both}:
-            out["absent_chunks_labels"] = dict(sorted(shared.items()))
+        names = set(names)
+        out: dict[str, Any] = {"boundary": None, "instances": None}
+        for what, chunks in (("absent_chunks", self.gt_chunks),
+                             ("absent_pred_chunks", self.pred_chunks)):  # fmt: skip
+            shown, shared = chunks.to_fields(names)
+            if what == "absent_chunks" or shown:
+                out[what] = shown
+            if shared:
+                out[f"{what}_labels"] = shared
         if self.boundary is not None:
             out["boundary"] = {
                 "width": self.boundary.to_dict(),
@@ -464,8 +485,7 @@ class Extras:
         CheckpointError
             A malformed field, named.
         """
-        b, inst, absent = d.get("boundary"), d.get("instances"), d.get("absent_chunks") or {}
-        labelled = d.get("absent_chunks_labels") or {}
+        b, inst = d.get("boundary"), d.get("instances")
         try:
             width = None if b is None else BoundaryWidth.from_dict(b["width"])
         except (KeyError, TypeError, ValueError) as err:
@@ -515,26 +535,13 @@ class Extras:
                                                             "instances.images")  # fmt: skip
             _check_sum(out.category_fp_images, out.category_fp, "instances.images",
                        "instances.category_fp", source)  # fmt: skip
-        for what, m in (("absent_chunks", absent), ("absent_chunks_labels", labelled)):
-            if not isinstance(m, Mapping):
-                msg = f"{_at(source)}field {what!r} must map image names to chunk counts"
-                raise CheckpointError(msg)
-            for name, n in m.items():
-                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                    msg = f"{_at(source)}field {what!r} holds {n!r} for {name!r}; expected a count"
-                    raise CheckpointError(msg)
-        for name, n in labelled.items():
-            if n > absent.get(name, -1):
-                msg = (
-                    f"{_at(source)}field 'absent_chunks_labels' gives {name!r} {n} absent chunk(s), "
-                    "more than 'absent_chunks' shows for it; the file was altered"
-                )
-                raise CheckpointError(msg)
-            if n:
-                out.absent_labels[str(name)] = n
-        for name, n in absent.items():  # the rest: a named image's (or a label's: keep_named)
-            if rest := n - labelled.get(name, 0):
-                out.absent_named[str(name)] = rest
+        for what in ("absent_chunks", "absent_pred_chunks"):
+            chunks = ChunkCounts.from_fields(d.get(what) or {}, d.get(f"{what}_labels") or {},
+                                             what, source)  # fmt: skip
+            if what == "absent_chunks":
+                out.gt_chunks = chunks
+            else:
+                out.pred_chunks = chunks
         return out
 
 

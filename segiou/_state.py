@@ -2,16 +2,17 @@
 
 :func:`dump` writes format ``segiou.confusion`` version 2, or version 3 for a state that also
 keeps Boundary IoU counts, instance records or absent chunks (:mod:`segiou._extras`: the fields
-``boundary``, ``instances`` and ``absent_chunks``); :func:`load` reads versions 1 to 3 and
-refuses a state that breaks any invariant, naming the field: every count an exact integer in
-``0 .. 2**63 - 1`` (checked before any numpy conversion), a pixel total that fits in int64,
-keys a list of distinct strings, no unexpected counts in a ``raise``-mode state, per-image rows
-that add up to the totals, no unknown field and no missing one (the version-3 fields too, each
-with every field it is written with: :mod:`segiou._state_fields`), and a Boundary IoU width in
-pixels that its images were counted with. Version 1 kept per-image TP/FP/FN rows only;
-version 2 keeps each image's sparse confusion entries (:mod:`segiou.images`). A state with
-version-1 rows is written as version 1, or as version 3 with those rows when it also holds
-version-3 fields (a version-1 state merged with one that met absent chunks); both load back.
+``boundary``, ``instances``, ``absent_chunks`` and, when prediction chunks were absent,
+``absent_pred_chunks``); :func:`load` reads versions 1 to 3 and refuses a state that breaks any
+invariant, naming the field: every count an exact integer in ``0 .. 2**63 - 1`` (checked before
+any numpy conversion), a pixel total that fits in int64, keys a list of distinct strings, no
+unexpected counts in a ``raise``-mode state, per-image rows that add up to the totals, no
+unknown field and no missing one (the version-3 fields too, each with every field it is written
+with: :mod:`segiou._state_fields`), and a Boundary IoU width in pixels that its images were
+counted with. Version 1 kept per-image TP/FP/FN rows only; version 2 keeps each image's sparse
+confusion entries (:mod:`segiou.images`). A state with version-1 rows is written as version 1,
+or as version 3 with those rows when it also holds version-3 fields (a version-1 state merged
+with one that met absent chunks); both load back.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ _FIELDS = {"format", "version", "writer", "labels", "gt_ids", "pred_ids", "per_i
            "on_unexpected", "counts", "void", "ignored", "unexpected", "keys", "images",
            "pixels", "image_rows"}  # fmt: skip
 #: Fields of version 3 only.
-_EXTRA_FIELDS = {"boundary", "instances", "absent_chunks", "absent_chunks_labels"}
+_EXTRA_FIELDS = {"boundary", "instances", "absent_chunks", "absent_chunks_labels",
+                 "absent_pred_chunks", "absent_pred_chunks_labels"}  # fmt: skip
 #: Names a version-1 state gave images counted without one: they are anonymous from version 2.
 _AUTO_NAME = re.compile(r"#\d+")
 
@@ -580,6 +582,7 @@ def _check_extras(p: StateParts) -> None:
     named = set(p.rows.names)
     e = p.extras
     for what, names in (("boundary.images", e.boundary_images), ("absent_chunks", e.absent),
+                        ("absent_pred_chunks", e.absent_pred),
                         ("instances.images", e.category_fp_images)):  # fmt: skip
         if stray := sorted(set(names) - named)[:3]:
             msg = f"field {what!r} names image(s) {stray} that have no per-image row; altered"

@@ -168,7 +168,8 @@ def check_extra_fields(d: Mapping[str, Any], *, k: int, n_categories: int,
     """Refuse version-3 fields that are not all there, or not of the form written.
 
     ``boundary``, ``instances`` and ``absent_chunks`` must be there, each with every field it
-    is written with and no other, its counts of the spec's shapes.
+    is written with and no other, its counts of the spec's shapes (``absent_pred_chunks`` is
+    there when prediction chunks were absent: states written before have none).
 
     A version-3 state holds at least one of them (a state with none is written as version 2):
     one set to null where it was the only one is refused too.
@@ -212,22 +213,25 @@ def check_extra_fields(d: Mapping[str, Any], *, k: int, n_categories: int,
         _extra_counts(inst["category_fp"], (n_categories,), "instances.category_fp")
         _images(inst["images"], per_image, "instances.images", (n_categories,))
     chunks = 0
-    for f in ("absent_chunks", "absent_chunks_labels"):
+    for f in ("absent_chunks", "absent_chunks_labels", "absent_pred_chunks",
+              "absent_pred_chunks_labels"):  # fmt: skip
         m = d.get(f, {})
         if not isinstance(m, Mapping):
             msg = f"field {f!r} is {str(m)[:40]!r}; expected an object of image name -> chunks"
             raise fail(msg)
         chunks += sum(count(n, f"{f}[{name!r}]") for name, n in m.items())
-    if d.get("absent_chunks_labels") and not per_image:
-        msg = (
-            "field 'absent_chunks_labels' tells labels from image names, but the state keeps no "
-            f"per-image rows (so names no image); {RESTORE}"
-        )
-        raise fail(msg)
+    for f in ("absent_chunks_labels", "absent_pred_chunks_labels"):
+        if d.get(f) and not per_image:
+            msg = (
+                f"field {f!r} tells labels from image names, but the state keeps no per-image "
+                f"rows (so names no image); {RESTORE}"
+            )
+            raise fail(msg)
     if b is None and inst is None and not chunks:
         msg = (
             "the state is version 3 but holds no Boundary IoU counts, instances or absent chunks "
-            "('boundary' and 'instances' null, 'absent_chunks' empty), which a version-3 state "
+            "('boundary' and 'instances' null, 'absent_chunks' empty, no 'absent_pred_chunks'), "
+            "which a version-3 state "
             f"always has: one of them was cut; {RESTORE}"
         )
         raise fail(msg)

@@ -345,6 +345,7 @@ class ConfusionMatrix(Totals):
         boundary: IntArray | None = None,
         instances: InstanceTally | None = None,
         absent: Sequence[int] | None = None,
+        absent_pred: Sequence[int] | None = None,
         widths: Sequence[int] = (),
     ) -> None:
         """Add what one counting pass found, counted elsewhere (for example by the Dask engine).
@@ -370,8 +371,8 @@ class ConfusionMatrix(Totals):
             Boundary IoU): per image, or summed.
         instances : InstanceTally, optional
             The tally's instances (required when the accumulator counts instances).
-        absent : sequence of int, optional
-            Ground-truth chunks absent from a store and read as the fill value, per image.
+        absent, absent_pred : sequence of int, optional
+            Ground-truth (prediction) chunks absent from a store, read as the fill value, per image.
         widths : sequence of int
             The Boundary IoU widths in pixels the tally's images got.
 
@@ -414,7 +415,7 @@ class ConfusionMatrix(Totals):
             if total > _state.INT64_MAX:
                 raise overflow_error(self._pixels, tally.n_pixels)
             self.extras.check_add(n_images, boundary=boundary, instances=instances, absent=absent,
-                                  where=key or "update", given=given)  # fmt: skip
+                                  absent_pred=absent_pred, where=key or "update", given=given)  # fmt: skip
             with held_interrupts():  # all of it or nothing, also under Ctrl-C
                 tally.add_counts_into(self.counts)
                 self.void += tally.void
@@ -432,13 +433,12 @@ class ConfusionMatrix(Totals):
                     self._n_rows += im.n
                     if given:
                         self._named.update(labels)
-                # labels for the extras that keep entries per image, else none (2**40 images
-                # of no pixels made 2**40 labels for nothing)
+                # labels only for extras kept per image (2**40 empty images: 2**40 labels)
                 shown: tuple[str, ...] = ()
-                if boundary is not None or instances is not None or absent is not None:
+                if any(x is not None for x in (boundary, instances, absent, absent_pred)):
                     shown = labels or tuple(names or ()) or tuple(f"#{i}" for i in range(n_images))
                 self.extras.add(shown, given=given, boundary=boundary, instances=instances,
-                                absent=absent, widths=widths)  # fmt: skip
+                                absent=absent, absent_pred=absent_pred, widths=widths)  # fmt: skip
 
     # -- merging ------------------------------------------------------------------------------
     def _config(self) -> dict[str, Any]:

@@ -4,8 +4,9 @@ The JSON schema (``format = "segiou.result"``, ``version = 3``) is documented in
 ``nan`` (undefined) is written as ``null``. Version 2 added two optional fields, ``intervals``
 (bootstrap confidence intervals) and ``slices`` (every metric per metadata value), both ``null``
 when not computed (:mod:`segiou.stats` computes them); version 3 adds ``boundary`` (Boundary
-IoU), ``instances`` (iIoU) and ``absent_chunks``, ``null`` when not counted. Readers accept
-versions 1 to 3 (:data:`RESULT_VERSIONS`).
+IoU), ``instances`` (iIoU) and ``absent_chunks``, ``null`` when not counted, and
+``absent_pred_chunks`` (absent prediction chunks; documents written before have none). Readers
+accept versions 1 to 3 (:data:`RESULT_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ class Result:
         ``averaging`` (:data:`INSTANCE_AVERAGING`: its own rule, not the preset's).
     absent_chunks : dict of str to int
         Ground-truth chunks absent from a Zarr store and read as the fill value, per image.
+    absent_pred_chunks : dict of str to int
+        Prediction chunks absent from a Zarr store and read as the fill value, per image (of
+        the ground truth's names).
     """
 
     labels: str
@@ -138,6 +142,7 @@ class Result:
     boundary: dict[str, Any] | None = None
     instances: dict[str, Any] | None = None
     absent_chunks: dict[str, int] = field(default_factory=dict)
+    absent_pred_chunks: dict[str, int] = field(default_factory=dict)
 
     @property
     def miou(self) -> float:
@@ -194,9 +199,10 @@ class Result:
     def _quality_dict(self) -> dict[str, Any]:
         """Return the result fields of issue 13: ``boundary``, ``instances``, ``absent_chunks``."""
         names = self.class_names
-        out: dict[str, Any] = {"boundary": None, "instances": None,
-                               "absent_chunks": {"total": sum(self.absent_chunks.values()),
-                                                 "images": dict(self.absent_chunks)}}  # fmt: skip
+        out: dict[str, Any] = {"boundary": None, "instances": None}
+        for what, a in (("absent_chunks", self.absent_chunks),
+                        ("absent_pred_chunks", self.absent_pred_chunks)):  # fmt: skip
+            out[what] = {"total": sum(a.values()), "images": dict(a)}
         if (b := self.boundary) is not None:
             out["boundary"] = {
                 "width": b["width"], "pixels_used": b["pixels_used"], "miou": _num(b["miou"]),
@@ -291,8 +297,9 @@ class Result:
 def _quality_from_dict(d: Mapping[str, Any]) -> dict[str, Any]:
     """Invert :meth:`Result._quality_dict` (documents without these fields give the defaults)."""
     out: dict[str, Any] = {}
-    if (a := d.get("absent_chunks")) is not None:
-        out["absent_chunks"] = {str(n): int(c) for n, c in a["images"].items()}
+    for what in ("absent_chunks", "absent_pred_chunks"):
+        if (a := d.get(what)) is not None:
+            out[what] = {str(n): int(c) for n, c in a["images"].items()}
     if (b := d.get("boundary")) is not None:
         cs = b["classes"]
         out["boundary"] = {"width": b["width"], "pixels_used": list(b["pixels_used"]),
@@ -583,7 +590,10 @@ def _quality(cm: ConfusionMatrix, spec: LabelSpec, counts: CountMatrix) -> dict[
     from segiou._instances import instance_categories
 
     e = cm.extras
-    out: dict[str, Any] = {"absent_chunks": dict(sorted(e.absent.items()))}
+    out: dict[str, Any] = {
+        "absent_chunks": dict(sorted(e.absent.items())),
+        "absent_pred_chunks": dict(sorted(e.absent_pred.items())),
+    }
     if e.boundary is not None:
         b = e.boundary_total
         scores = q.boundary_iou(b)

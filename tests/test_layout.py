@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("typed wrappers", ("segiou._arrays", "segiou._lookup", "segiou._tally", "segiou._count", "segiou._boundary", "segiou._stream", "segiou._scores")),
     ("label specs", ("segiou._builtin_specs", "segiou._spec_checks", "segiou.labels",
                      "segiou._instances")),
-    ("accumulator", ("segiou._extras", "segiou._batch", "segiou._state", "segiou._state_fields",
+    ("accumulator", ("segiou._absent", "segiou._extras", "segiou._batch", "segiou._state", "segiou._state_fields",
                      "segiou.confusion")),
     ("reducers and results", ("segiou._matrix", "segiou.metrics", "segiou.quality", "segiou.conventions", "segiou.results",
                               "segiou.compare", "segiou.stats")),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import tempfile
 import tracemalloc
 from collections.abc import Sequence
@@ -551,8 +552,12 @@ def test_predictions_written_through_a_reopened_array_are_refused_or_read_as_fil
         if boundary is not None:
             ref = _eager(gt, pred, names, boundary=boundary)
             assert_array_equal(cm.extras.boundary_total, ref.extras.boundary_total)
-        # absent ground-truth chunks only: prediction chunks read as the fill value are not
-        assert cm.extras.absent == {}  # reported (the state has no field for them)
+        # the two prediction chunks read as the fill value are reported, by image, and kept
+        assert cm.extras.absent == {}  # (none of the ground truth's)
+        assert cm.extras.absent_pred == {"img_b": 1, "img_c": 1}
+        back = ConfusionMatrix.from_dict(json.loads(json.dumps(cm.to_dict())))
+        assert back.extras.absent_pred == {"img_b": 1, "img_c": 1}
+        assert segiou.evaluate(cm).absent_pred_chunks == {"img_b": 1, "img_c": 1}
 
 
 def test_missing_prediction_chunks_error_refuses_in_any_store(chunked):

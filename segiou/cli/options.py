@@ -304,8 +304,8 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
                    help="a prediction chunk missing from a Zarr store: auto (default: read as "
                    "the fill value; refused in stores that record every chunk and in Zarr v2 "
                    "arrays without a fill value), error, or fill (also there: a writer with "
-                   "zarr's write_empty_chunks=False skipped it; 0 without a fill value); not "
-                   "reported")  # fmt: skip
+                   "zarr's write_empty_chunks=False skipped it; 0 without a fill value); "
+                   "reported per image, as the ground truth's")  # fmt: skip
     p.add_argument("--boundary", nargs="?", const="0.02", default=None, metavar="WIDTH",
                    type=boundary_arg,
                    help="also Boundary IoU: width as a share of the image diagonal (default "

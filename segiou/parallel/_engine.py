@@ -61,7 +61,7 @@ MissingGtChunks = Literal["auto", "error", "fill"]
 #: A chunk missing from the prediction store, likewise: ``"auto"`` refuses it in stores that
 #: record that every chunk was written and reads it as the fill value elsewhere; ``"error"``
 #: always refuses, ``"fill"`` always reads it as the fill value. Prediction chunks read as the
-#: fill value are not reported (the state counts absent ground-truth chunks only).
+#: fill value are counted per image too (``cm.extras.absent_pred``).
 MissingPredChunks = Literal["auto", "error", "fill"]
 
 
@@ -207,7 +207,8 @@ def count_stores(
         that ``create_stack`` made but another job wrote through ``zarr.open_array`` (zarr's
         default ``write_empty_chunks=False``, not stored with the array) lacks every chunk
         equal to the fill value although it records every chunk. Prediction chunks read as the
-        fill value are not reported: the state counts absent ground-truth chunks only.
+        fill value are reported per image (``cm.extras.absent_pred``, by ground-truth image),
+        as the ground truth's are.
     scheduler : str or distributed.Client, optional
         ``"threads"`` (default when no Client is active), ``"synchronous"``, ``"processes"``,
         or a ``distributed.Client``. The current default Client is used when there is one.
@@ -411,7 +412,8 @@ def count_stores(
                   names_given=getattr(gms, "named", True),
                   boundary=q.get("boundary") if out.boundary is not None else None,
                   instances=q.get("instances") if out.instances else None,
-                  absent=q.get("absent"), widths=q.get("widths", ()))  # fmt: skip
+                  absent=q.get("absent"), absent_pred=q.get("absent_pred"),
+                  widths=q.get("widths", ()))  # fmt: skip
     return out
 
 
@@ -426,7 +428,7 @@ def _missing_policy(gms: Source, asked: MissingGtChunks) -> Any:
 
 
 def _pred_policy(pms: Source | None, asked: MissingPredChunks) -> Any:
-    """Return what the predictions' chunk caches do with a missing chunk (never counted).
+    """Return what the predictions' chunk caches do with a missing chunk (counted if read).
 
     ``auto`` refuses it where reading it as the fill value would be wrong or a guess: the store
     records that every chunk was written, or an array has no fill value (Zarr v2
@@ -435,7 +437,7 @@ def _pred_policy(pms: Source | None, asked: MissingPredChunks) -> Any:
     if asked == "error" or (asked == "auto" and (getattr(pms, "complete", False)
                                                  or lacks_fill(pms))):  # fmt: skip
         return "error"
-    return "fill"
+    return "count"  # read as the fill value, and counted per image
 
 
 def _instances(gms: Source, given: object, labels: object) -> Source | None:

@@ -14,8 +14,9 @@ image (:func:`per_image`).
 * **Instances**: the instance array (or files) beside the ground truth is read region by
   region; each instance's pixels and true positives are summed over every region it spans and
   over the units of its image (in the engine, by ``(image, instance id)``).
-* **Absent chunks**: ground-truth chunks that were missing from the store and read as the fill
-  value, counted once per image they cover.
+* **Absent chunks**: ground-truth and prediction chunks that were missing from their store and
+  read as the fill value, counted once per image they cover (a prediction chunk by the unit
+  whose ground-truth chunk row holds the chunk's first row: the two may be chunked apart).
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ class QualityPart(NamedTuple):
     """Per unit: its image, Boundary IoU counts, instances, absent chunks; widths used."""
 
     image: IntArray  # (U,) image of each unit
-    boundary: IntArray  # (U, 3, K)
+    boundary: IntArray  # (U, 3, K); (U, 3, 0) without Boundary IoU
     widths: IntArray  # boundary widths in pixels used
     instances: InstanceTally  # records with their image; fp (U, G)
     absent: IntArray  # (U,) absent ground-truth chunks
+    absent_pred: IntArray  # (U,) absent prediction chunks
 
 
 def join(parts: list[QualityPart]) -> QualityPart:
@@ -53,15 +55,21 @@ def join(parts: list[QualityPart]) -> QualityPart:
         np.unique(np.concatenate([p.widths for p in parts])),
         InstanceTally.concat([p.instances for p in parts], g),
         np.concatenate([p.absent for p in parts]),
+        np.concatenate([p.absent_pred for p in parts]),
     )
 
 
 def per_image(q: QualityPart, n: int, k: int) -> dict[str, Any]:
-    """Sum units of the same image: ``boundary`` ``(n, 3, K)``, ``instances``, ``absent``."""
-    b = np.zeros((n, 3, k), dtype=np.int64)
+    """Sum units of the same image: ``boundary`` ``(n, 3, K)``, instances, absent chunks.
+
+    ``boundary`` is ``(n, 3, 0)`` without Boundary IoU (``(n, 3, K)`` zeros took 98 KB an
+    image at 4,096 classes).
+    """
+    b = np.zeros((n, 3, q.boundary.shape[2]), dtype=np.int64)
     np.add.at(b, q.image, q.boundary)
-    absent = np.zeros(n, dtype=np.int64)
+    absent, absent_pred = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     np.add.at(absent, q.image, q.absent)
+    np.add.at(absent_pred, q.image, q.absent_pred)
     t = q.instances
     fp = np.zeros((n, t.fp.shape[1]), dtype=np.int64)
     np.add.at(fp, q.image, t.fp)
@@ -79,7 +87,8 @@ def per_image(q: QualityPart, n: int, k: int) -> dict[str, Any]:
     cls[inverse] = t.cls
     inst = InstanceTally(keys[:, 0].copy(), keys[:, 1].copy(), cls, summed(t.pixels),
                          summed(t.tp), summed(t.cat_tp), fp)  # fmt: skip
-    return {"boundary": b, "instances": inst, "absent": absent, "widths": q.widths.tolist()}
+    return {"boundary": b, "instances": inst, "absent": absent, "absent_pred": absent_pred,
+            "widths": q.widths.tolist()}  # fmt: skip
 
 
 class UnitQuality:
@@ -101,7 +110,9 @@ class UnitQuality:
                      if job.instances is not None else None)  # fmt: skip
         self.n_cat = len(job.spec.categories)
         self.icaches: dict[str, ChunkCache] = {}
-        self._units: list[tuple[int, IntArray, IntArray, int]] = []
+        self._units: list[tuple[int, IntArray, int, int]] = []
+        #: Boundary IoU columns a unit keeps (none without Boundary IoU)
+        self._bk = k if self.band is not None else 0
         self._tallies: list[InstanceTally] = []
         self._widths: set[int] = set()
         self._cur: dict[str, Any] = {}
@@ -114,7 +125,8 @@ class UnitQuality:
 
     def start(self, i: int) -> None:
         """Begin a unit of image ``i``."""
-        self._cur = {"image": i, "sums": np.zeros((8, self.k), dtype=np.int64), "absent": 0}
+        sums = np.zeros((8, self._bk), dtype=np.int64)
+        self._cur = {"image": i, "sums": sums, "absent": 0, "absent_pred": 0}
 
     # -- chunked stores ---------------------------------------------------------------------
     def row(self, i: int, y0: int, y1: int, gcache: ChunkCache, pcache: ChunkCache | None) -> None:
@@ -129,6 +141,8 @@ class UnitQuality:
             self._cur["absent"] += sum(
                 (*lead, cy, cx) in gcache.absent for cx, _, _ in garr.chunk_ranges(ax + 1, 0, w)
             )
+        if pcache is not None and pcache.absent:
+            self._cur["absent_pred"] += self._absent_pred(i, y0, y1, w, pcache)
         pred = self._pred_region(i, pcache)
         if self.band is not None:
             d = self.margin(i)
@@ -150,6 +164,22 @@ class UnitQuality:
                           _native(pred(y0, y1, g)), where=job.gt.names[i],
                           origin=(y0, 0))  # fmt: skip
             ic.drop_above(y1)
+
+    def _absent_pred(self, i: int, y0: int, y1: int, w: int, pcache: ChunkCache) -> int:
+        """Absent prediction chunks (read already) whose first row is in ``y0 .. y1``.
+
+        Each prediction chunk row starts in one ground-truth chunk row of the image, so each
+        chunk is counted once per image, however the two stores are chunked.
+        """
+        parr, pn = image_array(self.job.pred, self.job.pred_index[i])
+        ax = 0 if pn is None else 1
+        lead = () if pn is None else (pn // parr.chunks[0],)
+        ch = parr.chunks[ax]
+        return sum(
+            (*lead, cy, cx) in pcache.absent
+            for cy in range(-(-y0 // ch), (y1 - 1) // ch + 1)
+            for cx, _, _ in parr.chunk_ranges(ax + 1, 0, w)
+        )
 
     def _pred_region(self, i: int, pcache: ChunkCache | None) -> Any:
         job = self.job
@@ -187,8 +217,11 @@ class UnitQuality:
     def finish(self, table: IntArray | Cells) -> None:
         """End the unit: ``table`` is its ``(K+2, K+2)`` code table or cells (same pixels)."""
         # ground-truth pixels the counts hold: a class or void predicted (not unexpected)
-        b = boundary_counts(self._cur["sums"], *class_sums(table, self.k))
-        self._units.append((self._cur["image"], b, np.zeros(0, np.int64), self._cur["absent"]))
+        b = np.zeros((3, 0), dtype=np.int64)
+        if self.band is not None:
+            b = boundary_counts(self._cur["sums"], *class_sums(table, self.k))
+        self._units.append((self._cur["image"], b, self._cur["absent"],
+                            self._cur["absent_pred"]))  # fmt: skip
         if self.inst is not None:
             self._tallies.append(self.inst.finish(image=self._cur["image"]))
 
@@ -197,14 +230,15 @@ class UnitQuality:
         n = len(self._units)
         image = np.array([u[0] for u in self._units], dtype=np.int64)
         bnd = (np.stack([u[1] for u in self._units]) if n
-               else np.zeros((0, 3, self.k), dtype=np.int64))  # fmt: skip
-        absent = np.array([u[3] for u in self._units], dtype=np.int64)
+               else np.zeros((0, 3, self._bk), dtype=np.int64))  # fmt: skip
+        absent = np.array([u[2] for u in self._units], dtype=np.int64)
+        absent_pred = np.array([u[3] for u in self._units], dtype=np.int64)
         if self.inst is not None:
             inst = InstanceTally.concat(self._tallies, self.n_cat)
         else:
             inst = InstanceTally.empty(n, self.n_cat)
         widths = np.array(sorted(self._widths), dtype=np.int64)
-        return QualityPart(image, bnd, widths, inst, absent)
+        return QualityPart(image, bnd, widths, inst, absent, absent_pred)
 
 
 def _native(a: np.ndarray) -> np.ndarray:

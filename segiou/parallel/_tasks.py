@@ -68,8 +68,9 @@ class Job:
     on_unexpected: OnUnexpected
     missing_gt_chunks: CountedMissing
     void_value: int | None
-    #: A chunk missing from the predictions: ``"error"`` (refused) or ``"fill"`` (read as the
-    #: fill value, not counted): ``count_stores``' ``missing_pred_chunks`` resolved for the store.
+    #: A chunk missing from the predictions: ``"error"`` (refused), ``"count"`` (read as the
+    #: fill value, counted per image) or ``"fill"`` (read as the fill value):
+    #: ``count_stores``' ``missing_pred_chunks`` resolved for the store.
     missing_pred_chunks: CountedMissing = "fill"
     #: Error maps: when set, every chunk pair counted is also written there (same pass).
     maps: MapWriter | None = None
@@ -81,7 +82,7 @@ class Job:
     def quality(self) -> bool:
         """Whether tasks count more than the confusion (Boundary IoU, instances, absent chunks)."""
         return self.boundary is not None or self.instances is not None or (
-            self.missing_gt_chunks == "count"
+            "count" in (self.missing_gt_chunks, self.missing_pred_chunks)
         )  # fmt: skip
 
     @functools.cached_property

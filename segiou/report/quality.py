@@ -1,4 +1,4 @@
-"""Boundary IoU, instance-level IoU (iIoU) and absent ground-truth chunks, for every report.
+"""Boundary IoU, instance-level IoU (iIoU) and absent chunks of both sides, for every report.
 
 :func:`quality_sections` reads these fields of a result document once into plain tables of
 strings (:class:`QualityTable`; names with control characters escaped); the text, Markdown and HTML reports each lay the same tables
@@ -81,7 +81,8 @@ def quality_sections(
     try:
         return _sections(doc)
     except (KeyError, TypeError, ValueError, AttributeError) as err:
-        msg = (f"{where}: its 'boundary', 'instances' or 'absent_chunks' field is malformed "
+        msg = (f"{where}: its 'boundary', 'instances', 'absent_chunks' or 'absent_pred_chunks' "
+               "field is malformed "
                f"({type(err).__name__}: {err}); write it again with segiou")  # fmt: skip
         raise ResultDocumentError(msg) from err
 
@@ -152,14 +153,15 @@ def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
                 rows, f"category mean iIoU: {_pct(q['category_miiou'])}", name_column=0,
             ))  # fmt: skip
     lines = []
-    absent = (doc.get("absent_chunks") or {}).get("images") or {}
-    if absent:
-        items = sorted(absent.items(), key=lambda kv: -kv[1])
-        shown = ", ".join(f"{printable(n)!r} ({c})" for n, c in items[:10])
-        more = f", and {len(items) - 10} more images" if len(items) > 10 else ""
-        lines.append(
-            f"ground truth: {sum(absent.values()):,} chunk(s) absent from the store were read as "
-            f"the fill value (never written, as the Zarr spec allows) in {len(absent):,} "
-            f"image(s): {shown}{more}"
-        )
+    for side, field in (("ground truth", "absent_chunks"), ("predictions", "absent_pred_chunks")):
+        absent = (doc.get(field) or {}).get("images") or {}
+        if absent:
+            items = sorted(absent.items(), key=lambda kv: -kv[1])
+            shown = ", ".join(f"{printable(n)!r} ({c})" for n, c in items[:10])
+            more = f", and {len(items) - 10} more images" if len(items) > 10 else ""
+            lines.append(
+                f"{side}: {sum(absent.values()):,} chunk(s) absent from the store were read as "
+                f"the fill value (never written, as the Zarr spec allows) in {len(absent):,} "
+                f"image(s): {shown}{more}"
+            )
     return tables, lines
