@@ -37,6 +37,13 @@ class Header:
 
 
 def _decode_failed(path: str, err: BaseException) -> ImageDecodeError:
+    if isinstance(err, _PillowMisreads):  # a valid TIFF whose ids Pillow would change
+        msg = (
+            f"{path}: {err}; the file may well be valid, and tifffile reads its ids as stored. "
+            "Install tifffile (pip install 'segiou[tiff]', which installs imagecodecs too), or "
+            "save the mask as PNG"
+        )
+        return ImageDecodeError(msg)
     if type(err).__name__ == "DecompressionBombError":  # Pillow's TIFF reader checks it itself
         msg = (
             f"{path}: Pillow's TIFF reader refuses an image this large ({err}); the file may "
@@ -212,6 +219,25 @@ def _pil_kind(
     raise ImageDecodeError(msg)
 
 
+def _tiff_samples(im: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """BitsPerSample and SampleFormat of a TIFF, as Pillow reads them (one per sample).
+
+    Pillow keeps the first ``SamplesPerPixel`` bit depths and one sample format where every
+    sample's is the same: ``(8, 8)`` bits or ``(2, 2)`` formats of a one-sample image are
+    read as ``(8,)`` and ``(2,)``.
+    """
+
+    def tag(number: int, default: int) -> tuple[int, ...]:
+        v = im.tag_v2.get(number, (default,))
+        return tuple(v) if isinstance(v, tuple | list) else (v,)
+
+    spp = tag(277, 1)[0]
+    bits, fmt = tag(258, 1)[: max(1, spp)], tag(339, 1)
+    if len(set(fmt)) == 1:
+        fmt = fmt[:1]
+    return bits, fmt
+
+
 def _tiff_sign(im: Any, head: Header) -> Header:
     """Give a TIFF whose ids Pillow reads with the wrong sign its own dtype in ``head``.
 
@@ -221,15 +247,43 @@ def _tiff_sign(im: Any, head: Header) -> Header:
     """
     if im.format != "TIFF" or head.dtype is None:
         return head
-    fmt = im.tag_v2.get(339, (1,))
-    fmt = fmt if isinstance(fmt, tuple) else (fmt,)
-    bits = im.tag_v2.get(258, (8,))
-    bits = bits if isinstance(bits, tuple) else (bits,)
+    bits, fmt = _tiff_samples(im)
     if im.mode == "L" and bits == (8,) and fmt == (2,):
         return Header(head.shape, np.dtype(np.int8))
     if im.mode == "I" and bits == (32,) and fmt == (1,):
         return Header(head.shape, np.dtype(np.uint32))
     return head
+
+
+class _PillowMisreads(ValueError):
+    """A TIFF whose ids Pillow would hand over changed: read by tifffile, or refused."""
+
+
+def _check_pillow_reads(im: Any) -> None:
+    """Refuse to let Pillow decode a TIFF whose stored ids it would change (tifffile reads it).
+
+    Pillow inverts WhiteIsZero grey of 1 and 8 bits (0 became 255, the usual ignore value),
+    turns or flips pixels by the Orientation tag (2 to 8; 5 to 8 also swap the header's size),
+    and byte-swaps the signed 16- and 32-bit samples of a compressed big-endian TIFF twice.
+
+    Raises
+    ------
+    _PillowMisreads
+        Saying which.
+    """
+    if im.format != "TIFF":
+        return
+    bits, fmt = _tiff_samples(im)
+    why = None
+    if im.tag_v2.get(262) == 0 and im.mode in ("1", "L"):
+        why = "its grey is WhiteIsZero (Photometric 0), which Pillow inverts"
+    elif im.tag_v2.get(274, 1) not in (1, None):
+        why = f"its Orientation tag is {im.tag_v2.get(274)!r}, by which Pillow turns the pixels"
+    elif (getattr(im.tag_v2, "_endian", "<") == ">" and fmt[0] == 2 and bits[0] in (16, 32)
+          and im.tag_v2.get(259, 1) != 1):  # fmt: skip
+        why = "its signed big-endian samples are compressed, which Pillow reads byte-swapped"
+    if why is not None:
+        raise _PillowMisreads(why)
 
 
 def read_header(path: str) -> Header:
@@ -241,6 +295,7 @@ def read_header(path: str) -> Header:
         with open_image(path) as im:
             png = _png_depth(path, im)
             head = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
+            _check_pillow_reads(im)
             return _tiff_sign(im, head)
     except ImageDecodeError:
         raise
@@ -288,6 +343,7 @@ def decode_file(path: str) -> np.ndarray:
         with open_image(path) as im:
             png = _png_depth(path, im)
             plain = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
+            _check_pillow_reads(im)
             head = _tiff_sign(im, plain)
             check_decode_memory(path, im.mode, im.size)
             if im.format == "PNG":

@@ -410,6 +410,8 @@ def ingest(
             wide = [(s.src, i, dec) for i, h in enumerate(s.headers) if _wide(h)]
             for a, b in _bounded(pool, _range_of, wide, window):
                 lo, hi = min(lo, a), max(hi, b)
+            if lo < 0 and any(h.dtype is not None and not _wide(h) for h in s.headers):
+                hi = max(hi, 255)  # 8-bit images are not measured: beside negative ids, int16
             s.dtype = smallest_dtype(lo, hi)
             s.chunks = chunks
         # The id space is known only for what ingest decoded (colour images) or was told

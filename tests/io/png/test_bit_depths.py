@@ -107,12 +107,16 @@ def test_a_4_bit_ground_truth_counts_as_the_8_bit_prediction(tmp_path: Path) -> 
 
 
 def _write_tiff(path: Path, samples: np.ndarray, bits: int, photometric: int = 1,
-                sample_format: int | None = None) -> Path:  # fmt: skip
-    """A little-endian TIFF, one strip, no compression, by hand (Pillow writes no 2/4-bit one).
+                sample_format: int | tuple[int, ...] | None = None, *, endian: str = "<",
+                deflate: bool = False, tags: dict[int, tuple[int, list[int]]] | None = None,
+                ) -> Path:  # fmt: skip
+    """A TIFF, one strip, by hand (Pillow writes no 2/4-bit one, nor these tags).
 
     ``samples``: H x W (grey, or palette indices with ``photometric=3``: a grey ColorMap is
     added) or H x W x C; ``bits`` per sample; ``sample_format`` the SampleFormat tag (1
-    unsigned, 2 signed; absent by default, which reads as unsigned).
+    unsigned, 2 signed, or one entry each as given; absent by default, which reads as
+    unsigned); ``endian`` ``"<"`` or ``">"`` (big-endian: ``MM``); ``deflate``: the strip
+    compressed (Compression 8); ``tags``: more tags, or others in place of these.
     """
     h, w = samples.shape[:2]
     c = 1 if samples.ndim == 2 else samples.shape[2]
@@ -124,28 +128,37 @@ def _write_tiff(path: Path, samples: np.ndarray, bits: int, photometric: int = 1
         shifts = np.arange(per - 1, -1, -1, dtype=np.uint64) * np.uint64(bits)
         strip = (padded.reshape(h, -1, per) << shifts).sum(axis=2).astype(np.uint8).tobytes()
     else:
-        kind = "i" if sample_format == 2 else "u"
-        strip = samples.reshape(h, w * c).astype(f"<{kind}{bits // 8}").tobytes()
-    tags = {256: (4, [w]), 257: (4, [h]), 258: (3, [bits] * c), 259: (3, [1]),
-            262: (3, [photometric]), 273: (4, [0]), 277: (3, [c]), 278: (4, [h]),
-            279: (4, [len(strip)])}  # fmt: skip
+        signed = 2 in np.atleast_1d(sample_format if sample_format is not None else 1)
+        kind = "i" if signed else "u"
+        strip = samples.reshape(h, w * c).astype(f"{endian}{kind}{bits // 8}").tobytes()
+    if deflate:
+        strip = zlib.compress(strip)
+    found = {256: (4, [w]), 257: (4, [h]), 258: (3, [bits] * c), 259: (3, [8 if deflate else 1]),
+             262: (3, [photometric]), 273: (4, [0]), 277: (3, [c]), 278: (4, [h]),
+             279: (4, [len(strip)])}  # fmt: skip
     if sample_format is not None:
-        tags[339] = (3, [sample_format] * c)
+        fmts = list(sample_format) if isinstance(sample_format, tuple) else [sample_format] * c
+        found[339] = (3, fmts)
     if photometric == 3:
         ramp = [v * 65535 // (2**bits - 1) for v in range(2**bits)]
-        tags[320] = (3, ramp * 3)
-    ifd_end = 8 + 2 + 12 * len(tags) + 4
+        found[320] = (3, ramp * 3)
+    found.update(tags or {})
+    e = endian
+    ifd_end = 8 + 2 + 12 * len(found) + 4
     extra = b""  # values longer than 4 bytes, after the IFD; then the strip
-    ifd = struct.pack("<H", len(tags))
-    for tag in sorted(tags):
-        kind, values = tags[tag]
-        data = struct.pack(f"<{len(values)}{'H' if kind == 3 else 'I'}", *values)
+    ifd = struct.pack(f"{e}H", len(found))
+    for tag in sorted(found):
+        kind, values = found[tag]
+        data = struct.pack(f"{e}{len(values)}{'H' if kind == 3 else 'I'}", *values)
         if len(data) > 4:
-            data, extra = struct.pack("<I", ifd_end + len(extra)), extra + data
-        ifd += struct.pack("<HHI", tag, kind, len(values)) + data.ljust(4, b"\0")
-    at = ifd.index(struct.pack("<HHI", 273, 4, 1)) + 8  # the strip's offset, now known
-    ifd = ifd[:at] + struct.pack("<I", ifd_end + len(extra)) + ifd[at + 4 :]
-    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0) + extra + strip)
+            data, extra = struct.pack(f"{e}I", ifd_end + len(extra)), extra + data
+        ifd += struct.pack(f"{e}HHI", tag, kind, len(values)) + data.ljust(4, b"\0")
+    at = ifd.index(struct.pack(f"{e}HHI", 273, 4, 1)) + 8  # the strip's offset, now known
+    ifd = ifd[:at] + struct.pack(f"{e}I", ifd_end + len(extra)) + ifd[at + 4 :]
+    magic = b"II*\0" if e == "<" else b"MM\0*"
+    path.write_bytes(
+        magic + struct.pack(f"{e}I", 8) + ifd + struct.pack(f"{e}I", 0) + extra + strip
+    )
     return path
 
 
@@ -207,3 +220,95 @@ def test_a_signed_8_bit_tiff_ground_truth_reports_its_negative_ids(tmp_path: Pat
     cm = count_stores(tmp_path / "gt", tmp_path / "pred", on_unexpected="count", **kw)
     assert cm.counts.sum() == 4
     assert cm.counts[3, 3] == 4
+
+
+@pytest.mark.parametrize(("bits", "fmt", "tags", "ids"), [
+    (8, (2, 2), None, [[-1, 0, 5], [-128, 127, 3]]),  # a SampleFormat entry too many
+    (8, 2, {258: (3, [8, 8])}, [[-1, 0, 5], [-128, 127, 3]]),  # a BitsPerSample entry too many
+    (32, (1, 1), None, [[0, 2**31, 2**32 - 1], [7, 2**31 + 5, 1]]),
+])  # fmt: skip
+def test_a_signed_tiff_with_more_tag_entries_than_samples_reads_its_values(
+    tmp_path: Path, bits: int, fmt: tuple[int, ...] | int, tags: dict | None, ids: list[list[int]]
+) -> None:
+    # Pillow keeps one entry per sample (and one format where all are the same): so does segiou
+    want = np.array(ids)
+    path = _write_tiff(tmp_path / "a.tif", want, bits, sample_format=fmt, tags=tags)
+    assert_array_equal(_decoded(path), want)
+
+
+#: TIFFs whose stored ids Pillow would hand over changed: (what the message says, how written)
+_MISREAD = {
+    "WhiteIsZero": {"bits": 8, "photometric": 0},  # Pillow: 0 -> 255 (the ignore value)
+    "WhiteIsZero 1-bit": {"bits": 1, "photometric": 0},  # Pillow: 0 <-> 1
+    "Orientation": {"bits": 8, "tags": {274: (3, [3])}},  # Pillow: turned 180 degrees
+    "Orientation 6": {"bits": 8, "tags": {274: (3, [6])}},  # Pillow: 90 degrees, size swapped
+    "byte-swapped": {"bits": 16, "sample_format": 2, "endian": ">", "deflate": True},
+    "byte-swapped 32": {"bits": 32, "sample_format": 2, "endian": ">", "deflate": True},
+}
+
+
+def _misread_ids(kw: dict) -> np.ndarray:
+    ids = np.array([[0, 1, 1], [1, 0, 0]])
+    if kw["bits"] >= 16:
+        ids = np.array([[-1, 0, 5], [-300, 32767, 3]]) * (1000 if kw["bits"] == 32 else 1)
+    elif kw["bits"] == 8:
+        ids = np.array([[0, 1, 5], [255, 7, 3]])
+    return ids
+
+
+@pytest.mark.parametrize("case", list(_MISREAD))
+def test_a_tiff_pillow_would_change_is_read_by_tifffile_or_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    from segiou.io.png._decode import read_header
+
+    kw = _MISREAD[case]
+    ids = _misread_ids(kw)
+    path = _write_tiff(tmp_path / "a.tif", ids, **kw)
+    with Image.open(path) as im:  # what Pillow hands over: not the stored ids
+        pil = np.asarray(im)
+        assert pil.shape != ids.shape or not np.array_equal(pil.astype(np.int64), ids)
+    pytest.importorskip("tifffile", reason="tifffile (segiou[tiff]) reads these TIFFs")
+    got = _decoded(path)
+    assert_array_equal(got, ids)  # as stored, as tifffile reads them
+    assert read_header(str(path)).shape == ids.shape
+    monkeypatch.setattr("segiou.io.png._decode._tifffile", lambda: None)
+    for read in (_decoded, lambda p: read_header(str(p))):
+        with pytest.raises(ImageDecodeError, match=rf"a\.tif: .*{case.split()[0]}.*segiou\[tiff\]"):
+            read(path)
+
+
+@pytest.mark.parametrize("kw", [
+    {"bits": 16, "endian": ">", "deflate": True},  # unsigned big-endian compressed
+    {"bits": 16, "sample_format": 2, "deflate": True},  # signed little-endian compressed
+    {"bits": 16, "sample_format": 2, "endian": ">"},  # signed big-endian, not compressed
+    {"bits": 16, "photometric": 0},  # WhiteIsZero of 16 bits: Pillow reads it as stored
+    {"bits": 8, "tags": {274: (3, [1])}},  # the default orientation
+])  # fmt: skip
+def test_tiffs_pillow_reads_as_stored_are_read_by_pillow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kw: dict
+) -> None:
+    monkeypatch.setattr("segiou.io.png._decode._tifffile", lambda: None)  # Pillow alone
+    ids = (
+        np.array([[-1, 0, 5], [-300, 32767, 3]])
+        if kw.get("sample_format") == 2
+        else np.array([[0, 1, 5], [255, 7, 3]])
+    )
+    assert_array_equal(_decoded(_write_tiff(tmp_path / "a.tif", ids, **kw)), ids)
+
+
+def test_ingest_of_8_bit_images_beside_negative_ids_keeps_both(tmp_path: Path) -> None:
+    # the store dtype came from the images whose header can hold more than uint8 only: 255 of
+    # an 8-bit PNG beside -1 of a signed TIFF gave int8, and ingest refused the PNG
+    for side in ("gt", "pred"):
+        (tmp_path / side).mkdir()
+    Image.fromarray(np.array([[0, 255]], np.uint8)).save(tmp_path / "gt" / "a.png")
+    _write_tiff(tmp_path / "gt" / "b.tif", np.array([[0, -1]]), 8, sample_format=2)
+    for name in ("a", "b"):
+        Image.fromarray(np.array([[0, 1]], np.uint8)).save(tmp_path / "pred" / f"{name}.png")
+    gt, pred = find_pairs(tmp_path / "gt", tmp_path / "pred", gt_pattern="*.*",
+                          pred_pattern="*.png")  # fmt: skip
+    ingest(gt, pred, tmp_path / "s.zarr", progress=False)
+    a = zarr.open_array(tmp_path / "s.zarr", path="gt", mode="r")
+    assert a.dtype == np.int16
+    assert_array_equal(a[...], [[[0, 255]], [[0, -1]]])
