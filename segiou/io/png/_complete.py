@@ -64,10 +64,12 @@ def check_png(path: str, *, inflate: bool) -> None:
     Raises
     ------
     ImageDecodeError
-        The file ends before its ``IEND`` chunk, a chunk fails its CRC, or (with ``inflate``)
-        the pixel data's zlib stream is damaged or ends early.
+        The file ends before its ``IEND`` chunk, a chunk fails its CRC, it has more than one
+        ``IHDR`` chunk, or (with ``inflate``) the pixel data's zlib stream is damaged or ends
+        early.
     """
     z = zlib.decompressobj() if inflate else None
+    headers = 0
     with Path(path).open("rb") as f:
         if f.read(8) != _PNG_SIGNATURE:
             return
@@ -94,6 +96,10 @@ def check_png(path: str, *, inflate: bool) -> None:
                 raise _incomplete(path, f"the PNG file ends inside its chunk {name!r}")
             if int.from_bytes(stored, "big") != crc:
                 raise _incomplete(path, f"chunk {name!r} fails its CRC check")
+            if ctype == b"IHDR":
+                headers += 1
+                if headers > 1:  # Pillow takes the last: the depth segiou checked is the first
+                    raise _incomplete(path, "the PNG file has more than one header (IHDR) chunk")
             if ctype == b"IEND":
                 break
     if z is not None and not z.eof:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,7 +181,12 @@ def _png_depth(path: str, im: Any) -> tuple[int, int]:
     with Path(path).open("rb") as f:
         head = f.read(26)
     if len(head) < 26 or head[:8] != _PNG_SIGNATURE or head[12:16] != b"IHDR":
-        return 8, -1
+        # Pillow reads such a file (and the last of several IHDRs): its depth would go unseen
+        msg = (
+            f"{path}: a PNG whose first chunk is not its header (IHDR), which the PNG "
+            "specification requires; its bit depth cannot be told for sure. Save the mask again"
+        )
+        raise ImageDecodeError(msg)
     return head[24], head[25]
 
 
@@ -255,6 +261,41 @@ def _tiff_sign(im: Any, head: Header) -> Header:
     return head
 
 
+#: Pillow formats whose label values are read as stored (JPEG and WebP are lossy: warned about
+#: by the folder listing); others (PBM inverted, FITS without its offset, SGI of 16 bits cut to
+#: 8, ...) are refused by name.
+_FORMATS = frozenset({"PNG", "TIFF", "JPEG", "MPO", "WEBP", "BMP", "DIB", "GIF", "PPM", "TGA",
+                      "PCX"})  # fmt: skip
+
+
+def _check_format(path: str, im: Any) -> None:
+    """Refuse a file in a format, or a variant of one, whose values Pillow changes.
+
+    Raises
+    ------
+    ImageDecodeError
+        Naming the file, the reason, and what to do.
+    """
+    fmt, why = im.format, None
+    tile = im.tile[0] if im.tile else None
+    args = tile[3] if tile is not None else None
+    if fmt not in _FORMATS:
+        why = (f"a file in {fmt} format, which segiou does not read label masks from (it reads PNG, "
+               "TIFF, BMP, GIF, TGA, PCX, Netpbm and .npy; JPEG and WebP with a warning)")  # fmt: skip
+    elif fmt == "PPM" and im.mode == "1":
+        why = "a PBM (bilevel Netpbm) file, whose bits Pillow inverts (1 is read as 0)"
+    elif (fmt == "PPM" and isinstance(args, tuple) and len(args) > 1
+          and args[1] != (65535 if im.mode == "I" else 255)):  # fmt: skip
+        why = f"a Netpbm file of maximum value {args[1]}, to which Pillow scales its values"
+    elif fmt in ("BMP", "DIB") and im.info.get("compression") in (1, 2):
+        why = "an RLE-compressed BMP, whose skipped pixels Pillow sets to 0"
+    elif fmt == "GIF" and tile is not None and tuple(tile[1]) != (0, 0, *im.size):
+        why = "a GIF whose image does not cover its whole screen (Pillow sets the rest to 0)"
+    if why is not None:
+        msg = f"{path}: {why}; its ids would not be read as stored. Save the mask as PNG"
+        raise ImageDecodeError(msg)
+
+
 class _PillowMisreads(ValueError):
     """A TIFF whose ids Pillow would hand over changed: read by tifffile, or refused."""
 
@@ -293,6 +334,7 @@ def read_header(path: str) -> Header:
         return _array_kind(path, arr.shape, arr.dtype)
     try:
         with open_image(path) as im:
+            _check_format(path, im)
             png = _png_depth(path, im)
             head = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
             _check_pillow_reads(im)
@@ -324,8 +366,8 @@ def _load_npy(path: str) -> np.ndarray:
     except FileNotFoundError as err:
         msg = f"{path}: file not found; was it moved or deleted after the folder was listed?"
         raise MaskNotFoundError(msg) from err
-    except (OSError, ValueError) as err:
-        raise _decode_failed(path, err) from err
+    except (OSError, ValueError, EOFError, OverflowError, SyntaxError, tokenize.TokenError) as err:
+        raise _decode_failed(path, err) from err  # (an empty or damaged header, a huge shape)
     return arr
 
 
@@ -341,6 +383,7 @@ def decode_file(path: str) -> np.ndarray:
     tolerant = tolerates_truncation()  # Pillow's process-wide flag: read, never changed
     try:
         with open_image(path) as im:
+            _check_format(path, im)
             png = _png_depth(path, im)
             plain = _pil_kind(path, im.mode, im.size, getattr(im, "n_frames", 1), png)
             _check_pillow_reads(im)

@@ -412,6 +412,12 @@ def ingest(
                 lo, hi = min(lo, a), max(hi, b)
             if lo < 0 and any(h.dtype is not None and not _wide(h) for h in s.headers):
                 hi = max(hi, 255)  # 8-bit images are not measured: beside negative ids, int16
+            if lo < 0 and hi >= 1 << 63:
+                msg = (
+                    f"{s.name} images of {s.src.where()} hold ids from {lo} to {hi}: no integer type holds both "
+                    "(int64 ends at 2**63 - 1, uint64 at 0). Check those masks"
+                )
+                raise ImageDecodeError(msg)
             s.dtype = smallest_dtype(lo, hi)
             s.chunks = chunks
         # The id space is known only for what ingest decoded (colour images) or was told
