@@ -12,9 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from segiou.errors import CheckpointError
+from segiou.errors import CheckpointError, CountOverflowError
 
 __all__ = ["ChunkCounts"]
+
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass
@@ -51,14 +53,34 @@ class ChunkCounts:
         for n in [n for n in self.named if n not in names]:  # a label's (or stray)
             self.labels[n] = self.labels.get(n, 0) + self.named.pop(n)
 
-    def merged(self, other: ChunkCounts, drop: set[str]) -> ChunkCounts:
-        """Both sides; ``other``'s named images in ``drop`` left out (counted here)."""
+    def merged(self, other: ChunkCounts, drop: set[str], *, larger: bool = False) -> ChunkCounts:
+        """Both sides; ``other``'s named images in ``drop`` left out (counted here).
+
+        With ``larger``, an image in ``drop`` keeps the larger of its two counts instead (the
+        same values read from two stores written apart, or by a writer that did not count
+        them: either order gives the same).
+
+        Raises
+        ------
+        CountOverflowError
+            A sum past ``2**63 - 1`` (a state holds no more chunks than pixels: altered).
+        """
         out = ChunkCounts(dict(self.named), dict(self.labels))
         for name, n in other.named.items():
             if name not in drop:  # (a named image is on one side, or dropped: counted once)
                 out.named[name] = out.named.get(name, 0) + n
+            elif larger:
+                out.named[name] = max(out.named.get(name, 0), n)
         for label, n in other.labels.items():  # labels never identify an image: summed
             out.labels[label] = out.labels.get(label, 0) + n
+        for kept in (out.named, out.labels):
+            if kept and (top := max(kept.values())) > _INT64_MAX:
+                msg = (
+                    f"merging would make {top:,} absent chunks of one image, more than 2**63 - 1; "
+                    "nothing was merged (a state holds no more of them than pixels: one side "
+                    "was altered)"
+                )
+                raise CountOverflowError(msg)
         return out
 
     def to_fields(self, names: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:

@@ -230,6 +230,11 @@ class Extras:
         for side, a in (("ground-truth", absent), ("prediction", absent_pred)):
             if a is not None and len(a) != n_images:
                 bad.append(f"{len(a)} absent {side} chunk counts for {n_images} image(s)")
+            elif a is not None and not all(
+                isinstance(c, int | np.integer) and not isinstance(c, bool) and 0 <= c <= _INT64_MAX
+                for c in a
+            ):
+                bad.append(f"absent {side} chunk counts {list(a)[:5]} (expected counts)")
         if bad:
             msg = (
                 f"{where}: the batch carries {'; '.join(bad)}; nothing of it was counted. Count "
@@ -363,7 +368,9 @@ class Extras:
         theirs = other.instance_records()
         out.records = [self.instance_records(), theirs.without(drop) if drop else theirs]
         out.gt_chunks = self.gt_chunks.merged(other.gt_chunks, drop)
-        out.pred_chunks = self.pred_chunks.merged(other.pred_chunks, drop)
+        # a prediction chunk's absence belongs to the store it was read from, not to the
+        # values (which equal on both sides): a shared image keeps the larger count
+        out.pred_chunks = self.pred_chunks.merged(other.pred_chunks, drop, larger=True)
         return out
 
     def _check_shared(self, other: Extras, names: set[str]) -> None:
@@ -399,8 +406,6 @@ class Extras:
                 ("category false positives", rows(self.category_fp_images, n),
                  rows(other.category_fp_images, n)),
                 ("absent chunks", self.gt_chunks.named.get(n, 0), other.gt_chunks.named.get(n, 0)),
-                ("absent prediction chunks", self.pred_chunks.named.get(n, 0),
-                 other.pred_chunks.named.get(n, 0)),
             ) if a != b]  # fmt: skip
             if what:
                 differ.append(f"{n!r} ({', '.join(what)})")

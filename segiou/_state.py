@@ -566,6 +566,13 @@ def _check_extra_bounds(p: StateParts) -> None:
                     f"{int(limit[c]):,} {of}; the file was altered"
                 )
                 raise _fail(msg)
+    for what, chunks in (("absent_chunks", e.absent), ("absent_pred_chunks", e.absent_pred)):
+        if (n := sum(chunks.values())) > p.pixels:  # each absent chunk held a pixel at least
+            msg = (
+                f"field {what!r} holds {n:,} absent chunks, more than the state's {p.pixels:,} "
+                "pixels (each chunk read covers one at least); the file was altered"
+            )
+            raise _fail(msg)
     if e.instances and (fp := exact_total(e.category_fp)) > (void := int(p.void.sum())):
         msg = (
             f"field 'instances.category_fp' holds {fp:,} false positives, more than the "

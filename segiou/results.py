@@ -24,7 +24,7 @@ from segiou._typing import CountMatrix, FloatArray, IntArray
 from segiou._version import __version__
 from segiou.confusion import ConfusionMatrix
 from segiou.conventions import Convention, get_convention
-from segiou.errors import UsageError
+from segiou.errors import ResultDocumentError, UsageError
 from segiou.images import ImageTable
 from segiou.labels import LabelSpec
 
@@ -299,7 +299,16 @@ def _quality_from_dict(d: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for what in ("absent_chunks", "absent_pred_chunks"):
         if (a := d.get(what)) is not None:
-            out[what] = {str(n): int(c) for n, c in a["images"].items()}
+            images = a.get("images") if isinstance(a, Mapping) else None
+            if not isinstance(images, Mapping) or not all(
+                type(c) is int and c >= 0 for c in images.values()
+            ):
+                msg = (
+                    f"field {what!r} is {str(a)[:60]!r}; expected {{'total': n, 'images': "
+                    "{name: chunks}}} with counts; write the document again with segiou"
+                )
+                raise ResultDocumentError(msg)
+            out[what] = {str(n): c for n, c in images.items()}
     if (b := d.get("boundary")) is not None:
         cs = b["classes"]
         out["boundary"] = {"width": b["width"], "pixels_used": list(b["pixels_used"]),

@@ -136,12 +136,84 @@ def _state(name: str, absent_pred: int, *, key: str, gt_absent: int = 0) -> Conf
     return cm
 
 
-def test_merges_count_a_shared_image_once_and_refuse_one_that_differs():
+def test_merges_count_a_shared_image_once_keeping_its_larger_count():
     a, b = _state("x", 2, key="A"), _state("y", 3, key="B")
     assert (a + b).extras.absent_pred == (b + a).extras.absent_pred == {"x": 2, "y": 3}
     assert (a + _state("x", 2, key="C")).extras.absent_pred == {"x": 2}  # the same image: once
-    with pytest.raises(DuplicateImageError, match="absent prediction chunks"):
-        a + _state("x", 4, key="D")
+    # the same values read from another store (written apart), or a state written before
+    # prediction chunks were counted (none): the larger count, in either order
+    for other in (_state("x", 4, key="D"), _state("x", 0, key="E")):
+        want = {"x": max(2, other.extras.absent_pred.get("x", 0))}
+        assert (a + other).extras.absent_pred == (other + a).extras.absent_pred == want
+        assert ((a + other) + b).extras.absent_pred == (a + (other + b)).extras.absent_pred
+    with pytest.raises(DuplicateImageError, match="absent chunks"):  # the ground truth's: refused
+        _state("x", 2, key="F", gt_absent=1) + _state("x", 2, key="G", gt_absent=2)
+
+
+@pytest.mark.parametrize("bad", [[-1], [2.5], ["3"], [True], [2**63], [np.int64(-5)]])
+def test_absent_chunk_counts_that_are_not_counts_are_refused(bad):
+    cm = ConfusionMatrix(K, ignore_index=255, per_image=True)
+    g = np.zeros((1, 4, 4), np.uint8)
+    tally = segiou._count.count_pairs(g, g, cm._lookup, per_image=True)
+    for field in ("absent", "absent_pred"):
+        with pytest.raises(segiou.errors.UsageError, match="chunk counts"):
+            cm.add_tally(tally, key="k", names=["x"], n_images=1, **{field: bad})
+    assert cm.n_images == 0  # nothing of it was counted
+
+
+def test_merged_absent_chunks_past_int64_are_refused():
+    def keyless() -> ConfusionMatrix:  # an unnamed image: the label '#0', summed by merges
+        cm = ConfusionMatrix(K, ignore_index=255, per_image=True)
+        g = np.zeros((1, 4, 4), np.uint8)
+        tally = segiou._count.count_pairs(g, g, cm._lookup, per_image=True)
+        cm.add_tally(tally, key=None, names=None, n_images=1, absent_pred=[3 << 61])
+        return cm
+
+    with pytest.raises(segiou.errors.CountOverflowError, match="absent chunks"):
+        keyless() + keyless()
+
+
+@pytest.mark.parametrize("zarr_side", ["pred", "gt"])
+def test_absent_chunks_of_a_zarr_side_beside_image_files_are_reported(tmp_path, zarr_side):
+    # one side image files (decoded whole), the other a Zarr store: its missing chunk was read
+    # as the fill value (16 pixels of class 0) and reported nowhere (found by review)
+    from PIL import Image
+
+    from segiou.io.png import find_pairs
+    from segiou.io.zarr import open_masks
+
+    g = np.ones((8, 8), np.uint8)
+    p = g.copy()
+    p[:4, :4] = 0
+    for side, a in (("gt", g), ("pred", p)):
+        (tmp_path / side).mkdir()
+        Image.fromarray(a).save(tmp_path / side / "a.png")
+    a = p if zarr_side == "pred" else np.where(g == 1, 0, 1).astype(np.uint8)  # gt: 0 is absent
+    a[4:, 4:] = 1  # (one chunk written, at least)
+    _stack(tmp_path / "z.zarr", a[None], (1, 4, 4), ["a"])
+    gpng, ppng = find_pairs(tmp_path / "gt", tmp_path / "pred", layout="plain")
+    z = open_masks(str(tmp_path / "z.zarr"))
+    gt, pred = (gpng, z) if zarr_side == "pred" else (z, ppng)
+    cm = evaluate_zarr(gt, pred, labels=2, scheduler="synchronous", on_unexpected="count")
+    want = {"a": 3 if zarr_side == "gt" else 1}
+    assert (cm.extras.absent_pred if zarr_side == "pred" else cm.extras.absent) == want
+    assert (cm.extras.absent if zarr_side == "pred" else cm.extras.absent_pred) == {}
+
+
+def test_absent_chunks_past_the_pixels_and_malformed_result_fields_are_refused():
+    from segiou.errors import ResultDocumentError
+    from segiou.report.quality import quality_sections
+
+    d = _state("x", 2, key="A").to_dict()  # 16 pixels
+    with pytest.raises(CheckpointError, match=r"absent_pred_chunks.*more than the state's 16"):
+        ConfusionMatrix.from_dict(d | {"absent_pred_chunks": {"x": 17}})
+    assert ConfusionMatrix.from_dict(d | {"absent_pred_chunks": {"x": 16}}).extras.absent_pred
+    doc = segiou.evaluate(ConfusionMatrix.from_dict(d)).to_dict()
+    for bad in ({"images": []}, {"total": 2}, {"total": -2, "images": {"x": -2}}, [1]):
+        with pytest.raises(ResultDocumentError, match="absent_pred_chunks"):
+            segiou.Result.from_dict(doc | {"absent_pred_chunks": bad})
+        with pytest.raises(ResultDocumentError, match="absent_pred_chunks"):
+            quality_sections(doc | {"absent_pred_chunks": bad})
 
 
 def test_states_keep_them_and_refuse_them_altered():

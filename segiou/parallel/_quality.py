@@ -200,9 +200,13 @@ class UnitQuality:
         self.icaches.clear()
 
     # -- image files ------------------------------------------------------------------------
-    def whole(self, i: int, g: np.ndarray, p: np.ndarray) -> None:
-        """Count a whole image (image files: decoded whole)."""
+    def whole(self, i: int, g: np.ndarray, p: np.ndarray, absent: dict[str, int]) -> None:
+        """Count a whole image (image files: decoded whole; ``absent`` chunks of a Zarr side)."""
         h = g.shape[0]
+        if self.job.missing_gt_chunks == "count":
+            self._cur["absent"] += absent.get("gt", 0)
+        if self.job.missing_pred_chunks == "count":
+            self._cur["absent_pred"] += absent.get("pred", 0)
         if self.band is not None:
             d = self.margin(i)
             self._cur["sums"] += self.band.count(_native(g), _native(p), 0, h, d,

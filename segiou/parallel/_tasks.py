@@ -198,14 +198,15 @@ def count_group(job: Job, units: IntArray) -> Partial:
         if uq is not None:
             uq.start(i)
         if not chunked:  # image files: decode whole images (never split)
-            g, p = whole_image(job, i)
+            absent: dict[str, int] = {}
+            g, p = whole_image(job, i, absent)
             counter.begin(g.size)
             counter.add(g, p)
             if job.maps is not None:
                 job.maps.write(i, 0, g.shape[0], 0, g.shape[1], g, p)
             full = counter.finish()
             if uq is not None:
-                uq.whole(i, g, p)
+                uq.whole(i, g, p, absent)
                 uq.finish(full)
             if _odd(full, k):
                 odd += _described(job, i, full, g, p)
@@ -248,8 +249,13 @@ def count_group(job: Job, units: IntArray) -> Partial:
     return Partial(joined, odd, None if uq is None else uq.part())
 
 
-def whole_image(job: Job, i: int) -> tuple[np.ndarray, np.ndarray]:
-    """Ground truth and prediction of image ``i`` as whole 2-D arrays (any source kind)."""
+def whole_image(job: Job, i: int, absent: dict[str, int] | None = None,
+                ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Ground truth and prediction of image ``i`` as whole 2-D arrays (any source kind).
+
+    ``absent`` gets, per side (``"gt"``, ``"pred"``), the chunks of a Zarr side that were
+    absent and read as the fill value (each covers the image: read for it alone).
+    """
 
     def read(src: Source, j: int, side: Literal["gt", "pred"]) -> np.ndarray:
         # by side, not by identity: gt and pred may be the same source object
@@ -258,7 +264,10 @@ def whole_image(job: Job, i: int) -> tuple[np.ndarray, np.ndarray]:
             missing = job.missing_gt_chunks if side == "gt" else job.missing_pred_chunks
             cache = ChunkCache(arr, missing, src, j, side)
             h, w = src.image_shape(j)
-            return np.ascontiguousarray(read_region(cache, n, 0, h, 0, w))
+            out = np.ascontiguousarray(read_region(cache, n, 0, h, 0, w))
+            if absent is not None:
+                absent[side] = len(cache.absent)
+            return out
         ids = job.gt_ids if side == "gt" else job.pred_ids  # colour masks decode into it
         return np.ascontiguousarray(src.read(j, job.spec, ids=ids))
 

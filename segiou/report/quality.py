@@ -154,7 +154,13 @@ def _sections(doc: Mapping[str, Any]) -> tuple[list[QualityTable], list[str]]:
             ))  # fmt: skip
     lines = []
     for side, field in (("ground truth", "absent_chunks"), ("predictions", "absent_pred_chunks")):
-        absent = (doc.get(field) or {}).get("images") or {}
+        if doc.get(field) is None:  # (documents written before have none)
+            continue
+        absent = doc[field]["images"]
+        for name, c in absent.items():
+            if _int(c, f"{field}.images[{name!r}]") < 0:
+                msg = f"{field}.images[{name!r}] is {c}, expected a count"
+                raise ValueError(msg)
         if absent:
             items = sorted(absent.items(), key=lambda kv: -kv[1])
             shown = ", ".join(f"{printable(n)!r} ({c})" for n, c in items[:10])
