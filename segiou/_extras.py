@@ -181,10 +181,12 @@ class Extras:
         absent_pred: Sequence[int] | None = None,
         where: str = "update",
         given: bool = False,
+        pixels: int | None = None,
     ) -> None:
         """Refuse what :meth:`add` could not take, before anything of the batch is counted.
 
-        ``given``: the images are named (their per-image entries are kept, when ``per_image``).
+        ``given``: the images are named (their per-image entries are kept, when ``per_image``);
+        ``pixels``: the batch's pixels (each absent chunk covered one at least).
 
         Raises
         ------
@@ -228,13 +230,19 @@ class Extras:
             if len(n) != 1 or (np.size(instances.cls) and np.max(instances.cls) >= self.k):
                 bad.append("instance records of different lengths or classes out of range")
         for side, a in (("ground-truth", absent), ("prediction", absent_pred)):
-            if a is not None and len(a) != n_images:
+            if a is None:
+                continue
+            if not isinstance(a, Sequence | np.ndarray) or np.ndim(a) != 1:
+                bad.append(f"absent {side} chunk counts {str(a)[:40]} (expected one per image)")
+            elif len(a) != n_images:
                 bad.append(f"{len(a)} absent {side} chunk counts for {n_images} image(s)")
-            elif a is not None and not all(
+            elif not all(
                 isinstance(c, int | np.integer) and not isinstance(c, bool) and 0 <= c <= _INT64_MAX
                 for c in a
             ):
                 bad.append(f"absent {side} chunk counts {list(a)[:5]} (expected counts)")
+            elif pixels is not None and sum(int(c) for c in a) > pixels:
+                bad.append(f"{sum(int(c) for c in a):,} absent {side} chunks in {pixels:,} pixels")
         if bad:
             msg = (
                 f"{where}: the batch carries {'; '.join(bad)}; nothing of it was counted. Count "

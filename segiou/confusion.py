@@ -51,8 +51,7 @@ from segiou.outputs import write_atomic
 
 __all__ = ["FORMAT", "VERSION", "ConfusionMatrix", "ImageTable"]
 
-#: Name and version of the serialised state written by :meth:`ConfusionMatrix.to_dict`
-#: (version 1 states keep loading; see :mod:`segiou._state`).
+#: Name and version of the state :meth:`ConfusionMatrix.to_dict` writes (see :mod:`segiou._state`).
 FORMAT = _state.FORMAT
 VERSION = _state.VERSION
 
@@ -415,7 +414,8 @@ class ConfusionMatrix(Totals):
             if total > _state.INT64_MAX:
                 raise overflow_error(self._pixels, tally.n_pixels)
             self.extras.check_add(n_images, boundary=boundary, instances=instances, absent=absent,
-                                  absent_pred=absent_pred, where=key or "update", given=given)  # fmt: skip
+                                  absent_pred=absent_pred, where=key or "update", given=given,
+                                  pixels=tally.n_pixels)  # fmt: skip
             with held_interrupts():  # all of it or nothing, also under Ctrl-C
                 tally.add_counts_into(self.counts)
                 self.void += tally.void

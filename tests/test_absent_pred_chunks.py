@@ -162,15 +162,13 @@ def test_absent_chunk_counts_that_are_not_counts_are_refused(bad):
 
 
 def test_merged_absent_chunks_past_int64_are_refused():
-    def keyless() -> ConfusionMatrix:  # an unnamed image: the label '#0', summed by merges
-        cm = ConfusionMatrix(K, ignore_index=255, per_image=True)
-        g = np.zeros((1, 4, 4), np.uint8)
-        tally = segiou._count.count_pairs(g, g, cm._lookup, per_image=True)
-        cm.add_tally(tally, key=None, names=None, n_images=1, absent_pred=[3 << 61])
-        return cm
+    # states bound them by their pixels (which merges bound by 2**63 - 1): a guard behind those
+    from segiou._absent import ChunkCounts
 
+    half = ChunkCounts(labels={"#0": 3 << 61})
     with pytest.raises(segiou.errors.CountOverflowError, match="absent chunks"):
-        keyless() + keyless()
+        half.merged(ChunkCounts(labels={"#0": 3 << 61}), set())
+    assert half.merged(ChunkCounts(labels={"#0": 1}), set()).labels == {"#0": (3 << 61) + 1}
 
 
 @pytest.mark.parametrize("zarr_side", ["pred", "gt"])
@@ -257,3 +255,16 @@ def test_absent_chunks_alone_keep_no_boundary_rows_per_image(tmp_path):
     assert cm.extras.absent_pred == {names[j]: 1 for j in range(0, n, 7)}
     matrix = k * k * 8  # the accumulator's own counts (128 MiB)
     assert peak < matrix + (24 << 20), (peak - matrix) / 2**20
+
+
+@pytest.mark.parametrize("bad", [[5], 3, {0: 1}, np.array(1), (c for c in [1])])
+def test_absent_chunks_past_the_batch_or_not_one_per_image_are_refused_when_added(bad):
+    # more absent chunks than pixels saved a state that did not load ("altered"); a bare count
+    # or a generator was a TypeError, a dict's keys were taken (found by review)
+    cm = ConfusionMatrix(3, per_image=True)
+    g = np.zeros((1, 2, 2), np.uint8)
+    tally = segiou._count.count_pairs(g, g, cm._lookup, per_image=True)
+    with pytest.raises(segiou.errors.UsageError, match="absent prediction chunk"):
+        cm.add_tally(tally, key="k", names=["x"], n_images=1, absent_pred=bad)
+    cm.add_tally(tally, key="k", names=["x"], n_images=1, absent_pred=np.array([4]))
+    assert ConfusionMatrix.from_dict(cm.to_dict()).extras.absent_pred == {"x": 4}

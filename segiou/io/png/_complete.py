@@ -99,7 +99,12 @@ def check_png(path: str, *, inflate: bool) -> None:
             if ctype == b"IHDR":
                 headers += 1
                 if headers > 1:  # Pillow takes the last: the depth segiou checked is the first
-                    raise _incomplete(path, "the PNG file has more than one header (IHDR) chunk")
+                    msg = (
+                        f"{path}: a PNG with more than one header (IHDR) chunk, which the PNG "
+                        "specification forbids (Pillow reads the last one); its ids cannot be "
+                        "read for sure. Save the mask again"
+                    )
+                    raise ImageDecodeError(msg)
             if ctype == b"IEND":
                 break
     if z is not None and not z.eof:

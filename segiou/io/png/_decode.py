@@ -63,7 +63,7 @@ def _decode_failed(path: str, err: BaseException) -> ImageDecodeError:
         return ImageDecodeError(msg)
     msg = (
         f"{path}: cannot decode the file as a label image ({type(err).__name__}: {err}); "
-        "expected a PNG/TIFF image or a .npy array. Replace or remove the file, or narrow "
+        f"expected a label image ({_READ}). Replace or remove the file, or narrow "
         "the file pattern"
     )
     return ImageDecodeError(msg)
@@ -268,6 +268,23 @@ _FORMATS = frozenset({"PNG", "TIFF", "JPEG", "MPO", "WEBP", "BMP", "DIB", "GIF",
                       "PCX"})  # fmt: skip
 
 
+#: What :func:`_check_format` reads, for messages.
+_READ = "PNG, TIFF, BMP, GIF, TGA, PCX, Netpbm and .npy; JPEG and WebP with a warning"
+
+
+def _first_bytes(path: str, n: int) -> bytes:
+    """Read the first ``n`` bytes of a file, zero-padded to ``n`` (a shorter file)."""
+    with Path(path).open("rb") as f:
+        return f.read(n).ljust(n, b"\0")
+
+
+def _bmp_bits(head: bytes) -> int:
+    """Bits per pixel of a BMP file from its first bytes (either header kind)."""
+    info = 14 if head[:2] == b"BM" else 0  # (a DIB has no file header)
+    at = info + (14 if int.from_bytes(head[info : info + 4], "little") >= 40 else 10)
+    return int.from_bytes(head[at : at + 2], "little")
+
+
 def _check_format(path: str, im: Any) -> None:
     """Refuse a file in a format, or a variant of one, whose values Pillow changes.
 
@@ -280,8 +297,18 @@ def _check_format(path: str, im: Any) -> None:
     tile = im.tile[0] if im.tile else None
     args = tile[3] if tile is not None else None
     if fmt not in _FORMATS:
-        why = (f"a file in {fmt} format, which segiou does not read label masks from (it reads PNG, "
-               "TIFF, BMP, GIF, TGA, PCX, Netpbm and .npy; JPEG and WebP with a warning)")  # fmt: skip
+        msg = (f"{path}: a file in {fmt} format, which segiou does not read label masks from (it "
+               f"reads {_READ}). Save the mask as PNG")  # fmt: skip
+        raise ImageDecodeError(msg)
+    head = _first_bytes(path, 32)
+    if fmt == "TIFF" and im.tag_v2.get(262) == 0 and im.mode in ("1", "L"):
+        why = ("a TIFF of WhiteIsZero grey (Photometric 0), whose ids writers store either as "
+               "they are or inverted (Pillow inverts them on writing and on reading, libtiff's "
+               "fax-style writers do not): which one this file holds cannot be told")  # fmt: skip
+    elif fmt in ("BMP", "DIB") and im.mode == "1" and (bpp := _bmp_bits(head)) != 1:
+        why = f"a BMP of {bpp} bits a pixel with a 2-colour palette, which Pillow reads as 1 bit"
+    elif fmt == "TGA" and im.mode == "LA" and head[16] == 16 and head[17] & 0x0F == 0:
+        why = "a TGA of 16-bit grey, whose low byte Pillow reads as the grey and the high as alpha"
     elif fmt == "PPM" and im.mode == "1":
         why = "a PBM (bilevel Netpbm) file, whose bits Pillow inverts (1 is read as 0)"
     elif (fmt == "PPM" and isinstance(args, tuple) and len(args) > 1
@@ -303,9 +330,9 @@ class _PillowMisreads(ValueError):
 def _check_pillow_reads(im: Any) -> None:
     """Refuse to let Pillow decode a TIFF whose stored ids it would change (tifffile reads it).
 
-    Pillow inverts WhiteIsZero grey of 1 and 8 bits (0 became 255, the usual ignore value),
-    turns or flips pixels by the Orientation tag (2 to 8; 5 to 8 also swap the header's size),
-    and byte-swaps the signed 16- and 32-bit samples of a compressed big-endian TIFF twice.
+    Pillow turns or flips pixels by the Orientation tag (2 to 8; 5 to 8 also swap the header's
+    size) and byte-swaps the signed 16- and 32-bit samples of a compressed big-endian TIFF twice.
+    (WhiteIsZero grey of 1 and 8 bits is refused by :func:`_check_format`: ambiguous.)
 
     Raises
     ------
@@ -316,9 +343,7 @@ def _check_pillow_reads(im: Any) -> None:
         return
     bits, fmt = _tiff_samples(im)
     why = None
-    if im.tag_v2.get(262) == 0 and im.mode in ("1", "L"):
-        why = "its grey is WhiteIsZero (Photometric 0), which Pillow inverts"
-    elif im.tag_v2.get(274, 1) not in (1, None):
+    if im.tag_v2.get(274, 1) not in (1, None):
         why = f"its Orientation tag is {im.tag_v2.get(274)!r}, by which Pillow turns the pixels"
     elif (getattr(im.tag_v2, "_endian", "<") == ">" and fmt[0] == 2 and bits[0] in (16, 32)
           and im.tag_v2.get(259, 1) != 1):  # fmt: skip

@@ -51,6 +51,23 @@ def _bmp_rle8(ids: np.ndarray) -> bytes:
     return b"BM" + struct.pack("<IHHI", offset + len(data), 0, 0, offset) + info + palette + data
 
 
+def _bmp_2_colours(ids: np.ndarray) -> bytes:
+    """An 8-bit BMP whose palette has two entries (black, white): Pillow reads it as 1 bit."""
+    h, w = ids.shape
+    rows = b"".join(np.pad(r, (0, -w % 4)).astype(np.uint8).tobytes() for r in ids[::-1])
+    info = struct.pack("<IiiHHIIiiII", 40, w, h, 1, 8, 0, len(rows), 0, 0, 2, 0)
+    palette = bytes([0, 0, 0, 0, 255, 255, 255, 0])
+    offset = 14 + 40 + len(palette)
+    return b"BM" + struct.pack("<IHHI", offset + len(rows), 0, 0, offset) + info + palette + rows
+
+
+def _tga_grey16(ids: np.ndarray) -> bytes:
+    """A TGA of 16-bit grey (no alpha bits), top row first: Pillow reads it as grey + alpha."""
+    h, w = ids.shape
+    head = struct.pack("<BBBHHBHHHHBB", 0, 0, 3, 0, 0, 0, 0, 0, w, h, 16, 0x20)
+    return head + ids.astype("<u2").tobytes()
+
+
 def _gif_on_larger_screen(path: Path) -> None:
     """A GIF whose one image covers a corner of its logical screen only."""
     Image.fromarray(IDS).save(path)
@@ -78,6 +95,8 @@ def _refused(path: Path, what: str) -> None:
         ("a.sgi", lambda p: Image.fromarray(IDS).save(p), "SGI format"),
         ("a.bmp", lambda p: p.write_bytes(_bmp_rle8(IDS)), "RLE-compressed BMP"),
         ("a.gif", _gif_on_larger_screen, "does not cover its whole screen"),
+        ("b.bmp", lambda p: p.write_bytes(_bmp_2_colours(IDS % 2)), "BMP of 8 bits .* 2-colour"),
+        ("a.tga", lambda p: p.write_bytes(_tga_grey16(IDS.astype("<u2") * 300)), "16-bit grey"),
         ("a.png", lambda p: p.write_bytes(_png([
             _chunk(b"tEXt", b"k\0v"), _ihdr(4, 1, 4, 0),
             _chunk(b"IDAT", zlib.compress(b"\0\x01\x23"))])), "first chunk is not its header"),
