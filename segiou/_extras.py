@@ -233,7 +233,7 @@ class Extras:
             if a is None:
                 continue
             if not isinstance(a, Sequence | np.ndarray) or np.ndim(a) != 1:
-                bad.append(f"absent {side} chunk counts {str(a)[:40]} (expected one per image)")
+                bad.append(f"absent {side} chunk counts {a!r:.40} (expected one per image)")
             elif len(a) != n_images:
                 bad.append(f"{len(a)} absent {side} chunk counts for {n_images} image(s)")
             elif not all(

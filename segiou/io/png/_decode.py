@@ -268,6 +268,12 @@ _FORMATS = frozenset({"PNG", "TIFF", "JPEG", "MPO", "WEBP", "BMP", "DIB", "GIF",
                       "PCX"})  # fmt: skip
 
 
+#: Why a TIFF of WhiteIsZero grey of 1 or 8 bits is refused, whichever decoder reads it.
+_WHITE_IS_ZERO = (
+    "a TIFF of WhiteIsZero grey (Photometric 0, or no Photometric tag), whose ids writers store "
+    "either as they are or inverted (Pillow inverts them on writing and on reading, libtiff's "
+    "fax-style writers do not): which one this file holds cannot be told"
+)
 #: What :func:`_check_format` reads, for messages.
 _READ = "PNG, TIFF, BMP, GIF, TGA, PCX, Netpbm and .npy; JPEG and WebP with a warning"
 
@@ -301,12 +307,10 @@ def _check_format(path: str, im: Any) -> None:
                f"reads {_READ}). Save the mask as PNG")  # fmt: skip
         raise ImageDecodeError(msg)
     head = _first_bytes(path, 32)
-    if fmt == "TIFF" and im.tag_v2.get(262) == 0 and im.mode in ("1", "L"):
-        why = ("a TIFF of WhiteIsZero grey (Photometric 0), whose ids writers store either as "
-               "they are or inverted (Pillow inverts them on writing and on reading, libtiff's "
-               "fax-style writers do not): which one this file holds cannot be told")  # fmt: skip
+    if fmt == "TIFF" and im.tag_v2.get(262, 0) == 0 and im.mode in ("1", "L"):
+        why = _WHITE_IS_ZERO  # (no Photometric tag: Pillow reads WhiteIsZero)
     elif fmt in ("BMP", "DIB") and im.mode == "1" and (bpp := _bmp_bits(head)) != 1:
-        why = f"a BMP of {bpp} bits a pixel with a 2-colour palette, which Pillow reads as 1 bit"
+        why = f"a BMP of {bpp} bits a pixel with at most 2 palette colours, read by Pillow as 1 bit"
     elif fmt == "TGA" and im.mode == "LA" and head[16] == 16 and head[17] & 0x0F == 0:
         why = "a TGA of 16-bit grey, whose low byte Pillow reads as the grey and the high as alpha"
     elif fmt == "PPM" and im.mode == "1":
@@ -378,6 +382,11 @@ def read_header(path: str) -> Header:
                 if len(f.pages) > 1:
                     raise _not_2d(path, f"{len(f.pages)} TIFF pages") from None
                 page = f.pages[0]
+                photometric = getattr(page, "photometric", 1)
+                if photometric == 0 and int(getattr(page, "bitspersample", 16)) <= 8:
+                    msg = (f"{path}: {_WHITE_IS_ZERO}; its ids would not be read as stored. Save "
+                           "the mask as PNG")  # fmt: skip
+                    raise ImageDecodeError(msg)
                 return _array_kind(path, tuple(page.shape), np.dtype(page.dtype))
         except ImageDecodeError:
             raise

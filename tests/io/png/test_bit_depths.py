@@ -106,7 +106,7 @@ def test_a_4_bit_ground_truth_counts_as_the_8_bit_prediction(tmp_path: Path) -> 
     assert_array_equal(cm.counts, want)
 
 
-def _write_tiff(path: Path, samples: np.ndarray, bits: int, photometric: int = 1,
+def _write_tiff(path: Path, samples: np.ndarray, bits: int, photometric: int | None = 1,
                 sample_format: int | tuple[int, ...] | None = None, *, endian: str = "<",
                 deflate: bool = False, tags: dict[int, tuple[int, list[int]]] | None = None,
                 ) -> Path:  # fmt: skip
@@ -143,6 +143,8 @@ def _write_tiff(path: Path, samples: np.ndarray, bits: int, photometric: int = 1
         ramp = [v * 65535 // (2**bits - 1) for v in range(2**bits)]
         found[320] = (3, ramp * 3)
     found.update(tags or {})
+    if photometric is None:  # no Photometric tag (Pillow reads grey as WhiteIsZero)
+        del found[262]
     e = endian
     ifd_end = 8 + 2 + 12 * len(found) + 4
     extra = b""  # values longer than 4 bytes, after the IFD; then the strip
@@ -327,6 +329,14 @@ def test_a_whitesiszero_tiff_of_1_or_8_bits_is_refused_either_way(
     Image.fromarray(ids.astype(bool) if bits == 1 else ids.astype(np.uint8)).save(
         pillow, tiffinfo={262: 0}
     )
+    # no Photometric tag (Pillow reads WhiteIsZero), and one Pillow cannot open (SampleFormat
+    # 4: tifffile reads it): refused too (found by review)
+    missing = _write_tiff(tmp_path / "d.tif", ids, bits, photometric=None)
+    odd = _write_tiff(tmp_path / "e.tif", ids, bits, photometric=0, sample_format=4)
+    for path in (missing, *((odd,) if bits == 8 else ())):
+        for read in (_decoded, lambda p: read_header(str(p))):
+            with pytest.raises(ImageDecodeError, match=r"\.tif: a TIFF of WhiteIsZero"):
+                read(path)
     for tifffile in (True, False):
         if not tifffile:
             monkeypatch.setattr("segiou.io.png._decode._tifffile", lambda: None)

@@ -95,7 +95,7 @@ def _refused(path: Path, what: str) -> None:
         ("a.sgi", lambda p: Image.fromarray(IDS).save(p), "SGI format"),
         ("a.bmp", lambda p: p.write_bytes(_bmp_rle8(IDS)), "RLE-compressed BMP"),
         ("a.gif", _gif_on_larger_screen, "does not cover its whole screen"),
-        ("b.bmp", lambda p: p.write_bytes(_bmp_2_colours(IDS % 2)), "BMP of 8 bits .* 2-colour"),
+        ("b.bmp", lambda p: p.write_bytes(_bmp_2_colours(IDS % 2)), "BMP of 8 bits .* at most 2 palette colours"),
         ("a.tga", lambda p: p.write_bytes(_tga_grey16(IDS.astype("<u2") * 300)), "16-bit grey"),
         ("a.png", lambda p: p.write_bytes(_png([
             _chunk(b"tEXt", b"k\0v"), _ihdr(4, 1, 4, 0),
