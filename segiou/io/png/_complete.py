@@ -7,8 +7,13 @@ of the process rely on it); it checks the file itself instead:
 
 * PNG: every chunk is whole, passes its CRC, and the file reaches ``IEND`` (one read of the
   file, about 0.02 ms for a 1024 x 2048 mask); while the flag is set, the zlib stream of the
-  pixel data is also inflated once to check that it is complete and undamaged (about 3 ms for
-  that mask, a quarter of Pillow's decoding), as Pillow does itself when the flag is off.
+  pixel data is also inflated once to check that it is complete, undamaged and holds every row
+  the header announces (about 3 ms for that mask, a quarter of Pillow's decoding).
+  A complete zlib stream holding fewer whole rows than the header announces (a broken
+  encoder) is decoded by Pillow without a word whatever the flag says, the missing rows left 0:
+  the image memory is filled with a mark before decoding (:func:`mark_png`), and only a file
+  whose last written row still holds the mark afterwards (or any pixel, when interlaced) is
+  inflated to count its rows (:func:`check_marked`).
 * TIFF: the strips (or tiles) of the image lie inside the file; compressed TIFFs are decoded by
   libtiff, which refuses damaged data whatever the flag says.
 * JPEG: Pillow marks an image it had to end early (the flag only matters there).
@@ -20,12 +25,23 @@ Other formats cannot be checked: while the flag is set, they are refused.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from segiou.errors import ImageDecodeError
 
-__all__ = ["check_loaded", "check_png", "check_tiff", "tolerates_truncation"]
+__all__ = [
+    "PngMark",
+    "check_loaded",
+    "check_marked",
+    "check_png",
+    "check_tiff",
+    "mark_png",
+    "tolerates_truncation",
+]
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _BLOCK = 1 << 20  # bytes read at a time: memory stays small for any file
@@ -59,17 +75,19 @@ def check_png(path: str, *, inflate: bool) -> None:
         A PNG file (another file is left alone).
     inflate : bool
         Also inflate the pixel data (the ``IDAT`` chunks) to check that their zlib stream is
-        complete: what Pillow checks only while ``LOAD_TRUNCATED_IMAGES`` is off.
+        complete and holds every row the header announces (Pillow checks the stream only
+        while ``LOAD_TRUNCATED_IMAGES`` is off, and never the rows of a complete stream).
 
     Raises
     ------
     ImageDecodeError
         The file ends before its ``IEND`` chunk, a chunk fails its CRC, it has more than one
-        ``IHDR`` chunk, or (with ``inflate``) the pixel data's zlib stream is damaged or ends
-        early.
+        ``IHDR`` chunk, or (with ``inflate``) the pixel data's zlib stream is damaged, ends
+        early or holds fewer bytes than the header's rows need.
     """
     z = zlib.decompressobj() if inflate else None
     headers = 0
+    need = inflated = 0
     with Path(path).open("rb") as f:
         if f.read(8) != _PNG_SIGNATURE:
             return
@@ -90,7 +108,9 @@ def check_png(path: str, *, inflate: bool) -> None:
                 crc = zlib.crc32(block, crc)
                 left -= len(block)
                 if z is not None and ctype == b"IDAT":
-                    _inflate(path, z, block)
+                    inflated += _inflate(path, z, block)
+                if ctype == b"IHDR" and headers == 0 and len(block) == 13:
+                    need = _raw_size(block)
             stored = f.read(4)
             if len(stored) < 4:
                 raise _incomplete(path, f"the PNG file ends inside its chunk {name!r}")
@@ -109,18 +129,122 @@ def check_png(path: str, *, inflate: bool) -> None:
                 break
     if z is not None and not z.eof:
         raise _incomplete(path, "the compressed pixel data (IDAT) end before their zlib stream")
+    if z is not None and inflated < need:
+        raise _incomplete(
+            path,
+            f"its pixel data hold {inflated} bytes where its header's image needs {need} (the "
+            "compressed stream is whole, but rows are missing: written by a broken encoder?)",
+        )
 
 
-def _inflate(path: str, z: Any, data: bytes) -> None:
-    """Feed ``data`` to the decompressor, dropping the output (only completeness matters)."""
+#: Adam7 passes: first column, first row, column step, row step.
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+          (0, 1, 1, 2))  # fmt: skip
+_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # samples a pixel, by PNG colour type
+
+
+def _raw_size(ihdr: bytes) -> int:
+    """Bytes of filtered rows (a filter byte each) an ``IHDR`` announces; 0 if it is invalid."""
+    w, h = int.from_bytes(ihdr[:4], "big"), int.from_bytes(ihdr[4:8], "big")
+    depth, color, interlace = ihdr[8], ihdr[9], ihdr[12]
+    if color not in _CHANNELS or interlace > 1:
+        return 0  # (Pillow refuses the file)
+    bits = depth * _CHANNELS[color]
+    passes = _ADAM7 if interlace else ((0, 0, 1, 1),)
+    size = 0
+    for x0, y0, dx, dy in passes:
+        pw, ph = -(-(w - x0) // dx), -(-(h - y0) // dy)
+        if pw > 0 and ph > 0:  # an empty pass has no rows at all
+            size += ph * (1 + (pw * bits + 7) // 8)
+    return size
+
+
+def _inflate(path: str, z: Any, data: bytes) -> int:
+    """Feed ``data`` to the decompressor; the bytes it gave (dropped: only their count matters)."""
+    size = 0
     try:
         while not z.eof:
             out = z.decompress(data, _OUT)
+            size += len(out)
             data = z.unconsumed_tail
             if not data and len(out) < _OUT:  # input used up and no output left pending
                 break
     except zlib.error as err:
         raise _incomplete(path, f"the compressed pixel data (IDAT) are damaged ({err})") from err
+    return size
+
+
+#: The mark a PNG's image memory is filled with before decoding, by Pillow's mode: a value
+#: rare in label masks (16-bit grey read as ``I`` by older Pillow: one no sample can hold).
+_MARKS: dict[str, Any] = {"1": 1, "L": 254, "P": 254, "LA": (254, 254), "I;16": 65534, "I": -1,
+                          "RGB": (254, 254, 254), "RGBA": (254, 254, 254, 254)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PngMark:
+    """The mark a PNG was filled with before decoding (see :func:`mark_png`)."""
+
+    value: Any
+    memory: Any  # Pillow's image memory, filled with the mark
+    interlaced: bool
+
+
+def mark_png(im: Any) -> PngMark | None:
+    """Fill the memory Pillow is about to decode the PNG ``im`` into with a mark.
+
+    Parameters
+    ----------
+    im : PIL.Image.Image
+        A PNG opened by Pillow, not loaded yet.
+
+    Returns
+    -------
+    PngMark or None
+        The mark, for :func:`check_marked` after ``im.load()``; None for a mode without one
+        (then check the rows with ``check_png(path, inflate=True)``).
+    """
+    value = _MARKS.get(im.mode)
+    if value is None:
+        return None
+    from PIL import Image
+
+    memory = Image.new(im.mode, im.size, value).im
+    im.im = memory  # Pillow decodes into the image memory it finds (of the right mode and size)
+    return PngMark(value, memory, bool(im.info.get("interlace")))
+
+
+def check_marked(path: str, im: Any, arr: np.ndarray, mark: PngMark | None) -> None:
+    """After Pillow decoded the PNG ``im`` into ``arr``: refuse it if rows were left out.
+
+    Rows are decoded in order (interlaced: pass by pass, the last pass over every other row),
+    so a file whose data end early leaves its last row unwritten (interlaced: at least a
+    pixel). Only when the mark is still there (the row really holds it, or the data ended
+    early) is the file inflated to count its rows; also when Pillow did not decode into the
+    marked memory, or ``mark`` is None.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+    im : PIL.Image.Image
+        The decoded image.
+    arr : numpy.ndarray
+        Its pixels (H x W, or H x W x channels), as Pillow returned them.
+    mark : PngMark or None
+        What :func:`mark_png` returned before decoding.
+
+    Raises
+    ------
+    ImageDecodeError
+        The pixel data hold fewer rows than the header announces.
+    """
+    if mark is not None and im.im is mark.memory and arr.size:
+        same = np.equal(arr if mark.interlaced else arr[-1:], mark.value)
+        if same.ndim == 3:
+            same = same.all(axis=-1)
+        if not (same.any() if mark.interlaced else same.all()):
+            return  # every row was written
+    check_png(path, inflate=True)
 
 
 def check_tiff(path: str, im: Any) -> None:

@@ -16,7 +16,14 @@ from segiou.errors import (
     MaskNotFoundError,
     ResourceError,
 )
-from segiou.io.png._complete import check_loaded, check_png, check_tiff, tolerates_truncation
+from segiou.io.png._complete import (
+    check_loaded,
+    check_marked,
+    check_png,
+    check_tiff,
+    mark_png,
+    tolerates_truncation,
+)
 from segiou.io.png._open import check_decode_memory, open_image
 
 __all__ = ["SHOWN", "Header", "decode_file", "read_header", "smallest_dtype"]
@@ -423,8 +430,10 @@ def decode_file(path: str) -> np.ndarray:
             _check_pillow_reads(im)
             head = _tiff_sign(im, plain)
             check_decode_memory(path, im.mode, im.size)
+            mark = None
             if im.format == "PNG":
-                check_png(path, inflate=tolerant)
+                check_png(path, inflate=tolerant)  # inflated: its rows are counted too
+                mark = None if tolerant else mark_png(im)
             elif im.format == "TIFF":
                 check_tiff(path, im)
             im.load()
@@ -434,6 +443,8 @@ def decode_file(path: str) -> np.ndarray:
                     check_png(path, inflate=True)
             check_loaded(path, im, tolerant)
             arr = np.asarray(im)
+            if im.format == "PNG" and not tolerant:  # a complete stream of too few rows
+                check_marked(path, im, arr, mark)
             if head is not plain and head.dtype is not None:  # a TIFF Pillow reads with the
                 # wrong sign: the same bytes
                 arr = arr.astype(arr.dtype.newbyteorder("="), copy=False).view(head.dtype)
