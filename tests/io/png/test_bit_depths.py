@@ -13,11 +13,14 @@ import pytest
 import zarr
 from numpy.testing import assert_array_equal
 from PIL import Image
+from PIL import __version__ as _pillow_version
 
 from segiou import ConfusionMatrix
 from segiou.errors import ImageDecodeError
 from segiou.io.png import find_pairs, ingest
 from segiou.parallel import count_stores
+
+_PILLOW = tuple(int(x) for x in _pillow_version.split(".")[:2])
 
 
 def write_png(path: Path, samples: np.ndarray, color: int, depth: int) -> Path:
@@ -267,7 +270,10 @@ def test_a_tiff_pillow_would_change_is_read_by_tifffile_or_refused(
     path = _write_tiff(tmp_path / "a.tif", ids, **kw)
     with Image.open(path) as im:  # what Pillow hands over: not the stored ids
         pil = np.asarray(im)
-        assert pil.shape != ids.shape or not np.array_equal(pil.astype(np.int64), ids)
+        right = pil.shape == ids.shape and np.array_equal(pil.astype(np.int64), ids)
+        # (Pillow before 11.1 read signed big-endian compressed samples right; segiou still
+        # hands them to tifffile: which Pillow reads them right is not known at run time)
+        assert not right or (case == "byte-swapped" and _PILLOW < (11, 1))
     pytest.importorskip("tifffile", reason="tifffile (segiou[tiff]) reads these TIFFs")
     got = _decoded(path)
     assert_array_equal(got, ids)  # as stored, as tifffile reads them
