@@ -56,6 +56,15 @@ def _render(summary: dict[str, Any]) -> list[str]:
                 f"ids of {summary['labels']} (store attribute segiou.ids): evaluate them with "
                 f"--{k}-ids {ids}"
             )
+    for left in summary.get("left_over") or ():
+        what = (
+            "holds the store that was there before, set aside by an ingest into it that did "
+            "not finish"
+            if left["kind"] == "replaced"
+            else "is a partial store of an ingest into it that did not finish (or still runs)"
+        )
+        lines.append(f"note: {left['path']} (beside {summary['out']}) {what}; segiou leaves it: "
+                     "remove it when you no longer need it")  # fmt: skip
     un = summary.get("unmatched") or {}
     if un.get("gt"):
         lines.append(f"note: {un['gt']} ground-truth image(s) have no prediction")

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,20 @@ def _put_in_place(new: Path, final: Path) -> None:
         aside.rmdir()
         raise
     shutil.rmtree(aside, ignore_errors=True)  # the new store is in place: done either way
+
+
+def _left_over(final: Path) -> list[dict[str, str]]:
+    """Folders an ingest into ``final`` left beside it when its process died (or still writes).
+
+    ``.<name>.replaced-*`` holds the store that was at ``final`` before (set aside between the
+    two renames of :func:`_put_in_place`); ``.<name>.partial-*`` a store being written.
+    """
+    return [
+        {"path": str(path), "kind": kind}
+        for kind in ("replaced", "partial")
+        for path in sorted(final.parent.glob(f".{glob_escape(final.name)}.{kind}-*"))
+        if path.is_dir()
+    ]
 
 
 def _dir_bytes(path: Path) -> int:
@@ -311,7 +326,11 @@ def ingest(
         unsigned type holding the values, signed only for negative values),
         ``colour_images`` (decoded to ``ids``), ``source``; ``unmatched`` (images without a
         partner, per side; the evaluation decides about them); ``bytes`` written (``None``
-        for remote stores); ``seconds``.
+        for remote stores); ``left_over``: folders an earlier ingest into ``out`` left beside
+        it when it did not finish (or another one still writes), each ``{"path", "kind"}``:
+        ``"replaced"`` holds the store that was at ``out`` before it (its process died between
+        setting it aside and moving the new one in), ``"partial"`` a store being written;
+        segiou never deletes them (remote stores: none); ``seconds``.
 
     Raises
     ------
@@ -383,6 +402,7 @@ def ingest(
         )
         raise MaskNotFoundError(msg)
     remote = _is_url(out)
+    left: list[dict[str, str]] = []
     final = Path(str(out).removeprefix("file://"))
     if not remote:
         _check_out(final, overwrite, [gt_src.root] + ([pred_src.root] if pred_src else []))
@@ -437,6 +457,7 @@ def ingest(
                 raise StoreExistsError(msg) from err
         else:
             final.parent.mkdir(parents=True, exist_ok=True)
+            left = _left_over(final)  # before this ingest's own partial store
             tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
             target = str(tmp)
             root = zarr.open_group(target, mode="w", zarr_format=3)
@@ -485,6 +506,7 @@ def ingest(
         g, p = set(gt_src.names), set(pred_src.names)
         summary["unmatched"] = {"gt": len(g - p), "pred": len(p - g)}
     summary["bytes"] = nbytes
+    summary["left_over"] = left
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     return summary
 

@@ -300,3 +300,38 @@ def test_ingest_refuses_folders_that_share_no_name(tmp_path):
         ingest(png_set(tmp_path / "gt"), png_set(tmp_path / "pred"), tmp_path / "s.zarr",
                progress=False)  # fmt: skip
     assert not (tmp_path / "s.zarr").exists()
+
+
+def test_folders_an_unfinished_ingest_left_are_reported_never_deleted(tmp_path, capsys):
+    """A process killed between setting the old store aside and moving the new one in leaves
+    the old store in ``.<name>.replaced-*/<name>`` and the new one in ``.<name>.partial-*``
+    (see ``_put_in_place``): the next ingest into the same path says where (the CLI too);
+    neither is deleted."""
+    _save(tmp_path / "gt" / "a.png", np.full((4, 4), 1, np.uint8))
+    out = tmp_path / "o.zarr"
+    assert ingest(png_set(tmp_path / "gt"), None, out, progress=False)["left_over"] == []
+    aside = tmp_path / ".o.zarr.replaced-k1ll3d"
+    aside.mkdir()
+    out.replace(aside / "o.zarr")  # the first rename done, the process killed
+    partial = tmp_path / ".o.zarr.partial-k1ll3d"
+    ingest(png_set(tmp_path / "gt"), None, tmp_path / "x.zarr", progress=False)
+    (tmp_path / "x.zarr").replace(partial)  # the new store, complete, never moved in
+    (tmp_path / ".other.zarr.partial-abc").mkdir()  # another output's: not this one's
+    (tmp_path / ".o.zarr.partial-file").write_text("")  # not a folder
+    summary = ingest(png_set(tmp_path / "gt"), None, out, progress=False)
+    assert summary["left_over"] == [
+        {"path": str(aside), "kind": "replaced"},
+        {"path": str(partial), "kind": "partial"},
+    ]
+    assert (aside / "o.zarr").is_dir()  # never deleted
+    assert partial.is_dir()
+    args = argparse.ArgumentParser().add_subparsers()
+    register(args)
+    from segiou.cli.ingest import run
+
+    ns = args.choices["ingest"].parse_args(["--gt", str(tmp_path / "gt"), "--out", str(out), "--overwrite",
+                                            "--quiet"])  # fmt: skip
+    assert run(ns) == 0
+    text = capsys.readouterr().out
+    assert f"note: {aside} (beside {out}) holds the store that was there before" in text
+    assert f"note: {partial} (beside {out}) is a partial store" in text
