@@ -35,6 +35,7 @@ from segiou.errors import ImageDecodeError
 
 __all__ = [
     "PngMark",
+    "check_frame",
     "check_loaded",
     "check_marked",
     "check_png",
@@ -67,7 +68,7 @@ def _incomplete(path: str, what: str) -> ImageDecodeError:
 
 
 def check_png(path: str, *, inflate: bool) -> None:
-    """Refuse a PNG file that is cut short or damaged.
+    """Refuse a PNG file that is cut short, damaged or malformed in a way decoders disagree on.
 
     Parameters
     ----------
@@ -75,19 +76,24 @@ def check_png(path: str, *, inflate: bool) -> None:
         A PNG file (another file is left alone).
     inflate : bool
         Also inflate the pixel data (the ``IDAT`` chunks) to check that their zlib stream is
-        complete and holds every row the header announces (Pillow checks the stream only
-        while ``LOAD_TRUNCATED_IMAGES`` is off, and never the rows of a complete stream).
+        complete and holds every row the header announces, each starting with a valid filter
+        type (Pillow checks the stream and the filters only while ``LOAD_TRUNCATED_IMAGES`` is
+        off, and never the rows of a complete stream).
 
     Raises
     ------
     ImageDecodeError
         The file ends before its ``IEND`` chunk, a chunk fails its CRC, it has more than one
-        ``IHDR`` chunk, or (with ``inflate``) the pixel data's zlib stream is damaged, ends
-        early or holds fewer bytes than the header's rows need.
+        ``IHDR`` chunk or one that is not a valid header (13 bytes; compression, filter and
+        interlace methods the specification defines), its ``IDAT`` chunks are not consecutive
+        (Pillow reads the first run), or (with ``inflate``) the pixel data's zlib stream is
+        damaged, ends early, holds fewer bytes than the header's rows need or a row of an
+        unknown filter type.
     """
     z = zlib.decompressobj() if inflate else None
     headers = 0
-    need = inflated = 0
+    rows: _Rows | None = None
+    idat = "before"  # where the IDAT run is: before it, in it, after it
     with Path(path).open("rb") as f:
         if f.read(8) != _PNG_SIGNATURE:
             return
@@ -99,6 +105,13 @@ def check_png(path: str, *, inflate: bool) -> None:
             name = ctype.decode("latin-1")
             if length >= 1 << 31:
                 raise _incomplete(path, f"chunk {name!r} has an invalid length {length}")
+            if ctype == b"IDAT":
+                if idat == "after":
+                    raise _malformed(path, "its pixel data (IDAT chunks) are not consecutive "
+                                     "(decoders read the first run only)")  # fmt: skip
+                idat = "in"
+            elif idat == "in":
+                idat = "after"
             crc = zlib.crc32(ctype)
             left = length
             while left:
@@ -108,9 +121,9 @@ def check_png(path: str, *, inflate: bool) -> None:
                 crc = zlib.crc32(block, crc)
                 left -= len(block)
                 if z is not None and ctype == b"IDAT":
-                    inflated += _inflate(path, z, block)
-                if ctype == b"IHDR" and headers == 0 and len(block) == 13:
-                    need = _raw_size(block)
+                    _inflate(path, z, block, rows)
+                if ctype == b"IHDR" and headers == 0:
+                    rows = _Rows(path, block)  # (a chunk this small is read in one block)
             stored = f.read(4)
             if len(stored) < 4:
                 raise _incomplete(path, f"the PNG file ends inside its chunk {name!r}")
@@ -129,49 +142,109 @@ def check_png(path: str, *, inflate: bool) -> None:
                 break
     if z is not None and not z.eof:
         raise _incomplete(path, "the compressed pixel data (IDAT) end before their zlib stream")
-    if z is not None and inflated < need:
+    if z is not None and rows is not None and rows.missing():
         raise _incomplete(
             path,
-            f"its pixel data hold {inflated} bytes where its header's image needs {need} (the "
-            "compressed stream is whole, but rows are missing: written by a broken encoder?)",
+            f"its pixel data hold {rows.seen} bytes where its header's image needs {rows.need} "
+            "(the compressed stream is whole, but rows are missing: written by a broken "
+            "encoder?)",
         )
+
+
+def _malformed(path: str, what: str) -> ImageDecodeError:
+    msg = (
+        f"{path}: cannot decode the file as a label image: {what}, which the PNG specification "
+        "forbids; decoders read such files differently, so its ids cannot be read for sure. "
+        "Save the mask again"
+    )
+    return ImageDecodeError(msg)
 
 
 #: Adam7 passes: first column, first row, column step, row step.
 _ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
           (0, 1, 1, 2))  # fmt: skip
 _CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # samples a pixel, by PNG colour type
+_FILTERS = 4  # filter types 0..4 (None, Sub, Up, Average, Paeth)
 
 
-def _raw_size(ihdr: bytes) -> int:
-    """Bytes of filtered rows (a filter byte each) an ``IHDR`` announces; 0 if it is invalid."""
-    w, h = int.from_bytes(ihdr[:4], "big"), int.from_bytes(ihdr[4:8], "big")
-    depth, color, interlace = ihdr[8], ihdr[9], ihdr[12]
-    if color not in _CHANNELS or interlace > 1:
-        return 0  # (Pillow refuses the file)
-    bits = depth * _CHANNELS[color]
-    passes = _ADAM7 if interlace else ((0, 0, 1, 1),)
-    size = 0
-    for x0, y0, dx, dy in passes:
-        pw, ph = -(-(w - x0) // dx), -(-(h - y0) // dy)
-        if pw > 0 and ph > 0:  # an empty pass has no rows at all
-            size += ph * (1 + (pw * bits + 7) // 8)
-    return size
+class _Rows:
+    """The rows an ``IHDR`` announces, checked as the inflated pixel data arrive.
+
+    The data are runs of rows (one run, or one per non-empty Adam7 pass), each row a filter
+    type byte (0..4) and its packed samples.
+    """
+
+    def __init__(self, path: str, ihdr: bytes) -> None:
+        if len(ihdr) != 13:
+            raise _malformed(path, f"its header chunk (IHDR) has {len(ihdr)} bytes, not 13")
+        w, h = int.from_bytes(ihdr[:4], "big"), int.from_bytes(ihdr[4:8], "big")
+        depth, color, method, filtering, interlace = ihdr[8:13]
+        if method != 0 or filtering != 0 or interlace > 1:
+            raise _malformed(path, f"its header chunk (IHDR) gives compression method {method}, "
+                             f"filter method {filtering} and interlace method {interlace} "
+                             "(0, 0 and 0 or 1 are defined)")  # fmt: skip
+        self.path = path
+        bits = depth * _CHANNELS.get(color, 0)
+        passes = _ADAM7 if interlace else ((0, 0, 1, 1),)
+        self.runs: list[tuple[int, int]] = []  # (bytes a row, rows)
+        for x0, y0, dx, dy in passes:
+            pw, ph = -(-(w - x0) // dx), -(-(h - y0) // dy)
+            if pw > 0 and ph > 0 and bits:  # an empty pass has no rows at all
+                self.runs.append((1 + (pw * bits + 7) // 8, ph))
+        self.need = sum(size * n for size, n in self.runs)
+        self.seen = 0
+        self._run = 0  # the run being read, the rows left in it, the bytes read of its row
+        self._rows_left = self.runs[0][1] if self.runs else 0
+        self._into = 0
+
+    def missing(self) -> bool:
+        """Whether fewer bytes than the rows need arrived."""
+        return self.seen < self.need
+
+    def feed(self, data: bytes) -> None:
+        """Take the next inflated bytes; refuse a row of an unknown filter type."""
+        self.seen += len(data)
+        view = np.frombuffer(data, np.uint8)
+        i = 0
+        while i < view.size and self._run < len(self.runs):
+            size = self.runs[self._run][0]
+            if self._into:  # finish the row begun in the bytes before
+                step = min(size - self._into, view.size - i)
+                i += step
+                self._into = (self._into + step) % size
+                if self._into == 0:
+                    self._end_rows(1)
+                continue
+            n = min(self._rows_left, -(-(view.size - i) // size))  # rows starting here
+            filters = view[i : i + n * size : size]
+            if filters.size and int(filters.max()) > _FILTERS:
+                k = int(np.argmax(filters > _FILTERS))
+                raise _incomplete(self.path, f"a row of its pixel data has the unknown filter "
+                                  f"type {int(filters[k])}")  # fmt: skip
+            took = min(n * size, view.size - i)
+            i += took
+            self._into = took % size if took < n * size else 0
+            self._end_rows(took // size)
+
+    def _end_rows(self, n: int) -> None:
+        self._rows_left -= n
+        while self._rows_left == 0 and self._run < len(self.runs):
+            self._run += 1
+            self._rows_left = self.runs[self._run][1] if self._run < len(self.runs) else 0
 
 
-def _inflate(path: str, z: Any, data: bytes) -> int:
-    """Feed ``data`` to the decompressor; the bytes it gave (dropped: only their count matters)."""
-    size = 0
+def _inflate(path: str, z: Any, data: bytes, rows: _Rows | None) -> None:
+    """Feed ``data`` to the decompressor, its output to ``rows`` (then dropped)."""
     try:
         while not z.eof:
             out = z.decompress(data, _OUT)
-            size += len(out)
+            if rows is not None:
+                rows.feed(out)
             data = z.unconsumed_tail
             if not data and len(out) < _OUT:  # input used up and no output left pending
                 break
     except zlib.error as err:
         raise _incomplete(path, f"the compressed pixel data (IDAT) are damaged ({err})") from err
-    return size
 
 
 #: The mark a PNG's image memory is filled with before decoding, by Pillow's mode: a value
@@ -211,6 +284,32 @@ def mark_png(im: Any) -> PngMark | None:
     memory = Image.new(im.mode, im.size, value).im
     im.im = memory  # Pillow decodes into the image memory it finds (of the right mode and size)
     return PngMark(value, memory, bool(im.info.get("interlace")))
+
+
+def check_frame(path: str, im: Any) -> None:
+    """Refuse an animated PNG whose first frame leaves part of the image (Pillow sets it to 0).
+
+    Parameters
+    ----------
+    path : str
+        The file.
+    im : PIL.Image.Image
+        The PNG opened by Pillow, not loaded yet.
+
+    Raises
+    ------
+    ImageDecodeError
+        The frame control chunk (``fcTL``) of the image decoded gives a region other than the
+        whole image.
+    """
+    box = im.info.get("bbox")
+    if box is not None and tuple(box) != (0, 0, *im.size):
+        msg = (
+            f"{path}: an animated PNG (APNG) whose frame covers {tuple(box)} of its "
+            f"{im.size[0]} x {im.size[1]} image; the rest would be read as 0. Save the mask "
+            "as a plain PNG"
+        )
+        raise ImageDecodeError(msg)
 
 
 def check_marked(path: str, im: Any, arr: np.ndarray, mark: PngMark | None) -> None:

@@ -17,6 +17,7 @@ from segiou.errors import (
     ResourceError,
 )
 from segiou.io.png._complete import (
+    check_frame,
     check_loaded,
     check_marked,
     check_png,
@@ -432,8 +433,9 @@ def decode_file(path: str) -> np.ndarray:
             check_decode_memory(path, im.mode, im.size)
             mark = None
             if im.format == "PNG":
+                check_frame(path, im)
                 check_png(path, inflate=tolerant)  # inflated: its rows are counted too
-                mark = None if tolerant else mark_png(im)
+                mark = mark_png(im)
             elif im.format == "TIFF":
                 check_tiff(path, im)
             im.load()
@@ -443,7 +445,7 @@ def decode_file(path: str) -> np.ndarray:
                     check_png(path, inflate=True)
             check_loaded(path, im, tolerant)
             arr = np.asarray(im)
-            if im.format == "PNG" and not tolerant:  # a complete stream of too few rows
+            if im.format == "PNG":  # pixels Pillow left unwritten (a stream of too few rows)
                 check_marked(path, im, arr, mark)
             if head is not plain and head.dtype is not None:  # a TIFF Pillow reads with the
                 # wrong sign: the same bytes
@@ -455,6 +457,13 @@ def decode_file(path: str) -> np.ndarray:
     except FileNotFoundError as err:
         msg = f"{path}: file not found; was it moved or deleted after the folder was listed?"
         raise MaskNotFoundError(msg) from err
+    except MemoryError as err:  # the memory was checked first: a limit of Pillow's decoder
+        msg = (
+            f"{path}: Pillow could not decode this mask (MemoryError: rows this wide pass its "
+            "decoder's limits, or memory ran out meanwhile). Cut the mask into tiles, or save "
+            "it as .npy"
+        )
+        raise ResourceError(msg) from err
     except _pil_errors() as err:
         tf = _tifffile() if _is_tiff(path) else None
         if tf is None:

@@ -162,4 +162,181 @@ def test_the_raw_size_of_every_adam7_shape(w, h):
     for interlaced in (False, True):
         data = png_bytes(a, interlaced=interlaced)
         ihdr = data[16:29]
-        assert _complete._raw_size(ihdr) == len(zlib.decompress(data[41 : data.index(b"IEND") - 8]))
+        raw = zlib.decompress(data[41 : data.index(b"IEND") - 8])
+        assert _complete._Rows("a.png", ihdr).need == len(raw)
+
+
+def _with_chunks(data: bytes, before_idat: bytes = b"", ihdr: bytes | None = None) -> bytes:
+    """``data`` (a PNG of one IDAT) with chunks inserted before its IDAT, or another IHDR body."""
+    i = data.index(b"IDAT") - 4
+    if ihdr is not None:
+        data = data[:8] + _chunk(b"IHDR", ihdr) + data[33:]
+        i = data.index(b"IDAT") - 4
+    return data[:i] + before_idat + data[i:]
+
+
+IHDR_8x8 = struct.pack(">IIBBBBB", 8, 8, 8, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("ihdr", "match"),
+    [
+        (struct.pack(">IIBBBBB", 8, 8, 8, 0, 0, 0, 2), "interlace method 2"),  # Pillow: Adam7
+        (struct.pack(">IIBBBBB", 8, 8, 8, 0, 0, 0, 255), "interlace method 255"),
+        (struct.pack(">IIBBBBB", 8, 8, 8, 0, 1, 0, 0), "compression method 1"),
+        (struct.pack(">IIBBBBB", 8, 8, 8, 0, 0, 1, 0), "filter method 1|cannot identify"),
+        (IHDR_8x8 + b"\0", "has 14 bytes, not 13"),  # Pillow reads the first 13
+    ],
+)
+def test_a_header_decoders_disagree_on_is_refused(tmp_path, flag, ihdr, match):
+    """Found by review: an interlace byte of 2 (Pillow: Adam7) or a 14-byte IHDR turned the
+    row count off, and pixels never written were read as the mark."""
+    a = np.full((8, 8), 3, np.uint8)
+    path = tmp_path / "a.png"
+    rows = [a[y0::dy, x0::dx] for x0, y0, dx, dy in ADAM7[:6]]  # passes 1-6: pass 7 missing
+    short = b"".join(r for part in rows for r in _rows(part, 8))
+    path.write_bytes(_with_chunks(png_bytes(a), ihdr=ihdr))
+    with pytest.raises(ImageDecodeError, match=match):
+        decode_file(str(path))
+    data = png_bytes(a)
+    i = data.index(b"IDAT") - 4
+    data = data[:i] + _chunk(b"IDAT", zlib.compress(short)) + _chunk(b"IEND", b"")
+    path.write_bytes(_with_chunks(data, ihdr=ihdr))
+    with pytest.raises(ImageDecodeError, match=match):
+        decode_file(str(path))
+
+
+def _apng(a: np.ndarray, box: tuple[int, int, int, int]) -> bytes:
+    """A one-frame animated PNG of ``a``'s rows in ``box`` (x, y, width, height): its IDAT is
+    the first frame, which Pillow decodes into that region alone."""
+    x, y, w, h = box
+    actl = _chunk(b"acTL", struct.pack(">II", 1, 0))
+    fctl = _chunk(b"fcTL", struct.pack(">IIIIIHHBB", 0, w, h, x, y, 1, 1, 0, 0))
+    frame = png_bytes(a[y : y + h, x : x + w])
+    idat = frame[frame.index(b"IDAT") - 4 : frame.index(b"IEND") - 4]
+    ihdr = struct.pack(">IIBBBBB", a.shape[1], a.shape[0], 8, 0, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr) + actl + fctl + idat
+            + _chunk(b"IEND", b""))  # fmt: skip
+
+
+@pytest.mark.parametrize("box", [(0, 4, 8, 4), (4, 0, 4, 8), (0, 0, 8, 4), (2, 2, 3, 3)])
+def test_an_apng_whose_frame_leaves_part_of_the_image_is_refused(tmp_path, flag, box):
+    """Found by review: Pillow decodes the first frame's region only and leaves the rest."""
+    a = np.full((8, 8), 3, np.uint8)
+    path = tmp_path / "a.png"
+    path.write_bytes(_apng(a, box))
+    with pytest.raises(ImageDecodeError, match=r"APNG\) whose frame covers"):
+        decode_file(str(path))
+    path.write_bytes(_apng(a, (0, 0, 8, 8)))  # a frame of the whole image: a plain image
+    assert_array_equal(decode_file(str(path)), a)
+
+
+def test_a_row_of_an_unknown_filter_type_is_refused_whatever_the_flag(tmp_path, flag):
+    """Found by review: while LOAD_TRUNCATED_IMAGES is set Pillow stops at such a row silently
+    (the rows after it 0); the inflating segiou does then checks every row's filter type."""
+    raw = bytearray(b"".join(_rows(np.full((8, 8), 3), 8)))
+    raw[9 * 5] = 7  # row 5: filter type 7
+    data = png_bytes(np.zeros((8, 8), np.uint8))
+    i, j = data.index(b"IDAT") - 4, data.index(b"IEND") - 4
+    path = tmp_path / "a.png"
+    path.write_bytes(data[:i] + _chunk(b"IDAT", zlib.compress(bytes(raw))) + data[j:])
+    with pytest.raises(ImageDecodeError, match=r"filter type 7|broken data stream|unrecognized"):
+        decode_file(str(path))
+
+
+def test_the_flag_set_while_pillow_decodes_still_refuses_rows_left_out(tmp_path, monkeypatch):
+    """Found by review: another thread setting LOAD_TRUNCATED_IMAGES during decoding let
+    Pillow stop early silently, the mark left in the rows after (3,466 of 5,672 decodes)."""
+    raw = bytearray(b"".join(_rows(np.full((8, 8), 3), 8)))
+    raw[9 * 5] = 7
+    data = png_bytes(np.zeros((8, 8), np.uint8))
+    i, j = data.index(b"IDAT") - 4, data.index(b"IEND") - 4
+    path = tmp_path / "a.png"
+    path.write_bytes(data[:i] + _chunk(b"IDAT", zlib.compress(bytes(raw))) + data[j:])
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", False)
+    real = ImageFile.ImageFile.load
+
+    def set_meanwhile(self):
+        ImageFile.LOAD_TRUNCATED_IMAGES = True  # another thread, while this one decodes
+        return real(self)
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", set_meanwhile)
+    with pytest.raises(ImageDecodeError, match="filter type 7"):
+        decode_file(str(path))
+
+
+def test_pixel_data_in_two_runs_are_refused(tmp_path, flag):
+    """Found by review: IDAT, tEXt, IDAT: Pillow reads the first run (with the flag set, the
+    rows of the second are left 0) while the rows segiou counted were all there."""
+    a = np.full((8, 8), 3, np.uint8)
+    stream = zlib.compress(b"".join(_rows(a, 8)))
+    data = png_bytes(a)
+    i, j = data.index(b"IDAT") - 4, data.index(b"IEND") - 4
+    text = _chunk(b"tEXt", b"k\0v")
+    half = len(stream) // 2
+    path = tmp_path / "a.png"
+    path.write_bytes(data[:i] + _chunk(b"IDAT", stream[:half]) + text
+                     + _chunk(b"IDAT", stream[half:]) + data[j:])  # fmt: skip
+    with pytest.raises(ImageDecodeError, match="IDAT chunks\\) are not consecutive"):
+        decode_file(str(path))
+    path.write_bytes(data[:i] + text + _chunk(b"IDAT", stream[:half])
+                     + _chunk(b"IDAT", stream[half:]) + data[j:])  # fmt: skip
+    assert_array_equal(decode_file(str(path)), a)  # one run, after other chunks: fine
+
+
+def test_a_memory_error_inside_pillow_names_the_file(tmp_path, monkeypatch):
+    """Found by review: a PNG of rows wider than Pillow's decoder takes (2**28 px of 8 bits)
+    raised a bare MemoryError; the memory itself was checked before decoding."""
+    from segiou.errors import ResourceError
+
+    path = tmp_path / "a.png"
+    path.write_bytes(png_bytes(np.zeros((2, 3), np.uint8)))
+
+    def too_wide(self):
+        raise MemoryError
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", too_wide)
+    with pytest.raises(ResourceError, match=r"a\.png: Pillow could not decode this mask"):
+        decode_file(str(path))
+
+
+def test_the_row_walker_finds_every_row_start_however_the_data_are_cut():
+    """``_Rows`` against the rows written pass by pass, fed in random pieces (zlib hands
+    inflated data over in 64 KiB pieces, cutting rows anywhere): a filter type past 4 at any
+    row's start is found, bytes inside rows are never taken for one."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        depth, color = KINDS[rng.integers(len(KINDS))]
+        h, w = (int(x) for x in rng.integers(1, 20, 2))
+        interlaced = bool(rng.integers(2))
+        a = _samples(depth, color, (h, w), seed=int(rng.integers(1 << 30)))
+        data = png_bytes(a, depth, color, interlaced=interlaced)
+        ihdr = data[16:29]
+        if color == 3:
+            data = data.replace(_chunk(b"PLTE", bytes(range(3 * 16))), b"")
+        raw = bytearray(zlib.decompress(data[41 : data.index(b"IEND") - 8]))
+        if interlaced:
+            parts = [a[y0::dy, x0::dx] for x0, y0, dx, dy in ADAM7]
+            rows = [r for part in parts if part.size for r in _rows(part, depth)]
+        else:
+            rows = _rows(a, depth)
+        starts = np.cumsum([0] + [len(r) for r in rows[:-1]])
+        raw[int(rng.choice(starts))] = 5 + int(rng.integers(251))  # one bad filter type
+        if rng.integers(4) == 0:  # or none: bytes inside rows of any value
+            raw = bytearray(b"".join(rows))
+        bad = any(raw[s] > 4 for s in starts)
+        walker = _complete._Rows("a.png", ihdr)
+        cuts = sorted(int(c) for c in rng.integers(0, len(raw) + 1, int(rng.integers(0, 6))))
+        pieces = [raw[i:j] for i, j in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+
+        def feed_all(walker=walker, pieces=pieces):
+            for piece in pieces:
+                walker.feed(bytes(piece))
+
+        if bad:
+            with pytest.raises(ImageDecodeError, match="unknown filter type"):
+                feed_all()
+        else:
+            feed_all()
+            assert walker.seen == walker.need == len(raw)
+            assert not walker.missing()
