@@ -32,12 +32,14 @@ from segiou._jsontext import TOO_DEEP, loads
 from segiou._state_fields import (
     INT64_MAX,
     RESTORE,
+    check_digest,
     check_extra_fields,
     check_image_bounds,
     check_instances,
     check_spec_fields,
     check_values,
     check_width,
+    sealed,
 )
 from segiou._state_fields import count as _count
 from segiou._state_fields import counts as _counts
@@ -48,7 +50,16 @@ from segiou.errors import CheckpointError
 from segiou.images import ImageRows, UnexpectedValue, exact_total
 from segiou.labels import LabelSpec
 
-__all__ = ["FORMAT", "INT64_MAX", "READABLE", "VERSION", "StateParts", "dump", "load"]
+__all__ = [
+    "FORMAT",
+    "INT64_MAX",
+    "READABLE",
+    "VERSION",
+    "StateParts",
+    "dump",
+    "load",
+    "sealed",
+]
 
 FORMAT = "segiou.confusion"
 VERSION = 2
@@ -443,11 +454,16 @@ def _load(d: Any) -> StateParts:
     if version not in READABLE:
         w = d.get("writer")
         writer = w.get("segiou", "?") if isinstance(w, Mapping) else "?"
+        if version < READABLE[0]:
+            msg = f"state version {version} is no version segiou writes: the file was altered"
+            raise _fail(msg)
         msg = (
             f"state version {version} (written by segiou {writer}) is not readable by segiou "
-            f"{__version__}, which reads versions {list(READABLE)}; upgrade segiou"
+            f"{__version__}, which reads versions {list(READABLE)}: upgrade segiou (if segiou "
+            f"{writer} is not newer than {__version__}, the file was altered)"
         )
         raise _fail(msg)
+    check_digest(d)
     known = _FIELDS | (_EXTRA_FIELDS if version >= VERSION_EXTRAS else set())
     if unknown := sorted(set(d) - known):
         msg = f"unknown field(s) {unknown}; the file was altered or written by a newer segiou"
@@ -498,7 +514,7 @@ def _load(d: Any) -> StateParts:
     if total > INT64_MAX:
         msg = f"its counts add up to {total:,} pixels, more than 2**63 - 1; the file was altered"
         raise _fail(msg)
-    if d["pixels"] != total or isinstance(d["pixels"], bool):
+    if d["pixels"] != total or type(d["pixels"]) is not int:  # (not 9216.0, nor a bool)
         msg = (
             f"counts add up to {total:,} pixels but the state records {d['pixels']!r}; the file "
             "was altered or truncated"

@@ -5,11 +5,15 @@ a bool, checked before any numpy conversion). :func:`check_extra_fields` checks 
 version-3 fields are all there and of the form :meth:`segiou._extras.Extras.to_dict` writes
 before any of them is read: a field cut from a file must not load as "not counted" (Boundary
 IoU or iIoU gone without a word), and :func:`check_width` refuses a Boundary IoU width that
-the widths its images were counted with contradict.
+the widths its images were counted with contradict. :func:`sealed` records a state's sha256
+(:func:`digest`) in its ``writer`` field as it is saved, and :func:`check_digest` refuses a
+state changed after that.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +31,7 @@ from segiou.labels import IdSpace, LabelSpec
 __all__ = [
     "INT64_MAX",
     "RESTORE",
+    "check_digest",
     "check_extra_fields",
     "check_image_bounds",
     "check_instances",
@@ -35,7 +40,9 @@ __all__ = [
     "check_width",
     "count",
     "counts",
+    "digest",
     "fail",
+    "sealed",
 ]
 
 INT64_MAX = 2**63 - 1
@@ -460,3 +467,37 @@ def _refuse(kind: str, image: str | None, got: int, limit: int, row: int, cls: s
         what, of = _BOUNDS[row]
         msg = f"{where} {got:,} {what} of class {cls!r}, more than their {limit:,} {of}; {RESTORE}"
     raise fail(msg)
+
+
+def digest(d: Mapping[str, Any]) -> str:
+    """Return the sha256 of a state's canonical JSON (sorted keys, no spaces), ``writer`` left out."""
+    body = {k: v for k, v in d.items() if k != "writer"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def sealed(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` (a state from :func:`dump`) with its digest recorded in ``writer.sha256``.
+
+    What :meth:`segiou.ConfusionMatrix.save` writes: any change to the file afterwards (a
+    damaged disk or copy, a hand edit) is refused when it is loaded. The digest sits in
+    ``writer``, which earlier segiou versions read without checking: states they wrote (no
+    digest) load as before, and they load these.
+    """
+    d["writer"] = {**d["writer"], "sha256": digest(d)}
+    return d
+
+
+def check_digest(d: Mapping[str, Any]) -> None:
+    """Refuse a state whose content no longer matches the digest its writer recorded."""
+    w = d.get("writer")
+    if not isinstance(w, Mapping) or "sha256" not in w:
+        return  # written without one (to_dict, or an earlier segiou)
+    if w["sha256"] != digest(d):
+        msg = (
+            "the state was changed after segiou wrote it: its content no longer matches the "
+            "sha256 digest recorded in field 'writer' (damaged on disk or in a copy, or edited "
+            "by hand). Use the file as it was written; a state edited on purpose loads once "
+            "'sha256' is removed from 'writer' (then every invariant is still checked)"
+        )
+        raise fail(msg)

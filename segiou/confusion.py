@@ -650,8 +650,8 @@ class ConfusionMatrix(Totals):
         ----------
         path : str or os.PathLike
             File to write (a regular file, replaced if it exists; a symlink is written through
-            to its target); its folder must exist. The state is :meth:`to_dict`; :meth:`load`
-            reads it back.
+            to its target); its folder must exist. The state is :meth:`to_dict`, its sha256
+            in ``writer``: :meth:`load` reads it back, and refuses it once changed.
 
         Returns
         -------
@@ -667,7 +667,7 @@ class ConfusionMatrix(Totals):
             The file cannot be written (also an ``OSError``); the temporary file is removed and
             an existing file at ``path`` is left as it was.
         """
-        text = json.dumps(self.to_dict(), separators=(",", ":"))
+        text = json.dumps(_state.sealed(self.to_dict()), separators=(",", ":"))
         return write_atomic(path, text, what="state file")
 
     @classmethod
