@@ -105,6 +105,9 @@ def check_png(path: str, *, inflate: bool) -> None:
             name = ctype.decode("latin-1")
             if length >= 1 << 31:
                 raise _incomplete(path, f"chunk {name!r} has an invalid length {length}")
+            if ctype in (b"DDAT", b"fdAT"):  # Pillow reads them as pixel data too
+                raise _malformed(path, f"a {name} chunk (not a chunk of a still PNG, read as "
+                                 "pixel data by Pillow)")  # fmt: skip
             if ctype == b"IDAT":
                 if idat == "after":
                     raise _malformed(path, "its pixel data (IDAT chunks) are not consecutive "
@@ -140,15 +143,16 @@ def check_png(path: str, *, inflate: bool) -> None:
                     raise ImageDecodeError(msg)
             if ctype == b"IEND":
                 break
-    if z is not None and not z.eof:
-        raise _incomplete(path, "the compressed pixel data (IDAT) end before their zlib stream")
-    if z is not None and rows is not None and rows.missing():
+    if z is None:
+        return
+    if rows is not None and rows.missing():
         raise _incomplete(
             path,
-            f"its pixel data hold {rows.seen} bytes where its header's image needs {rows.need} "
-            "(the compressed stream is whole, but rows are missing: written by a broken "
-            "encoder?)",
+            f"its pixel data stop after {rows.seen} bytes where its header's image needs "
+            f"{rows.need}: rows are missing",
         )
+    if rows is None and not z.eof:  # (every row there, the stream unended: Pillow reads it)
+        raise _incomplete(path, "the compressed pixel data (IDAT) end before their zlib stream")
 
 
 def _malformed(path: str, what: str) -> ImageDecodeError:
@@ -281,9 +285,18 @@ def mark_png(im: Any) -> PngMark | None:
         return None
     from PIL import Image
 
-    memory = Image.new(im.mode, im.size, value).im
+    interlaced = bool(im.info.get("interlace"))
+    if interlaced:  # any pixel may be left out: all are marked
+        memory = Image.new(im.mode, im.size, value).im
+    else:  # rows are written in order: the last row tells (filling every pixel costs Pillow
+        # ~3 ms a 1024 x 2048 mask of 16 bits). The others are left as they are: every one is
+        # written when the last one is, and a file whose last one is not is refused.
+        blank = Image.new(im.mode, im.size, None)
+        row = Image.new(im.mode, (im.size[0], 1), value)  # (pasting the value itself writes
+        blank.paste(row, (0, im.size[1] - 1))  # 0xFEFE for 65534 into I;16)
+        memory = blank.im
     im.im = memory  # Pillow decodes into the image memory it finds (of the right mode and size)
-    return PngMark(value, memory, bool(im.info.get("interlace")))
+    return PngMark(value, memory, interlaced)
 
 
 def check_frame(path: str, im: Any) -> None:

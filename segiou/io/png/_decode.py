@@ -45,6 +45,19 @@ class Header:
     dtype: np.dtype[Any] | None  # None: colour-coded (ids through the spec's colours)
 
 
+def _png_reason(path: str) -> None:
+    """For a file Pillow could not decode: if it is a PNG, refuse it with segiou's own reason.
+
+    Its chunks, header and rows are checked (:func:`check_png`, inflating): a header Pillow
+    cannot identify, a row of an unknown filter type, missing rows get their own message
+    rather than Pillow's. Nothing raised: Pillow's error is the reason.
+    """
+    try:
+        check_png(path, inflate=True)
+    except OSError:
+        return
+
+
 def _decode_failed(path: str, err: BaseException) -> ImageDecodeError:
     if isinstance(err, _PillowMisreads):  # a valid TIFF whose ids Pillow would change
         msg = (
@@ -458,6 +471,7 @@ def decode_file(path: str) -> np.ndarray:
         msg = f"{path}: file not found; was it moved or deleted after the folder was listed?"
         raise MaskNotFoundError(msg) from err
     except MemoryError as err:  # the memory was checked first: a limit of Pillow's decoder
+        _png_reason(path)
         msg = (
             f"{path}: Pillow could not decode this mask (MemoryError: rows this wide pass its "
             "decoder's limits, or memory ran out meanwhile). Cut the mask into tiles, or save "
@@ -467,6 +481,7 @@ def decode_file(path: str) -> np.ndarray:
     except _pil_errors() as err:
         tf = _tifffile() if _is_tiff(path) else None
         if tf is None:
+            _png_reason(path)
             raise _decode_failed(path, err) from err
         head = read_header(path)
         px = int(np.prod(head.shape)) * (4 if head.dtype is None else head.dtype.itemsize)
