@@ -459,9 +459,10 @@ def _load(d: Any) -> StateParts:
             raise _fail(msg)
         msg = (
             f"state version {version} (written by segiou {writer}) is not readable by segiou "
-            f"{__version__}, which reads versions {list(READABLE)}: upgrade segiou (if segiou "
-            f"{writer} is not newer than {__version__}, the file was altered)"
-        )
+            f"{__version__}, which reads versions {list(READABLE)}: "
+            + ("the file was altered" if writer == __version__ else
+               f"upgrade segiou (if segiou {writer} is not newer, the file was altered)")
+        )  # fmt: skip
         raise _fail(msg)
     check_digest(d)
     known = _FIELDS | (_EXTRA_FIELDS if version >= VERSION_EXTRAS else set())

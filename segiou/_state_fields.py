@@ -469,23 +469,59 @@ def _refuse(kind: str, image: str | None, got: int, limit: int, row: int, cls: s
     raise fail(msg)
 
 
-def digest(d: Mapping[str, Any]) -> str:
-    """Return the sha256 of a state's canonical JSON (sorted keys, no spaces), ``writer`` left out."""
+def _whole_floats(x: Any) -> Any:
+    """``x`` with every float of an integral value as an int (``x`` itself if there is none).
+
+    A JSON tool may write the float ``1.0`` (a Boundary IoU ratio, the only float a state
+    holds) back as ``1``: the same number. Lists of ints or strings (the counts) are not walked.
+    """
+    if isinstance(x, float):
+        return int(x) if x.is_integer() else x
+    if isinstance(x, dict):
+        out = {k: _whole_floats(v) for k, v in x.items()}
+        return x if all(out[k] is v for k, v in x.items()) else out
+    if isinstance(x, list) and x and not isinstance(x[0], (int, str)):
+        items = [_whole_floats(v) for v in x]
+        return x if all(a is b for a, b in zip(items, x, strict=True)) else items
+    return x
+
+
+def _canonical(d: Mapping[str, Any]) -> tuple[str, bool]:
+    """Return the canonical JSON of a state's fields but ``writer``, and whether it is theirs.
+
+    Canonical: sorted keys, no spaces, whole floats as ints; theirs: no float was made an int.
+    """
     body = {k: v for k, v in d.items() if k != "writer"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
+    whole = _whole_floats(body)
+    return json.dumps(whole, sort_keys=True, separators=(",", ":"), allow_nan=False), whole is body
 
 
-def sealed(d: dict[str, Any]) -> dict[str, Any]:
-    """``d`` (a state from :func:`dump`) with its digest recorded in ``writer.sha256``.
+def digest(d: Mapping[str, Any]) -> str:
+    """Return the SHA-256 of a state's canonical JSON (see :func:`sealed`), ``writer`` left out.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A field JSON cannot hold (NaN, infinity, an object of another type).
+    """
+    return hashlib.sha256(_canonical(d)[0].encode("ascii")).hexdigest()
+
+
+def sealed(d: Mapping[str, Any]) -> str:
+    """Return the JSON text of a state (from :func:`dump`), its SHA-256 in ``writer.sha256``.
 
     What :meth:`segiou.ConfusionMatrix.save` writes: any change to the file afterwards (a
-    damaged disk or copy, a hand edit) is refused when it is loaded. The digest sits in
-    ``writer``, which earlier segiou versions read without checking: states they wrote (no
-    digest) load as before, and they load these.
+    damaged disk or copy, a hand edit) is refused when it is loaded. The digest is that of
+    the fields but ``writer`` as JSON with sorted keys and no spaces (floats of an integral
+    value as ints), the same text the file holds after ``writer``: the state is encoded once.
+    It sits in ``writer``, which earlier segiou versions read without checking: states they
+    wrote (no digest) load as before, and they load these.
     """
-    d["writer"] = {**d["writer"], "sha256": digest(d)}
-    return d
+    text, same = _canonical(d)
+    writer = {**d.get("writer", {}), "sha256": hashlib.sha256(text.encode("ascii")).hexdigest()}
+    if not same:  # (a whole float such as a ratio of 1.0: written as it is)
+        return json.dumps({**d, "writer": writer}, separators=(",", ":"))
+    return '{"writer":' + json.dumps(writer, separators=(",", ":")) + "," + text[1:]
 
 
 def check_digest(d: Mapping[str, Any]) -> None:
@@ -493,11 +529,17 @@ def check_digest(d: Mapping[str, Any]) -> None:
     w = d.get("writer")
     if not isinstance(w, Mapping) or "sha256" not in w:
         return  # written without one (to_dict, or an earlier segiou)
-    if w["sha256"] != digest(d):
+    try:
+        same = w["sha256"] == digest(d)
+        why = ""
+    except (TypeError, ValueError) as err:  # a value segiou never writes (NaN, ...)
+        same, why = False, f"; it holds a value no state holds ({err})"
+    if not same:
         msg = (
             "the state was changed after segiou wrote it: its content no longer matches the "
-            "sha256 digest recorded in field 'writer' (damaged on disk or in a copy, or edited "
-            "by hand). Use the file as it was written; a state edited on purpose loads once "
-            "'sha256' is removed from 'writer' (then every invariant is still checked)"
+            f"SHA-256 recorded in field 'writer'{why} (damaged on disk or in a copy, or edited "
+            "by hand). Restore the file from a copy or count the images again; a state edited "
+            "on purpose loads once 'sha256' is removed from 'writer' (every invariant is then "
+            "still checked)"
         )
         raise fail(msg)

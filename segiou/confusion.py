@@ -6,7 +6,6 @@ Counts accumulate; ratios are computed once, at the end, from the summed counts 
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -667,7 +666,7 @@ class ConfusionMatrix(Totals):
             The file cannot be written (also an ``OSError``); the temporary file is removed and
             an existing file at ``path`` is left as it was.
         """
-        text = json.dumps(_state.sealed(self.to_dict()), separators=(",", ":"))
+        text = _state.sealed(self.to_dict())
         return write_atomic(path, text, what="state file")
 
     @classmethod

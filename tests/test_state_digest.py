@@ -144,13 +144,63 @@ def test_a_state_saved_merged_and_saved_again_keeps_loading(tmp_path):
 @pytest.mark.parametrize(("version", "match"), [
     (0, "no version segiou writes: the file was altered"),
     (-2, "no version segiou writes"),
-    (9, r"upgrade segiou \(if segiou .* is not newer than .*, the file was altered\)"),
+    (9, r"reads versions \[1, 2, 3\]: the file was altered"),  # written by this segiou
 ])  # fmt: skip
 def test_a_version_no_segiou_writes_says_the_file_was_altered(tmp_path, version, match):
     """Found by review: version 0 said 'upgrade segiou', which cannot help."""
     _, path = _saved(tmp_path)
     _edit(path, lambda d: d.update(version=version))
     with pytest.raises(CheckpointError, match=match):
+        ConfusionMatrix.load(path)
+    _edit(path, lambda d: d["writer"].update(segiou="99.0"))  # a newer segiou's: upgrade
+    if version > 3:
+        with pytest.raises(CheckpointError, match=r"upgrade segiou \(if segiou 99\.0 is not"):
+            ConfusionMatrix.load(path)
+
+
+def test_the_file_is_the_state_its_digest_covers(tmp_path):
+    """One encoding: the fields after ``writer`` are the canonical text the digest covers."""
+    import hashlib
+
+    cm, path = _saved(tmp_path)
+    text = path.read_text()
+    d = json.loads(text)
+    assert d == {**cm.to_dict(), "writer": d["writer"]}
+    assert text.startswith('{"writer":')
+    body = "{" + text[text.index("},") + 2 :]
+    assert json.loads(body) == {k: v for k, v in d.items() if k != "writer"}
+    assert hashlib.sha256(body.encode()).hexdigest() == d["writer"]["sha256"]
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_a_sealed_state_holding_what_json_cannot_write_is_refused_by_name(tmp_path, value):
+    """Found by review: the digest's own encoding raised a bare ValueError (Python's JSON reads
+    NaN and Infinity); the server answered 500, the CLI printed a traceback."""
+    _, path = _saved(tmp_path)
+    path.write_text(path.read_text().replace('"images":3', f'"images":{value}'))
+    with pytest.raises(CheckpointError, match="holds a value no state holds") as info:
+        ConfusionMatrix.load(path)
+    assert str(path) in str(info.value)
+    d = json.loads(path.read_text())
+    d["labels"] = {1: "a", "b": 2}  # keys JSON cannot sort (a dict given to from_dict)
+    with pytest.raises(CheckpointError, match="changed after segiou wrote it"):
+        ConfusionMatrix.from_dict(d)
+
+
+def test_a_ratio_of_one_written_back_as_an_int_loads(tmp_path):
+    """Found by review: jq and JavaScript write the Boundary IoU ratio 1.0 back as 1 (the same
+    number); the state loaded before the digest and must still."""
+    cm = ConfusionMatrix(3, boundary=1.0)
+    cm.update(np.zeros((1, 8, 8), np.uint8), np.zeros((1, 8, 8), np.uint8))
+    path = tmp_path / "r.json"
+    cm.save(path)
+    assert '"ratio":1.0' in path.read_text()  # written as it is
+    assert ConfusionMatrix.load(path).to_dict() == cm.to_dict()
+    path.write_text(path.read_text().replace('"ratio":1.0', '"ratio":1'))
+    back = ConfusionMatrix.load(path)
+    assert back.to_dict() == cm.to_dict()
+    path.write_text(path.read_text().replace('"ratio":1', '"ratio":0.5'))
+    with pytest.raises(CheckpointError, match="changed after segiou wrote it"):
         ConfusionMatrix.load(path)
 
 
