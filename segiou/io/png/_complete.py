@@ -261,7 +261,7 @@ _MARKS: dict[str, Any] = {"1": 1, "L": 254, "P": 254, "LA": (254, 254), "I;16": 
 class PngMark:
     """The mark a PNG was filled with before decoding (see :func:`mark_png`)."""
 
-    value: Any
+    value: Any  # a value, or (a 1-bit PNG's last row) one value a pixel
     memory: Any  # Pillow's image memory, filled with the mark
     interlaced: bool
 
@@ -292,8 +292,13 @@ def mark_png(im: Any) -> PngMark | None:
         # ~3 ms a 1024 x 2048 mask of 16 bits). The others are left as they are: every one is
         # written when the last one is, and a file whose last one is not is refused.
         blank = Image.new(im.mode, im.size, None)
-        row = Image.new(im.mode, (im.size[0], 1), value)  # (pasting the value itself writes
-        blank.paste(row, (0, im.size[1] - 1))  # 0xFEFE for 65534 into I;16)
+        w = im.size[0]
+        if im.mode == "1":  # 0, 1, 0, 1, ...: a last row all 1 is common (a road at the bottom)
+            row = Image.frombytes("1", (w, 1), b"\x55" * ((w + 7) // 8))
+            value = np.arange(w) % 2 == 1
+        else:  # (pasting the value itself writes 0xFEFE for 65534 into I;16)
+            row = Image.new(im.mode, (w, 1), value)
+        blank.paste(row, (0, im.size[1] - 1))
         memory = blank.im
     im.im = memory  # Pillow decodes into the image memory it finds (of the right mode and size)
     return PngMark(value, memory, interlaced)

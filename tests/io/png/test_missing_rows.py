@@ -398,3 +398,23 @@ def test_a_memory_error_on_a_file_of_missing_rows_says_the_rows_are_missing(tmp_
     monkeypatch.setattr(ImageFile.ImageFile, "load", too_wide)
     with pytest.raises(ImageDecodeError, match="rows are missing"):
         decode_file(str(path))
+
+
+def test_a_binary_mask_whose_last_row_is_all_foreground_is_not_inflated(tmp_path, monkeypatch):
+    """A 1-bit mask's last row is marked 0, 1, 0, 1, ...: a bottom row all 1 (a road) is common
+    and decodes without counting rows; a row of that very pattern is counted, and exact."""
+    calls = []
+    real = _complete.check_png
+    monkeypatch.setattr(_complete, "check_png", lambda p, *, inflate: calls.append(inflate)
+                        or real(p, inflate=inflate))  # fmt: skip
+    a = np.random.default_rng(3).integers(0, 2, (9, 21)).astype(bool)
+    for last, inflated in ((np.ones(21, bool), False), (np.arange(21) % 2 == 1, True)):
+        a[-1] = last
+        Image.fromarray(a).save(tmp_path / "b.png")
+        calls.clear()
+        assert_array_equal(decode_file(str(tmp_path / "b.png")), a)
+        assert calls == ([True] if inflated else [])
+    path = tmp_path / "c.png"
+    path.write_bytes(png_bytes(a.astype(np.uint8), 1, drop_rows=1))  # a row missing: refused
+    with pytest.raises(ImageDecodeError, match="rows are missing"):
+        decode_file(str(path))
